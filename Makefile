@@ -1,0 +1,35 @@
+# Two commands set up and use attnlab on a fresh machine:
+#   make run    create .venv, install attnlab, run the main job on built-in defaults
+#   make test   create .venv, install attnlab with its test extras, run the test suite
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch==2.13.0 resolves to the local CPU wheel on CPU-only machines that ship it and to the
+# CUDA build from PyPI elsewhere; a torch that is already installed in the venv is kept.
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: run test lint install clean
+
+$(BIN)/activate:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+
+$(VENV)/.installed: $(BIN)/activate pyproject.toml
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+run: install
+	$(BIN)/attnlab demo
+
+test: install
+	$(BIN)/python -m ruff check attnlab tests benchmarks experiments
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/python -m ruff check attnlab tests benchmarks experiments
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""attnlab.data: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""attnlab.io: see docs/architecture.md."""

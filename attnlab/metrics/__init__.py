@@ -1,0 +1,1 @@
+"""attnlab.metrics: see docs/architecture.md."""

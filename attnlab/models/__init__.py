@@ -1,0 +1,1 @@
+"""attnlab.models: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""attnlab.nn: see docs/architecture.md."""

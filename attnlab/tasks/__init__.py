@@ -1,0 +1,1 @@
+"""attnlab.tasks: see docs/architecture.md."""

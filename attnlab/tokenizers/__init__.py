@@ -1,0 +1,1 @@
+"""attnlab.tokenizers: see docs/architecture.md."""

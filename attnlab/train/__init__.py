@@ -1,0 +1,1 @@
+"""attnlab.train: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""attnlab.translation: see docs/architecture.md."""
