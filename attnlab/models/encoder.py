@@ -1,0 +1,250 @@
+"""The one configurable Transformer encoder of the BERT family.
+
+Shapes: B batch, T sequence, H hidden, N heads, E embedding size, V vocabulary.
+
+Cross-layer sharing (ALBERT, Lan et al. 2020 section 3.1) is an *execution order*: ``attention`` and
+``feed_forward`` hold only the unique sub-layers and ``layer_plan[i] = (a, f)`` says that layer i runs
+``attention[a]`` then ``feed_forward[f]``. With ``sharing="all"`` every layer runs ``(0, 0)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.models.config import EncoderConfig
+from attnlab.nn.attention import MultiHeadAttention
+from attnlab.nn.embeddings import Embeddings
+from attnlab.nn.feedforward import FeedForward
+from attnlab.nn.masks import to_additive
+from attnlab.nn.residual import Residual
+
+
+@dataclass
+class EncoderOutput:
+    """What `Encoder.forward` returns."""
+
+    last_hidden_state: Tensor  # (B, T, H); after final_norm with pre-LN
+    pooled_output: Tensor | None = None  # (B, H) tanh(dense(h[:, 0])) when the encoder has a pooler
+    hidden_states: tuple[Tensor, ...] | None = None  # embeddings output + each layer's output (L + 1)
+    attentions: tuple[Tensor, ...] | None = None  # per layer (B, N, T, T) probabilities
+
+
+class Pooler(nn.Module):
+    """BERT's pooler: ``tanh(dense(h[:, 0]))``, the [CLS] summary used by NSP/SOP and classifiers."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        """(B, T, H) -> (B, H)."""
+        return torch.tanh(self.dense(hidden[:, 0]))
+
+
+def init_bert_weights(module: nn.Module, std: float) -> None:
+    """BERT's initialisation: weights ~ N(0, std), biases 0, LayerNorm weight 1 / bias 0.
+
+    (Google's code draws from a normal truncated at 2 std; with std = 0.02 the difference is
+    immaterial and HF uses the plain normal too.)
+    """
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=std)
+        if getattr(module, "bias", None) is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+def _layer_plan(config: EncoderConfig) -> tuple[tuple[int, int], ...]:
+    shared_attention = config.sharing in ("all", "attention")
+    shared_ffn = config.sharing in ("all", "ffn")
+    return tuple((0 if shared_attention else i, 0 if shared_ffn else i) for i in range(config.num_layers))
+
+
+class Encoder(nn.Module):
+    """Embeddings, then ``num_layers`` x (self-attention sub-layer, feed-forward sub-layer), each a
+    `Residual`; a final LayerNorm with pre-LN; an optional pooler.
+
+    State-dict names (the model contract, relied on by attnlab.io):
+    ``embeddings.{word,position,token_type,norm,project}``,
+    ``attention.{j}.layer.{query,key,value,output}``, ``attention.{j}.norm``,
+    ``feed_forward.{j}.layer.{up,down}``, ``feed_forward.{j}.norm``, ``final_norm``, ``pooler.dense``.
+    """
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        c = config
+        self.embeddings = Embeddings(
+            vocab_size=c.vocab_size,
+            embedding_size=c.embedding_dim,
+            hidden_size=c.hidden_size,
+            max_positions=c.max_position_embeddings,
+            type_vocab_size=c.type_vocab_size,
+            position_embedding=c.position_embedding,
+            position_offset=c.position_offset,
+            pad_token_id=c.pad_token_id,
+            dropout=c.hidden_dropout,
+            eps=c.layer_norm_eps,
+        )
+        self.layer_plan = _layer_plan(c)
+        num_attention = len({a for a, _ in self.layer_plan})
+        num_ffn = len({f for _, f in self.layer_plan})
+        self.attention = nn.ModuleList(
+            Residual(
+                MultiHeadAttention(c.hidden_size, c.num_heads, dropout=c.attention_dropout),
+                c.hidden_size,
+                dropout=c.hidden_dropout,
+                norm_first=c.norm_first,
+                eps=c.layer_norm_eps,
+            )
+            for _ in range(num_attention)
+        )
+        self.feed_forward = nn.ModuleList(
+            Residual(
+                FeedForward(c.hidden_size, c.intermediate_size, activation=c.activation),
+                c.hidden_size,
+                dropout=c.hidden_dropout,
+                norm_first=c.norm_first,
+                eps=c.layer_norm_eps,
+            )
+            for _ in range(num_ffn)
+        )
+        self.final_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps) if c.norm_first else None
+        self.pooler = Pooler(c.hidden_size) if c.add_pooler else None
+        self.apply(lambda m: init_bert_weights(m, c.initializer_range))
+
+    @classmethod
+    def from_config(cls, config: EncoderConfig) -> Encoder:
+        return cls(config)
+
+    # -- input checks ----------------------------------------------------------------------------
+    def _check_inputs(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        position_ids: Tensor | None,
+    ) -> None:
+        c = self.config
+        if not isinstance(input_ids, Tensor):
+            raise TypeError(
+                f"input_ids: expected a torch.Tensor of token ids, got {type(input_ids).__name__}"
+            )
+        if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+            raise TypeError(f"input_ids: expected an integer tensor (torch.long), got {input_ids.dtype}")
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids: expected shape (B, T), got {tuple(input_ids.shape)}")
+        if input_ids.size(1) > c.max_sequence_length:
+            raise ValueError(
+                f"input_ids: sequence length {input_ids.size(1)} exceeds the maximum {c.max_sequence_length} "
+                f"(max_position_embeddings={c.max_position_embeddings}, position_offset={c.position_offset})"
+            )
+        if input_ids.numel() and input_ids.device.type != "meta":
+            lo, hi = torch.aminmax(input_ids)
+            lo, hi = int(lo), int(hi)
+            if lo < 0 or hi >= c.vocab_size:
+                bad = hi if hi >= c.vocab_size else lo
+                raise ValueError(
+                    f"input_ids: token id {bad} out of range; ids must be in [0, {c.vocab_size - 1}] "
+                    f"(vocab_size={c.vocab_size}); max id found {hi}, min id found {lo}"
+                )
+        for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+            if t is not None and tuple(t.shape) != tuple(input_ids.shape):
+                raise ValueError(
+                    f"{name}: expected the shape of input_ids {tuple(input_ids.shape)}, got {tuple(t.shape)}"
+                )
+        if position_ids is not None and position_ids.shape[-1] != input_ids.size(1):
+            raise ValueError(
+                f"position_ids: expected last dimension {input_ids.size(1)} (T), "
+                f"got shape {tuple(position_ids.shape)}"
+            )
+        if token_type_ids is not None:
+            if token_type_ids.dtype.is_floating_point or token_type_ids.dtype == torch.bool:
+                raise TypeError(f"token_type_ids: expected an integer tensor, got {token_type_ids.dtype}")
+            if c.type_vocab_size == 0:
+                raise ValueError(
+                    "token_type_ids given, but this encoder has no segment embeddings (type_vocab_size=0)"
+                )
+            if token_type_ids.numel() and token_type_ids.device.type != "meta":
+                lo, hi = (int(v) for v in torch.aminmax(token_type_ids))
+                if lo < 0 or hi >= c.type_vocab_size:
+                    raise ValueError(
+                        f"token_type_ids: id {hi if hi >= c.type_vocab_size else lo} out of range; "
+                        f"must be in [0, {c.type_vocab_size - 1}] (type_vocab_size={c.type_vocab_size})"
+                    )
+
+    def attention_bias(self, attention_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+        """The additive key-padding mask (B, 1, 1, T) built once per forward, or None without padding.
+
+        Returning None when nothing is padded lets SDPA take its unmasked kernels.
+        """
+        if attention_mask is None:
+            return None
+        if attention_mask.dtype == torch.bool:
+            keep = attention_mask
+        else:
+            keep = attention_mask != 0
+        if attention_mask.device.type != "meta" and bool(keep.all()):
+            return None
+        return to_additive(keep[:, None, None, :], dtype)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> EncoderOutput:
+        """Encode ``input_ids`` (B, T) int64.
+
+        Args:
+            attention_mask: (B, T) 1 = token, 0 = padding (HF style); None = no padding.
+            token_type_ids: (B, T) segment ids (0 = sentence A, 1 = B); default 0.
+            position_ids: (B, T) or (1, T); default ``arange(T)`` or RoBERTa's offset positions.
+            output_hidden_states: also return the embeddings output and every layer's output.
+            output_attentions: also return every layer's attention probabilities (explicit path).
+        """
+        self._check_inputs(input_ids, attention_mask, token_type_ids, position_ids)
+        x = self.embeddings(input_ids, token_type_ids=token_type_ids, position_ids=position_ids)  # (B, T, H)
+        mask = self.attention_bias(attention_mask, x.dtype)  # (B, 1, 1, T) or None
+        hidden_states: list[Tensor] | None = [x] if output_hidden_states else None
+        attentions: list[Tensor] | None = [] if output_attentions else None
+        for a, f in self.layer_plan:
+            x, probs = self.attention[a](x, mask=mask, need_weights=output_attentions)
+            x = self.feed_forward[f](x)
+            if hidden_states is not None:
+                hidden_states.append(x)
+            if attentions is not None:
+                attentions.append(probs)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return EncoderOutput(
+            last_hidden_state=x,
+            pooled_output=self.pooler(x) if self.pooler is not None else None,
+            hidden_states=tuple(hidden_states) if hidden_states is not None else None,
+            attentions=tuple(attentions) if attentions is not None else None,
+        )
+
+
+def count_parameters(model_or_config: nn.Module | EncoderConfig, trainable_only: bool = False) -> int:
+    """Number of distinct parameters (tied/shared ones counted once).
+
+    A config is built into an `Encoder` on the meta device (no memory, no initialisation cost), so the
+    count covers embeddings, layers, final norm and pooler -- the encoder as the papers count it.
+    Non-persistent buffers (the sinusoidal table) are not parameters.
+    """
+    if isinstance(model_or_config, EncoderConfig):
+        with torch.device("meta"):
+            model_or_config = Encoder(model_or_config)
+    if not isinstance(model_or_config, nn.Module):
+        raise TypeError(
+            f"count_parameters: expected an nn.Module or EncoderConfig, got {type(model_or_config).__name__}"
+        )
+    return sum(p.numel() for p in model_or_config.parameters() if p.requires_grad or not trainable_only)
