@@ -1,0 +1,34 @@
+"""Line-level reading shared by the text-format loaders."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from attnlab.tasks.examples import DataFormatError
+
+_BOM = "\ufeff"
+
+
+def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` with 1-based line numbers, line ending removed.
+
+    Lines are split on ``\\n`` only (a stray ``\\r`` inside a field stays in the field, a ``\\r\\n``
+    ending is removed), which keeps line numbers equal to those an editor or ``sed -n Np`` shows.
+    A UTF-8 byte-order mark at the start of the file is dropped: GLUE's own download script writes one
+    before the MRPC header. Bytes that are not UTF-8 raise :class:`DataFormatError` naming the line.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataFormatError(path, lineno, f"not valid UTF-8 ({e.reason} at byte {e.start})") from e
+            if lineno == 1 and text.startswith(_BOM):
+                text = text[1:]
+            if text.endswith("\n"):
+                text = text[:-1]
+            if text.endswith("\r"):
+                text = text[:-1]
+            yield lineno, text

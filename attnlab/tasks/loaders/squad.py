@@ -1,0 +1,123 @@
+"""SQuAD v1.1 and v2.0 JSON (Rajpurkar et al., 2016; 2018).
+
+Layout: ``{"version", "data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question",
+"answers": [{"text", "answer_start"}], "is_impossible" (v2.0), "plausible_answers" (v2.0)}]}]}]}``.
+
+Every answer is checked against its context: ``context[answer_start:answer_start + len(text)]`` must
+equal ``text``. A mismatch raises (``errors="raise"``) or, with ``errors="skip"``, drops that *answer*
+(not the question) and counts it as ``answer_offset_mismatch``; a question left without answers is
+then skipped and counted as ``no_valid_answer``. Unlike the GLUE loaders there are no line numbers in
+a JSON file, so errors name the file and the JSON path (``data[3].paragraphs[0].qas[5]``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+
+from attnlab.tasks.examples import (
+    DataFormatError,
+    ErrorPolicy,
+    LoadedExamples,
+    LoadReport,
+    QAExample,
+    check_error_policy,
+)
+
+
+def _need(obj: object, key: str, kind: type | tuple[type, ...], path: str, where: str):
+    if not isinstance(obj, Mapping) or key not in obj:
+        raise DataFormatError(path, None, f"{where}: missing field {key!r}")
+    value = obj[key]
+    if not isinstance(value, kind):
+        raise DataFormatError(path, None, f"{where}.{key}: expected {kind}, got {type(value).__name__}")
+    return value
+
+
+def _answers(
+    raw: list, context: str, path: str, where: str, errors: str, report: LoadReport
+) -> tuple[tuple[str, int], ...]:
+    out = []
+    for k, answer in enumerate(raw):
+        at = f"{where}[{k}]"
+        text = _need(answer, "text", str, path, at)
+        start = _need(answer, "answer_start", int, path, at)
+        if context[start : start + len(text)] != text:
+            message = (
+                f"{at}: answer {text!r} is not at character {start} of the context "
+                f"(found {context[start : start + len(text)]!r})"
+            )
+            if errors == "raise":
+                raise DataFormatError(path, None, message)
+            report.skip("answer_offset_mismatch", f"{path}:{at}")
+            continue
+        out.append((text, start))
+    return tuple(out)
+
+
+def iter_squad(
+    path: str | os.PathLike, errors: ErrorPolicy = "raise", report: LoadReport | None = None
+) -> Iterator[QAExample]:
+    """Yield the questions of a SQuAD file in file order (see :func:`load_squad`)."""
+    check_error_policy(errors)
+    path = os.fspath(path)
+    report = report if report is not None else LoadReport(path)
+    with open(path, encoding="utf-8") as f:
+        try:
+            dataset = json.load(f)
+        except json.JSONDecodeError as e:
+            raise DataFormatError(path, e.lineno, f"not valid JSON: {e.msg} (column {e.colno})") from e
+    articles = _need(dataset, "data", list, path, "top level")
+    for i, article in enumerate(articles):
+        title = article.get("title", "") if isinstance(article, Mapping) else ""
+        for j, paragraph in enumerate(_need(article, "paragraphs", list, path, f"data[{i}]")):
+            where_p = f"data[{i}].paragraphs[{j}]"
+            context = _need(paragraph, "context", str, path, where_p)
+            for k, qa in enumerate(_need(paragraph, "qas", list, path, where_p)):
+                where = f"{where_p}.qas[{k}]"
+                report.lines_read += 1  # one "record" per question: JSON has no meaningful lines
+                qid = _need(qa, "id", str, path, where)
+                question = _need(qa, "question", str, path, where)
+                impossible = bool(qa.get("is_impossible", False))
+                answers = _answers(qa.get("answers", []), context, path, f"{where}.answers", errors, report)
+                plausible = _answers(
+                    qa.get("plausible_answers", []),
+                    context,
+                    path,
+                    f"{where}.plausible_answers",
+                    errors,
+                    report,
+                )
+                if impossible and answers:
+                    message = f"{where}: is_impossible is true but the question has {len(answers)} answer(s)"
+                    if errors == "raise":
+                        raise DataFormatError(path, None, message)
+                    report.skip("impossible_with_answers", f"{path}:{where}")
+                    continue
+                if not impossible and not answers and qa.get("answers"):
+                    # every gold answer was dropped for a bad offset: nothing left to train or score on
+                    report.skip("no_valid_answer", f"{path}:{where}")
+                    continue
+                report.examples += 1
+                yield QAExample(
+                    id=qid,
+                    title=title,
+                    context=context,
+                    question=question,
+                    answers=answers,
+                    is_impossible=impossible,
+                    plausible_answers=plausible,
+                )
+
+
+def load_squad(path: str | os.PathLike, errors: ErrorPolicy = "raise") -> LoadedExamples[QAExample]:
+    """Load a SQuAD v1.1 or v2.0 JSON file into :class:`QAExample` records (one per question).
+
+    ``report.lines_read`` counts questions read; ``report.skipped`` the answers and questions dropped
+    with ``errors="skip"``. Test-style files whose questions carry no ``answers`` load with
+    ``answers=()``.
+    """
+    report = LoadReport(os.fspath(path))
+    examples = list(iter_squad(path, errors=errors, report=report))
+    return LoadedExamples(examples, report)

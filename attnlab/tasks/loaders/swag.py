@@ -1,0 +1,94 @@
+"""SWAG (Zellers et al., 2018) CSV files: grounded commonsense inference, four candidate endings.
+
+Columns (``train.csv``, ``val.csv``; ``test.csv`` lacks ``label``): ``video-id, fold-ind, startphrase,
+sent1, sent2, gold-source, ending0 .. ending3, label`` (the released files also have an unnamed first
+index column). The context is ``sent1``; each ending is completed with the start of the second
+sentence, ``sent2 + " " + ending_i``, the pair BERT (§4.4) scores with one shared vector.
+Real CSV quoting applies (fields contain commas and quotes), so :mod:`csv` parses the file.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+
+from attnlab.tasks.examples import (
+    DataFormatError,
+    ErrorPolicy,
+    LoadedExamples,
+    LoadReport,
+    MultipleChoiceExample,
+    check_error_policy,
+    fail_or_skip,
+)
+
+SWAG_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
+NUM_ENDINGS = 4
+
+
+def load_swag(
+    path: str | os.PathLike, labelled: bool | None = None, errors: ErrorPolicy = "raise"
+) -> LoadedExamples[MultipleChoiceExample]:
+    """Load a SWAG CSV file into :class:`MultipleChoiceExample` records.
+
+    ``labelled``: ``True`` requires the ``label`` column, ``None`` follows the header. Labels must be
+    integers in 0..3; a bad one raises ``DataFormatError`` naming file and line (or is counted as
+    ``unknown_label`` with ``errors="skip"``). ``guid`` is the ``fold-ind`` column when present.
+    """
+    check_error_policy(errors)
+    path = os.fspath(path)
+    report = LoadReport(path)
+    examples: list[MultipleChoiceExample] = []
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise DataFormatError(
+                path, 1, f"empty file; expected a header with {list(SWAG_COLUMNS)}"
+            ) from None
+        report.lines_read += reader.line_num
+        report.structural["header"] += 1
+        columns = {name: i for i, name in enumerate(header)}
+        missing = [c for c in SWAG_COLUMNS if c not in columns]
+        if missing:
+            raise DataFormatError(path, 1, f"header lacks {missing}; expected columns {list(SWAG_COLUMNS)}")
+        has_label = "label" in columns and labelled is not False
+        if labelled and "label" not in columns:
+            raise DataFormatError(path, 1, f"expected a 'label' column; header is {header}")
+        previous_end = reader.line_num
+        for row in reader:
+            lineno = previous_end + 1  # a quoted field may span lines: report where the record starts
+            report.lines_read += reader.line_num - previous_end
+            previous_end = reader.line_num
+            if not row:
+                report.structural["blank"] += 1
+                continue
+            if len(row) != len(header):
+                fail_or_skip(
+                    report,
+                    errors,
+                    lineno,
+                    "missing_columns",
+                    f"expected {len(header)} columns ({', '.join(header)}), got {len(row)}",
+                )
+                continue
+            label = None
+            if has_label:
+                raw = row[columns["label"]].strip()
+                if raw not in {str(i) for i in range(NUM_ENDINGS)}:
+                    fail_or_skip(
+                        report,
+                        errors,
+                        lineno,
+                        "unknown_label",
+                        f"label {raw!r} must be one of 0..{NUM_ENDINGS - 1}",
+                    )
+                    continue
+                label = int(raw)
+            start = row[columns["sent2"]]
+            endings = tuple(f"{start} {row[columns[f'ending{i}']]}".strip() for i in range(NUM_ENDINGS))
+            guid = row[columns["fold-ind"]] if "fold-ind" in columns else f"{os.path.basename(path)}:{lineno}"
+            examples.append(MultipleChoiceExample(row[columns["sent1"]], endings, label, guid))
+    report.examples = len(examples)
+    return LoadedExamples(examples, report)
