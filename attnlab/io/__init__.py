@@ -1,1 +1,23 @@
-"""attnlab.io: see docs/architecture.md."""
+"""attnlab.io: checkpoints (``config.json`` + ``model.safetensors``) and HF transformers interop.
+
+- `save_pretrained` / `load_pretrained`: attnlab's own checkpoints (attnlab.io.checkpoint).
+- `load_hf` / `save_hf`: directories that HF transformers writes and reads, for BERT, RoBERTa, ALBERT,
+  ELECTRA and DistilBERT (attnlab.io.hf).
+
+See docs/architecture.md.
+"""
+
+from attnlab.io.checkpoint import DTYPES, CheckpointError, load_pretrained, save_pretrained
+from attnlab.io.hf import FAMILIES, infer_family, is_hf_directory, load_hf, save_hf
+
+__all__ = [
+    "DTYPES",
+    "FAMILIES",
+    "CheckpointError",
+    "infer_family",
+    "is_hf_directory",
+    "load_hf",
+    "load_pretrained",
+    "save_hf",
+    "save_pretrained",
+]

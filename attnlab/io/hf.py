@@ -1,0 +1,840 @@
+"""HF transformers interop, both ways, for BERT, RoBERTa, ALBERT, ELECTRA and DistilBERT.
+
+``load_hf(directory)`` reads a directory written by HF transformers (``config.json`` plus
+``model.safetensors``, a sharded ``model.safetensors.index.json``, or a legacy ``pytorch_model.bin``
+read with ``torch.load(weights_only=True)`` only) into an attnlab model; ``save_hf(model, directory)``
+writes an attnlab model that ``transformers.AutoModel*.from_pretrained`` loads unchanged.
+
+Each family is one `Family` record of data: the HF class per kind of model, the config field names, and
+the state-dict layout as ``{attnlab module path: HF module path}`` (``{j}`` = sub-layer index). One
+generic translator serves all five; no family has code of its own.
+
+Kinds of model and their attnlab architectures:
+
+====================  ==========================================  ===================================
+kind                  HF classes                                  attnlab
+====================  ==========================================  ===================================
+``base``              BertModel, RobertaModel, AlbertModel, ...   ``Encoder``
+``mlm``               *ForMaskedLM (ELECTRA: the generator)       ``EncoderForPreTraining``
+``pretraining``       BertForPreTraining (NSP), AlbertFor... (SOP)  ``EncoderForPreTraining(pair_head)``
+``rtd``               ElectraForPreTraining (the discriminator)   ``ReplacedTokenDetection``
+====================  ==========================================  ===================================
+
+Reading decides the kind from the weights present (the ``architectures`` field of real checkpoints
+often names less than the file holds: bert-base-uncased says BertForMaskedLM and carries the NSP head).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.io.checkpoint import (
+    CONFIG_NAME,
+    WEIGHTS_NAME,
+    CheckpointError,
+    architecture_of,
+    build_model,
+    check_directory,
+    dtype_name,
+    load_state_checked,
+    read_json,
+    read_safetensors,
+    resolve_dtype,
+    tied_aliases,
+    write_json_atomic,
+    write_safetensors_atomic,
+)
+
+LEGACY_WEIGHTS_NAME = "pytorch_model.bin"
+SHARDED_INDEX_NAME = "model.safetensors.index.json"
+
+# attnlab activation name <-> HF ``hidden_act``; several HF names compute the same function.
+HF_ACTIVATIONS: dict[str, str] = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "quick_gelu": "gelu_sigmoid",
+    "relu": "relu",
+}
+TO_HF_ACTIVATION: dict[str, str] = {
+    "gelu": "gelu",
+    "gelu_tanh": "gelu_new",
+    "gelu_sigmoid": "quick_gelu",
+    "relu": "relu",
+}
+
+# kind -> (attnlab architecture, from_config options, head groups it holds)
+KINDS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
+    "base": ("Encoder", {}, ()),
+    "mlm": ("EncoderForPreTraining", {"pair_head": False}, ("mlm",)),
+    "pretraining": ("EncoderForPreTraining", {"pair_head": True}, ("mlm", "pair")),
+    "rtd": ("ReplacedTokenDetection", {}, ("rtd",)),
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one HF model family names its config and weights. Pure data, read by the generic code below."""
+
+    model_type: str
+    prefix: str  # the base model's attribute in *For* classes: "bert" -> keys "bert.embeddings..."
+    classes: Mapping[str, str]  # kind -> HF class name
+    layout: Mapping[str, str]  # attnlab Encoder module path -> HF base-model module path
+    heads: Mapping[str, Mapping[str, str]]  # head group -> attnlab path -> HF path (absolute)
+    config_fields: Mapping[str, str]  # EncoderConfig field -> HF config field
+    defaults: Mapping[str, Any]  # HF config defaults for fields older files leave out
+    fixed: Mapping[str, Any] = field(default_factory=dict)  # EncoderConfig values the family always has
+    pooler: Mapping[str, bool] = field(default_factory=dict)  # kind -> whether the HF class holds a pooler
+    hf_aliases: Mapping[str, str] = field(default_factory=dict)  # duplicate HF key -> the key it copies
+    head_activation: str | None = None  # MLM-head activation HF hard-codes (None: follows hidden_act)
+    position_offset_from_pad: bool = False  # RoBERTa: positions start at pad_token_id + 1
+    layer_groups: bool = False  # ALBERT: sharing expressed as num_hidden_groups / inner_group_num
+    sinusoidal_field: str | None = None  # DistilBERT: sinusoidal_pos_embds
+    embedding_size: bool = False  # the family may factorise E != H
+
+
+def _bert_layers(base: str) -> dict[str, str]:
+    """The BERT layer layout, shared verbatim by RoBERTa and ELECTRA."""
+    return {
+        "attention.{j}.layer.query": f"{base}.{{j}}.attention.self.query",
+        "attention.{j}.layer.key": f"{base}.{{j}}.attention.self.key",
+        "attention.{j}.layer.value": f"{base}.{{j}}.attention.self.value",
+        "attention.{j}.layer.output": f"{base}.{{j}}.attention.output.dense",
+        "attention.{j}.norm": f"{base}.{{j}}.attention.output.LayerNorm",
+        "feed_forward.{j}.layer.up": f"{base}.{{j}}.intermediate.dense",
+        "feed_forward.{j}.layer.down": f"{base}.{{j}}.output.dense",
+        "feed_forward.{j}.norm": f"{base}.{{j}}.output.LayerNorm",
+    }
+
+
+_BERT_EMBEDDINGS = {
+    "embeddings.word": "embeddings.word_embeddings",
+    "embeddings.position": "embeddings.position_embeddings",
+    "embeddings.token_type": "embeddings.token_type_embeddings",
+    "embeddings.norm": "embeddings.LayerNorm",
+}
+
+_BERT_FIELDS = {
+    "vocab_size": "vocab_size",
+    "hidden_size": "hidden_size",
+    "num_layers": "num_hidden_layers",
+    "num_heads": "num_attention_heads",
+    "intermediate_size": "intermediate_size",
+    "max_position_embeddings": "max_position_embeddings",
+    "type_vocab_size": "type_vocab_size",
+    "pad_token_id": "pad_token_id",
+    "activation": "hidden_act",
+    "hidden_dropout": "hidden_dropout_prob",
+    "attention_dropout": "attention_probs_dropout_prob",
+    "layer_norm_eps": "layer_norm_eps",
+    "initializer_range": "initializer_range",
+}
+
+_BERT_DEFAULTS = {
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "pad_token_id": 0,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "layer_norm_eps": 1e-12,
+    "initializer_range": 0.02,
+}
+
+# The MLM head in BERT's layout (module path prefixes; ".weight"/".bias" follow).
+_BERT_LIKE_MLM = {
+    "bert": {
+        "mlm_head.dense": "cls.predictions.transform.dense",
+        "mlm_head.norm": "cls.predictions.transform.LayerNorm",
+        "mlm_head.decoder": "cls.predictions.decoder",
+        "mlm_head.bias": "cls.predictions.bias",
+    },
+    "roberta": {
+        "mlm_head.dense": "lm_head.dense",
+        "mlm_head.norm": "lm_head.layer_norm",
+        "mlm_head.decoder": "lm_head.decoder",
+        "mlm_head.bias": "lm_head.bias",
+    },
+}
+
+FAMILIES: dict[str, Family] = {
+    "bert": Family(
+        model_type="bert",
+        prefix="bert",
+        classes={"base": "BertModel", "mlm": "BertForMaskedLM", "pretraining": "BertForPreTraining"},
+        layout={**_BERT_EMBEDDINGS, **_bert_layers("encoder.layer"), "pooler.dense": "pooler.dense"},
+        heads={"mlm": _BERT_LIKE_MLM["bert"], "pair": {"pair_head.classifier": "cls.seq_relationship"}},
+        config_fields=_BERT_FIELDS,
+        defaults=_BERT_DEFAULTS,
+        pooler={"base": True, "mlm": False, "pretraining": True},
+        hf_aliases={"cls.predictions.decoder.bias": "cls.predictions.bias"},
+    ),
+    "roberta": Family(
+        model_type="roberta",
+        prefix="roberta",
+        classes={"base": "RobertaModel", "mlm": "RobertaForMaskedLM"},
+        layout={**_BERT_EMBEDDINGS, **_bert_layers("encoder.layer"), "pooler.dense": "pooler.dense"},
+        heads={"mlm": _BERT_LIKE_MLM["roberta"]},
+        config_fields=_BERT_FIELDS,
+        defaults={**_BERT_DEFAULTS, "pad_token_id": 1},
+        pooler={"base": True, "mlm": False},
+        hf_aliases={"lm_head.decoder.bias": "lm_head.bias"},
+        head_activation="gelu",  # RobertaLMHead calls gelu whatever hidden_act says
+        position_offset_from_pad=True,
+    ),
+    "albert": Family(
+        model_type="albert",
+        prefix="albert",
+        classes={"base": "AlbertModel", "mlm": "AlbertForMaskedLM", "pretraining": "AlbertForPreTraining"},
+        layout={
+            **_BERT_EMBEDDINGS,
+            "embeddings.project": "encoder.embedding_hidden_mapping_in",
+            # {j} is the layer group; attnlab's unique sub-layer j (one group when all-shared).
+            "attention.{j}.layer.query": "encoder.albert_layer_groups.{j}.albert_layers.0.attention.query",
+            "attention.{j}.layer.key": "encoder.albert_layer_groups.{j}.albert_layers.0.attention.key",
+            "attention.{j}.layer.value": "encoder.albert_layer_groups.{j}.albert_layers.0.attention.value",
+            "attention.{j}.layer.output": "encoder.albert_layer_groups.{j}.albert_layers.0.attention.dense",
+            "attention.{j}.norm": "encoder.albert_layer_groups.{j}.albert_layers.0.attention.LayerNorm",
+            "feed_forward.{j}.layer.up": "encoder.albert_layer_groups.{j}.albert_layers.0.ffn",
+            "feed_forward.{j}.layer.down": "encoder.albert_layer_groups.{j}.albert_layers.0.ffn_output",
+            "feed_forward.{j}.norm": "encoder.albert_layer_groups.{j}.albert_layers.0.full_layer_layer_norm",
+            "pooler.dense": "pooler",
+        },
+        heads={
+            "mlm": {
+                "mlm_head.dense": "predictions.dense",
+                "mlm_head.norm": "predictions.LayerNorm",
+                "mlm_head.decoder": "predictions.decoder",
+                "mlm_head.bias": "predictions.bias",
+            },
+            "pair": {"pair_head.classifier": "sop_classifier.classifier"},
+        },
+        config_fields={**_BERT_FIELDS, "embedding_size": "embedding_size"},
+        defaults={
+            **_BERT_DEFAULTS,
+            "hidden_act": "gelu_new",
+            "embedding_size": 128,
+            "hidden_dropout_prob": 0.0,
+            "attention_probs_dropout_prob": 0.0,
+            "num_hidden_groups": 1,
+            "inner_group_num": 1,
+        },
+        pooler={"base": True, "mlm": False, "pretraining": True},
+        hf_aliases={"predictions.decoder.bias": "predictions.bias"},
+        layer_groups=True,
+        embedding_size=True,
+    ),
+    "electra": Family(
+        model_type="electra",
+        prefix="electra",
+        classes={"base": "ElectraModel", "mlm": "ElectraForMaskedLM", "rtd": "ElectraForPreTraining"},
+        layout={
+            **_BERT_EMBEDDINGS,
+            "embeddings.project": "embeddings_project",
+            **_bert_layers("encoder.layer"),
+        },
+        heads={
+            "mlm": {  # the generator
+                "mlm_head.dense": "generator_predictions.dense",
+                "mlm_head.norm": "generator_predictions.LayerNorm",
+                "mlm_head.decoder.weight": "generator_lm_head.weight",
+                "mlm_head.bias": "generator_lm_head.bias",
+            },
+            "rtd": {  # the discriminator
+                "rtd_head.dense": "discriminator_predictions.dense",
+                "rtd_head.classifier": "discriminator_predictions.dense_prediction",
+            },
+        },
+        config_fields={**_BERT_FIELDS, "embedding_size": "embedding_size"},
+        defaults={**_BERT_DEFAULTS, "embedding_size": 128},
+        pooler={"base": False, "mlm": False, "rtd": False},
+        head_activation="gelu",  # ElectraGeneratorPredictions calls gelu whatever hidden_act says
+        embedding_size=True,
+    ),
+    "distilbert": Family(
+        model_type="distilbert",
+        prefix="distilbert",
+        classes={"base": "DistilBertModel", "mlm": "DistilBertForMaskedLM"},
+        layout={
+            "embeddings.word": "embeddings.word_embeddings",
+            "embeddings.position": "embeddings.position_embeddings",
+            "embeddings.norm": "embeddings.LayerNorm",
+            "attention.{j}.layer.query": "transformer.layer.{j}.attention.q_lin",
+            "attention.{j}.layer.key": "transformer.layer.{j}.attention.k_lin",
+            "attention.{j}.layer.value": "transformer.layer.{j}.attention.v_lin",
+            "attention.{j}.layer.output": "transformer.layer.{j}.attention.out_lin",
+            "attention.{j}.norm": "transformer.layer.{j}.sa_layer_norm",
+            "feed_forward.{j}.layer.up": "transformer.layer.{j}.ffn.lin1",
+            "feed_forward.{j}.layer.down": "transformer.layer.{j}.ffn.lin2",
+            "feed_forward.{j}.norm": "transformer.layer.{j}.output_layer_norm",
+        },
+        heads={
+            "mlm": {
+                "mlm_head.dense": "vocab_transform",
+                "mlm_head.norm": "vocab_layer_norm",
+                "mlm_head.decoder.weight": "vocab_projector.weight",
+                "mlm_head.bias": "vocab_projector.bias",
+            }
+        },
+        config_fields={
+            "vocab_size": "vocab_size",
+            "hidden_size": "dim",
+            "num_layers": "n_layers",
+            "num_heads": "n_heads",
+            "intermediate_size": "hidden_dim",
+            "max_position_embeddings": "max_position_embeddings",
+            "pad_token_id": "pad_token_id",
+            "activation": "activation",
+            "hidden_dropout": "dropout",
+            "attention_dropout": "attention_dropout",
+            "initializer_range": "initializer_range",
+        },
+        defaults={
+            "max_position_embeddings": 512,
+            "pad_token_id": 0,
+            "activation": "gelu",
+            "dropout": 0.1,
+            "attention_dropout": 0.1,
+            "initializer_range": 0.02,
+            "sinusoidal_pos_embds": False,
+        },
+        # DistilBERT has no segment embeddings and hard-codes LayerNorm eps = 1e-12.
+        fixed={"type_vocab_size": 0, "layer_norm_eps": 1e-12},
+        pooler={"base": False, "mlm": False},
+        sinusoidal_field="sinusoidal_pos_embds",
+    ),
+}
+
+# HF buffers some versions saved with the weights; they carry no learned values.
+_IGNORED_HF_KEYS = re.compile(r"(^|\.)(position_ids|token_type_ids)$")
+
+
+# ---------------------------------------------------------------------------------------------------
+# the generic key translator
+
+
+class _KeyMap:
+    """Translate state-dict keys between attnlab and HF names with a ``{ours: theirs}`` path table.
+
+    A table entry maps a module path (or a full parameter name); ``{j}`` matches a layer index. A key
+    matches an entry when it equals the path or continues it with ``.`` + parameter name.
+    """
+
+    def __init__(self, table: Mapping[str, str]) -> None:
+        self.table = dict(table)
+        self._forward = [(self._compile(a), b) for a, b in table.items()]
+        self._backward = [(self._compile(b), a) for a, b in table.items()]
+
+    @staticmethod
+    def _compile(path: str) -> re.Pattern[str]:
+        pattern = re.escape(path).replace(re.escape("{j}"), r"(?P<j>\d+)")
+        return re.compile(rf"^{pattern}(?P<rest>\..+)?$")
+
+    @staticmethod
+    def _apply(rules: list[tuple[re.Pattern[str], str]], key: str) -> str | None:
+        for pattern, target in rules:
+            m = pattern.match(key)
+            if m:
+                groups = m.groupdict()
+                return target.replace("{j}", groups.get("j") or "") + (groups["rest"] or "")
+        return None
+
+    def to_hf(self, key: str) -> str | None:
+        return self._apply(self._forward, key)
+
+    def from_hf(self, key: str) -> str | None:
+        return self._apply(self._backward, key)
+
+
+def _key_map(family: Family, kind: str) -> _KeyMap:
+    """The full attnlab <-> HF table for one family and kind (encoder layout + that kind's heads)."""
+    _, _, groups = KINDS[kind]
+    if kind == "base":
+        table = dict(family.layout)
+    else:
+        table = {f"encoder.{ours}": f"{family.prefix}.{theirs}" for ours, theirs in family.layout.items()}
+    for group in groups:
+        table.update(family.heads[group])
+    return _KeyMap(table)
+
+
+# ---------------------------------------------------------------------------------------------------
+# reading HF directories
+
+
+def is_hf_directory(directory: str | os.PathLike) -> bool:
+    """True when ``directory/config.json`` is a HF transformers config (has ``model_type``)."""
+    path = Path(directory) / CONFIG_NAME
+    if not path.is_file():
+        return False
+    try:
+        return "model_type" in read_json(path)
+    except (CheckpointError, OSError):
+        return False
+
+
+def _family(model_type: Any, source: str) -> Family:
+    if model_type not in FAMILIES:
+        raise CheckpointError(
+            f"{source}: unsupported model_type {model_type!r}; attnlab reads: {', '.join(FAMILIES)}"
+        )
+    return FAMILIES[model_type]
+
+
+def read_hf_weights(directory: str | os.PathLike) -> tuple[dict[str, Tensor], str]:
+    """The raw HF state dict of ``directory`` and the file it came from.
+
+    Order: ``model.safetensors``, a sharded ``model.safetensors.index.json``, then the legacy
+    ``pytorch_model.bin`` read with ``torch.load(weights_only=True)`` (tensors only, no code).
+    """
+    directory = Path(directory)
+    single = directory / WEIGHTS_NAME
+    if single.is_file():
+        tensors, _ = read_safetensors(single)
+        return tensors, str(single)
+    index = directory / SHARDED_INDEX_NAME
+    if index.is_file():
+        weight_map = read_json(index).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise CheckpointError(f"{index}: missing object field 'weight_map'")
+        tensors = {}
+        for shard in sorted(set(weight_map.values())):
+            part, _ = read_safetensors(directory / shard)
+            tensors.update(part)
+        return tensors, str(index)
+    legacy = directory / LEGACY_WEIGHTS_NAME
+    if legacy.is_file():
+        try:
+            state = torch.load(legacy, map_location="cpu", weights_only=True)
+        except Exception as e:  # the unpickler raises many types; all mean "not a plain tensor file"
+            raise CheckpointError(
+                f"{legacy}: cannot be read with torch.load(weights_only=True) (corrupt, or it pickles "
+                f"more than tensors, which attnlab refuses to load): {e}"
+            ) from e
+        if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
+            raise CheckpointError(f"{legacy}: expected a dict of tensors (a state dict)")
+        return dict(state), str(legacy)
+    raise FileNotFoundError(
+        f"{directory}: no weights found "
+        f"(looked for {WEIGHTS_NAME}, {SHARDED_INDEX_NAME}, {LEGACY_WEIGHTS_NAME})"
+    )
+
+
+def _hf_value(hf: Mapping[str, Any], family: Family, name: str, source: str) -> Any:
+    if name in hf and hf[name] is not None:
+        return hf[name]
+    if name in family.defaults:
+        return family.defaults[name]
+    raise CheckpointError(f"{source}: missing field {name!r} (needed for a {family.model_type} model)")
+
+
+def config_from_hf(hf: Mapping[str, Any], *, source: str = CONFIG_NAME, add_pooler: bool = True) -> Any:
+    """An `EncoderConfig` from a HF ``config.json`` dict; unsupported settings raise naming the field."""
+    from attnlab.models.config import EncoderConfig
+
+    family = _family(hf.get("model_type"), source)
+    unsupported = []
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        unsupported.append(
+            f"position_embedding_type={hf['position_embedding_type']!r} (attnlab has absolute positions only)"
+        )
+    for flag in ("is_decoder", "add_cross_attention"):
+        if hf.get(flag):
+            unsupported.append(f"{flag}=true (attnlab's encoders are bidirectional, without cross-attention)")
+    if family.layer_groups and _hf_value(hf, family, "inner_group_num", source) != 1:
+        unsupported.append(f"inner_group_num={hf['inner_group_num']} (attnlab supports 1 layer per group)")
+    values: dict[str, Any] = {}
+    for ours, theirs in family.config_fields.items():
+        values[ours] = _hf_value(hf, family, theirs, source)
+    act = values["activation"]
+    if act not in HF_ACTIVATIONS:
+        unsupported.append(
+            f"{family.config_fields['activation']}={act!r} (valid: {', '.join(HF_ACTIVATIONS)})"
+        )
+    else:
+        values["activation"] = HF_ACTIVATIONS[act]
+    values.update(family.fixed)
+    if family.embedding_size and values.get("embedding_size") == values["hidden_size"]:
+        values["embedding_size"] = None  # E == H: no projection
+    if family.position_offset_from_pad:
+        values["position_offset"] = values["pad_token_id"] + 1
+    if family.sinusoidal_field and _hf_value(hf, family, family.sinusoidal_field, source):
+        values["position_embedding"] = "sinusoidal"
+    if family.layer_groups:
+        groups = _hf_value(hf, family, "num_hidden_groups", source)
+        if groups == 1:
+            values["sharing"] = "all" if values["num_layers"] > 1 else "none"
+        elif groups == values["num_layers"]:
+            values["sharing"] = "none"
+        else:
+            unsupported.append(
+                f"num_hidden_groups={groups} with num_hidden_layers={values['num_layers']} "
+                "(attnlab maps 1 group to sharing='all' and one group per layer to sharing='none')"
+            )
+    if unsupported:
+        raise CheckpointError(
+            f"{source}: unsupported {family.model_type} setting(s): " + "; ".join(unsupported)
+        )
+    values["add_pooler"] = add_pooler
+    try:
+        return EncoderConfig(**values)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{source}: {e}") from e
+
+
+def _normalise_hf_keys(state: Mapping[str, Tensor], family: Family, source: str) -> dict[str, Tensor]:
+    """Drop saved buffers, rename TF-era ``gamma``/``beta``, fold duplicate keys into the ones they copy."""
+    out: dict[str, Tensor] = {}
+    for key, value in state.items():
+        if _IGNORED_HF_KEYS.search(key):
+            continue
+        key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key)) if "LayerNorm" in key else key
+        out[key] = value
+    for alias, target in family.hf_aliases.items():
+        if alias in out:
+            value = out.pop(alias)
+            if target not in out:
+                out[target] = value
+            elif not torch.equal(out[target], value):
+                raise CheckpointError(
+                    f"{source}: {alias} differs from {target}; attnlab keeps one output bias"
+                )
+    return out
+
+
+def _detect_kind(keys: set[str], family: Family) -> str:
+    """The richest kind whose head keys are in the file."""
+
+    def has(group: str) -> bool:
+        if group not in family.heads:
+            return False
+        table = _KeyMap(family.heads[group])
+        return any(table.from_hf(k) is not None for k in keys)
+
+    if has("rtd"):
+        return "rtd"
+    if has("mlm"):
+        return "pretraining" if has("pair") and "pretraining" in family.classes else "mlm"
+    return "base"
+
+
+def load_hf(
+    directory: str | os.PathLike,
+    architecture: str | None = None,
+    dtype: str | torch.dtype | None = None,
+    device: str | torch.device = "cpu",
+) -> nn.Module:
+    """An attnlab model from a HF transformers directory (BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT).
+
+    ``architecture`` None picks the richest attnlab model the weights hold (see the module docstring);
+    ``"Encoder"`` loads the encoder alone and ignores any head. ``dtype`` None keeps the stored dtype.
+    Returned in eval mode.
+    """
+    target = resolve_dtype(dtype)
+    directory = check_directory(directory)
+    config_path = directory / CONFIG_NAME
+    hf = read_json(config_path)
+    family = _family(hf.get("model_type"), str(config_path))
+    raw, weights_source = read_hf_weights(directory)
+    state = _normalise_hf_keys(raw, family, weights_source)
+
+    # Base-model keys may carry the family prefix ("bert.") or not (a saved BertModel).
+    prefixed = f"{family.prefix}."
+    base_map = _KeyMap(family.layout)
+    base: dict[str, Tensor] = {}
+    rest: dict[str, Tensor] = {}
+    for key, value in state.items():
+        stripped = key[len(prefixed) :] if key.startswith(prefixed) else key
+        if base_map.from_hf(stripped) is not None:
+            base[stripped] = value
+        else:
+            rest[key] = value
+
+    kind = _detect_kind(set(rest), family)
+    if architecture is not None:
+        choices = {KINDS[k][0] for k in family.classes}
+        if architecture not in choices:
+            raise CheckpointError(
+                f"{directory}: cannot load a {family.model_type} checkpoint as {architecture!r}; "
+                f"valid: {', '.join(sorted(choices))}"
+            )
+        if architecture == "Encoder":
+            kind, rest = "base", {}
+        elif KINDS[kind][0] != architecture:
+            raise CheckpointError(
+                f"{weights_source}: the weights hold a {family.classes.get(kind, kind)} "
+                f"(attnlab {KINDS[kind][0]}), not {architecture}"
+            )
+    name, options, _ = KINDS[kind]
+
+    pooler_key = family.layout["pooler.dense"] if "pooler.dense" in family.layout else None
+    has_pooler = pooler_key is not None and any(k.startswith(pooler_key + ".") for k in base)
+    config = config_from_hf(hf, source=str(config_path), add_pooler=has_pooler)
+    if kind == "mlm" or kind == "pretraining":
+        _check_head_activation(config, family, str(config_path))
+
+    # Translate every key; anything left over is named in the error.
+    table = _key_map(family, kind)
+    hf_full = {(f"{family.prefix}.{k}" if kind != "base" else k): v for k, v in base.items()}
+    hf_full.update(rest)
+    ours: dict[str, Tensor] = {}
+    unknown = []
+    for key, value in hf_full.items():
+        mapped = table.from_hf(key)
+        if mapped is None:
+            unknown.append(key)
+        else:
+            ours[mapped] = value
+    if unknown:
+        raise CheckpointError(
+            f"{weights_source}: keys that attnlab's {family.model_type} mapping does not know: "
+            f"{', '.join(sorted(unknown)[:12])}{' ...' if len(unknown) > 12 else ''} "
+            f"(HF architectures: {hf.get('architectures')}); "
+            "pass architecture='Encoder' to load the encoder alone"
+        )
+    if config.position_embedding == "sinusoidal" and not _is_sinusoidal(ours, config, kind):
+        # HF keeps DistilBERT's sinusoidal table as an ordinary (trainable) weight; once trained it is no
+        # longer the formula, so it is loaded as what it now is: learned positions.
+        warnings.warn(
+            f"{weights_source}: sinusoidal_pos_embds=true but the stored position table is not the "
+            "sin/cos formula (fine-tuned?); loading it as learned positions",
+            stacklevel=2,
+        )
+        config = dataclasses.replace(config, position_embedding="learned")
+
+    model = build_model(name, config, options)
+    load_state_checked(
+        model, ours, source=weights_source, architecture=f"{name} (from {family.model_type})", config=config
+    )
+    if target is None:
+        floats = {t.dtype for t in ours.values() if t.is_floating_point()}
+        target = floats.pop() if len(floats) == 1 else None
+    if target is not None:
+        model.to(dtype=target)
+    return model.to(device).eval()
+
+
+def _check_head_activation(config: Any, family: Family, source: str) -> None:
+    if family.head_activation is not None and config.activation != family.head_activation:
+        raise CheckpointError(
+            f"{source}: {family.model_type}'s MLM head always applies {family.head_activation!r}, but the "
+            f"encoder's activation is {config.activation!r}; attnlab's MLM head uses the encoder's activation"
+        )
+
+
+def _is_sinusoidal(ours: dict[str, Tensor], config: Any, kind: str) -> bool:
+    """Whether the stored position table is attnlab's sin/cos table; if so it is dropped from ``ours``
+    (attnlab recomputes it as a buffer)."""
+    from attnlab.nn.embeddings import sinusoidal_table
+
+    key = f"{'' if kind == 'base' else 'encoder.'}embeddings.position.weight"
+    stored = ours.get(key)
+    if stored is None:
+        return True
+    expected = sinusoidal_table(config.max_position_embeddings, config.embedding_dim)
+    if stored.shape != expected.shape or not torch.allclose(stored.float(), expected, atol=1e-5):
+        return False
+    del ours[key]
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------
+# writing HF directories
+
+
+def _kind_of(model: nn.Module) -> str:
+    name, options = architecture_of(model)
+    if name == "Encoder":
+        return "base"
+    if name == "ReplacedTokenDetection":
+        return "rtd"
+    if name == "EncoderForPreTraining":
+        if options.get("tie_weights") is False:
+            raise CheckpointError(
+                "HF families tie the MLM decoder to the word embeddings; this model is untied"
+            )
+        return "pretraining" if options.get("pair_head") else "mlm"
+    raise CheckpointError(f"attnlab architecture {name!r} has no HF transformers counterpart")
+
+
+def infer_family(config: Any, kind: str) -> str:
+    """The HF family an attnlab model exports to when none is named.
+
+    ELECTRA for the discriminator, ALBERT for cross-layer sharing, DistilBERT without segment
+    embeddings, RoBERTa with an offset; when E != H, ELECTRA for a gelu MLM model (the generator) and
+    ALBERT otherwise; else BERT. Pass ``family`` to `save_hf` to choose another compatible one.
+    """
+    if kind == "rtd":
+        return "electra"
+    if config.sharing != "none":
+        return "albert"
+    if config.type_vocab_size == 0:
+        return "distilbert"
+    if config.position_offset > 0:
+        return "roberta"
+    if config.embedding_dim != config.hidden_size:
+        # ELECTRA's generator head hard-codes gelu and ELECTRA has no SOP head: anything else is ALBERT.
+        return "electra" if kind != "pretraining" and config.activation == "gelu" else "albert"
+    return "bert"
+
+
+def _export_problems(config: Any, family: Family, kind: str) -> list[str]:
+    """Every reason ``config`` cannot be written as ``family``'s ``kind`` (empty when it can)."""
+    problems = []
+    if kind not in family.classes:
+        problems.append(
+            f"{family.model_type} has no HF class for attnlab {KINDS[kind][0]}"
+            f"{' with a pair head' if kind == 'pretraining' else ''} "
+            f"(it has: {', '.join(f'{family.classes[k]} = {KINDS[k][0]}' for k in family.classes)})"
+        )
+    if config.norm_first:
+        problems.append("norm_first=True (HF families are post-LN)")
+    if config.sharing != "none" and not (family.layer_groups and config.sharing == "all"):
+        problems.append(
+            f"sharing={config.sharing!r} has no HF counterpart"
+            + (" (ALBERT in HF shares all or nothing)" if family.layer_groups else f" in {family.model_type}")
+        )
+    if config.position_embedding == "sinusoidal" and family.sinusoidal_field is None:
+        problems.append(f"position_embedding='sinusoidal' ({family.model_type} has learned positions)")
+    expected_offset = config.pad_token_id + 1 if family.position_offset_from_pad else 0
+    if config.position_offset != expected_offset:
+        problems.append(
+            f"position_offset={config.position_offset} ({family.model_type} needs {expected_offset}"
+            + (" = pad_token_id + 1)" if family.position_offset_from_pad else ")")
+        )
+    if config.embedding_dim != config.hidden_size and not family.embedding_size:
+        problems.append(
+            f"embedding_size={config.embedding_size} != hidden_size ({family.model_type} has E = H)"
+        )
+    for name, value in family.fixed.items():
+        if getattr(config, name) != value:
+            problems.append(f"{name}={getattr(config, name)!r} ({family.model_type} fixes it to {value!r})")
+    if "type_vocab_size" not in family.fixed and config.type_vocab_size == 0:
+        problems.append(f"type_vocab_size=0 ({family.model_type} always has segment embeddings)")
+    if (
+        kind in ("mlm", "pretraining")
+        and family.head_activation
+        and config.activation != family.head_activation
+    ):
+        problems.append(
+            f"activation={config.activation!r}: {family.model_type}'s MLM head "
+            f"hard-codes {family.head_activation!r}"
+        )
+    return problems
+
+
+def config_to_hf(config: Any, family_name: str, kind: str, dtype: torch.dtype) -> dict[str, Any]:
+    """The HF ``config.json`` dict for ``config`` as ``family_name``'s ``kind`` class."""
+    family = FAMILIES[family_name]
+    hf: dict[str, Any] = {"model_type": family.model_type, "architectures": [family.classes[kind]]}
+    for ours, theirs in family.config_fields.items():
+        value = getattr(config, ours)
+        if ours == "activation":
+            value = TO_HF_ACTIVATION[value]
+        elif ours == "embedding_size":
+            value = config.embedding_dim
+        hf[theirs] = value
+    if family.layer_groups:
+        hf["num_hidden_groups"] = 1 if config.sharing == "all" else config.num_layers
+        hf["inner_group_num"] = 1
+    if family.sinusoidal_field:
+        hf[family.sinusoidal_field] = config.position_embedding == "sinusoidal"
+    hf["tie_word_embeddings"] = True
+    hf["dtype"] = dtype_name(dtype)
+    return hf
+
+
+def save_hf(
+    model: nn.Module,
+    directory: str | os.PathLike,
+    family: str | None = None,
+    dtype: str | torch.dtype | None = None,
+) -> Path:
+    """Write ``model`` as a HF transformers directory (``config.json`` + ``model.safetensors``).
+
+    ``family`` ("bert", "roberta", "albert", "electra", "distilbert") defaults to `infer_family`.
+    Models HF cannot represent (pre-LN, ALBERT's attention-only or FFN-only sharing, ...) raise a
+    `CheckpointError` listing every reason. A pooler the HF class does not hold is left out with a warning.
+    """
+    target = resolve_dtype(dtype)
+    config = getattr(model, "config", None)
+    if config is None:
+        raise TypeError(f"{type(model).__name__} has no `config`; not an attnlab model")
+    kind = _kind_of(model)
+    family_name = family or infer_family(config, kind)
+    if family_name not in FAMILIES:
+        raise ValueError(f"unknown HF family {family_name!r}; valid: {', '.join(FAMILIES)}")
+    fam = FAMILIES[family_name]
+    problems = _export_problems(config, fam, kind)
+    if problems:
+        raise CheckpointError(
+            f"cannot export this attnlab {KINDS[kind][0]} as HF {family_name}:\n  " + "\n  ".join(problems)
+        )
+
+    state = model.state_dict()
+    aliases = tied_aliases(model)
+    prefix = "" if kind == "base" else "encoder."
+    hf_pooler = fam.pooler.get(kind, False)
+    if config.add_pooler and not hf_pooler:
+        warnings.warn(
+            f"HF {fam.classes[kind]} has no pooler: the attnlab pooler is not exported", stacklevel=2
+        )
+        state = {k: v for k, v in state.items() if not k.startswith(f"{prefix}pooler.")}
+    elif hf_pooler and not config.add_pooler:
+        warnings.warn(
+            f"HF {fam.classes[kind]} holds a pooler but this model has none: HF will initialise it randomly",
+            stacklevel=2,
+        )
+    table = _key_map(fam, kind)
+    tensors: dict[str, Tensor] = {}
+    unmapped = []
+    for key, value in state.items():
+        if key in aliases:  # tied: HF re-ties the decoder to the word embeddings on load
+            continue
+        mapped = table.to_hf(key)
+        if mapped is None:
+            unmapped.append(key)
+            continue
+        tensors[mapped] = value.to(target) if target is not None and value.is_floating_point() else value
+    if unmapped:
+        raise CheckpointError(f"no HF {family_name} name for: {', '.join(sorted(unmapped))}")
+    if config.position_embedding == "sinusoidal":
+        # DistilBERT keeps its (frozen) sinusoidal table in the weights.
+        from attnlab.nn.embeddings import sinusoidal_table
+
+        table_values = sinusoidal_table(config.max_position_embeddings, config.embedding_dim)
+        key = table.to_hf(f"{prefix}embeddings.position.weight")
+        tensors[key] = table_values.to(target or torch.float32)
+
+    floats = {t.dtype for t in tensors.values() if t.is_floating_point()}
+    stored = target or (floats.pop() if len(floats) == 1 else torch.float32)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_safetensors_atomic(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt"})
+    write_json_atomic(config_to_hf(config, family_name, kind, stored), directory / CONFIG_NAME)
+    return directory
+
+
+def hf_parameter_count(directory: str | os.PathLike) -> int:
+    """Number of values in a HF or attnlab directory's weights without building the model."""
+    from safetensors import safe_open
+
+    directory = Path(directory)
+    path = directory / WEIGHTS_NAME
+    if not path.is_file():
+        tensors, _ = read_hf_weights(directory)
+        return sum(t.numel() for k, t in tensors.items() if not _IGNORED_HF_KEYS.search(k))
+    with safe_open(str(path), framework="pt") as f:
+        return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
