@@ -1,0 +1,223 @@
+"""`ResumableLoader`: batches from a map-style dataset that can stop anywhere and continue exactly.
+
+The order of epoch ``e`` is a permutation drawn from ``numpy.random.default_rng([seed, e])``: it depends
+on nothing but (seed, epoch), so a resumed run sees the same order as an uninterrupted one. The state is
+``(epoch, position)``, position = batches already handed out in that epoch; loading it skips the consumed
+batches by index arithmetic without reading their items.
+
+Sharding (DDP): the epoch's order is cut to a multiple of ``world_size`` (drop_last) or padded by wrapping
+around, and rank r takes every world_size-th index from r (as `torch.utils.data.DistributedSampler`).
+Batch k of every rank together is then exactly the examples of batch k of a single process with
+``world_size`` times the batch size: the two runs see the same global batches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, default_collate
+
+
+class ResumableLoader:
+    """Shuffled, sharded, resumable batches over a dataset with ``__len__`` and ``__getitem__``.
+
+    Args:
+        dataset: map-style dataset of examples.
+        batch_size: examples per batch on this rank.
+        collate_fn: list of examples -> batch (default `torch.utils.data.default_collate`).
+        seed: the epoch order is a function of (seed, epoch) only.
+        shuffle: permute each epoch; otherwise read in index order.
+        drop_last: drop the incomplete last batch (and the tail that does not divide among ranks);
+            otherwise the last batch is short and the shard is padded by wrapping around.
+        rank, world_size: this process's shard.
+        num_workers: 0 reads in this process; > 0 uses a `DataLoader` with worker processes whose
+            random seeds come from (seed, epoch) rather than from the global torch RNG.
+    """
+
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        *,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 0,
+    ) -> None:
+        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+            raise TypeError(
+                f"ResumableLoader: dataset must have __len__ and __getitem__, got {type(dataset).__name__}"
+            )
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"ResumableLoader.batch_size: expected a positive int, got {batch_size!r}")
+        if not isinstance(world_size, int) or world_size < 1 or not 0 <= rank < world_size:
+            raise ValueError(
+                f"ResumableLoader: need 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
+            )
+        if num_workers < 0:
+            raise ValueError(f"ResumableLoader.num_workers: expected >= 0, got {num_workers}")
+        self.dataset = dataset
+        self.batch_size = batch_size
+        self.collate_fn = collate_fn or default_collate
+        self.seed = seed
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.rank = rank
+        self.world_size = world_size
+        self.num_workers = num_workers
+        self.epoch = 0
+        self.position = 0  # batches of self.epoch already handed out
+        if len(self) == 0:
+            raise ValueError(
+                f"ResumableLoader: {len(dataset)} examples give no batch of {batch_size} per rank over "
+                f"{world_size} rank(s) with drop_last={drop_last}"
+            )
+
+    # --- sizes
+    def _shard_size(self) -> int:
+        n = len(self.dataset)
+        return n // self.world_size if self.drop_last else math.ceil(n / self.world_size)
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank (the same on every rank)."""
+        per_rank = self._shard_size()
+        return per_rank // self.batch_size if self.drop_last else math.ceil(per_rank / self.batch_size)
+
+    # --- order
+    def epoch_indices(self, epoch: int) -> np.ndarray:
+        """This rank's example indices for `epoch`, in reading order: (len(self) * batch_size,) or fewer."""
+        n = len(self.dataset)
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, epoch]).permutation(n)
+        else:
+            order = np.arange(n)
+        per_rank = self._shard_size()
+        total = per_rank * self.world_size
+        if total > n:  # pad by wrapping around so that every rank gets per_rank indices
+            order = np.concatenate([order, order[: total - n]])
+        shard = order[:total][self.rank :: self.world_size]
+        if self.drop_last:
+            shard = shard[: len(self) * self.batch_size]
+        return shard
+
+    def _batches_of(self, epoch: int, start: int) -> list[list[int]]:
+        indices = self.epoch_indices(epoch).tolist()
+        b = self.batch_size
+        return [indices[i : i + b] for i in range(start * b, len(indices), b)]
+
+    # --- iteration
+    def _read(self, epoch: int, batches: list[list[int]]) -> Iterator[Any]:
+        if self.num_workers == 0:
+            return (self.collate_fn([self.dataset[i] for i in idx]) for idx in batches)
+        generator = torch.Generator()
+        generator.manual_seed(int(np.random.default_rng([self.seed, epoch, 1]).integers(2**62)))
+        return iter(
+            DataLoader(
+                self.dataset,
+                batch_sampler=batches,
+                collate_fn=self.collate_fn,
+                num_workers=self.num_workers,
+                generator=generator,  # worker seeds must not consume the global RNG (exact resume)
+            )
+        )
+
+    def iter_epoch(self, epoch: int = 0) -> Iterator[Any]:
+        """All batches of `epoch` without touching the loader's state (for evaluation passes)."""
+        return self._read(epoch, self._batches_of(epoch, 0))
+
+    def __iter__(self) -> Iterator[Any]:
+        """Yield the rest of the current epoch, then advance to the next epoch.
+
+        The position counts batches *handed to the caller*, so prefetching by workers does not move it.
+        """
+        if self.position >= len(self):
+            self.epoch, self.position = self.epoch + 1, 0
+        epoch = self.epoch
+        source = self._read(epoch, self._batches_of(epoch, self.position))
+        for batch in source:
+            self.position += 1
+            yield batch
+        if self.epoch == epoch and self.position >= len(self):
+            self.epoch, self.position = epoch + 1, 0
+
+    # --- state
+    def state_dict(self) -> dict[str, int]:
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "world_size": self.world_size,
+        }
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue from ``state["epoch"], state["position"]``; the consumed batches are not read again."""
+        for key in ("epoch", "position"):
+            if key not in state or not isinstance(state[key], int) or state[key] < 0:
+                raise ValueError(
+                    f"ResumableLoader.load_state_dict: {key!r} must be an int >= 0, got {state.get(key)!r}"
+                )
+        if state.get("seed", self.seed) != self.seed:
+            raise ValueError(
+                f"ResumableLoader.load_state_dict: the state was saved with seed={state['seed']}, "
+                f"this loader has seed={self.seed}: the epoch order would differ"
+            )
+        if state.get("world_size", self.world_size) != self.world_size:
+            raise ValueError(
+                f"ResumableLoader.load_state_dict: state saved with world_size={state['world_size']}, "
+                f"this loader has world_size={self.world_size}: positions would not match"
+            )
+        if state["position"] > len(self):
+            raise ValueError(
+                f"ResumableLoader.load_state_dict: position {state['position']} is past the {len(self)} "
+                f"batches of an epoch"
+            )
+        self.epoch, self.position = state["epoch"], state["position"]
+
+
+def count_examples(batch: Any) -> int:
+    """Number of examples in a batch: the leading size of its first tensor (1 if it holds none)."""
+    tensors = _tensors(batch)
+    return int(tensors[0].shape[0]) if tensors and tensors[0].dim() > 0 else 1
+
+
+def count_tokens(batch: Any) -> int | None:
+    """Real tokens in a batch: sum of ``attention_mask`` if present, else ``input_ids.numel()``, else None."""
+    if isinstance(batch, dict):
+        if isinstance(batch.get("attention_mask"), torch.Tensor):
+            return int(batch["attention_mask"].sum().item())
+        if isinstance(batch.get("input_ids"), torch.Tensor):
+            return int(batch["input_ids"].numel())
+    return None
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in _tensors(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors(v)]
+    return []
+
+
+def move_to(obj: Any, device: torch.device) -> Any:
+    """Move every tensor inside dicts / lists / tuples to `device` (non-blocking from pinned memory)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device, non_blocking=True)
+    if isinstance(obj, dict):
+        return {k: move_to(v, device) for k, v in obj.items()}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
+        return type(obj)(*(move_to(v, device) for v in obj))
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(move_to(v, device) for v in obj)
+    return obj
+
+
+__all__: Sequence[str] = ("ResumableLoader", "count_examples", "count_tokens", "move_to")

@@ -1,0 +1,130 @@
+"""Data-parallel training applied from outside the model.
+
+Model code never imports `torch.distributed`: the `Trainer` calls `wrap_model` on whatever module it is
+given. `setup_distributed` reads the environment that ``torchrun`` sets (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT) and joins the process group: NCCL when CUDA is available, gloo on CPU.
+Without those variables everything here degrades to a single process and no collective is called.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+_ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class DistributedContext:
+    """Where this process stands in the job."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    backend: str | None = None  # None: not distributed
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 alone logs, saves checkpoints and evaluates."""
+        return self.rank == 0
+
+    def default_device(self) -> torch.device:
+        """cuda:LOCAL_RANK when CUDA is available, else cpu."""
+        if torch.cuda.is_available():
+            return torch.device("cuda", self.local_rank % max(torch.cuda.device_count(), 1))
+        return torch.device("cpu")
+
+
+def setup_distributed(backend: str | None = None, timeout_s: float = 1800.0) -> DistributedContext:
+    """Join the process group described by torchrun's environment variables.
+
+    Returns a single-process context when WORLD_SIZE is absent or 1. Idempotent: a second call returns
+    the context of the group already joined.
+    """
+    if dist.is_available() and dist.is_initialized():
+        return current_context()
+    env = os.environ
+    if int(env.get("WORLD_SIZE", "1")) <= 1:
+        return DistributedContext(local_rank=int(env.get("LOCAL_RANK", "0")))
+    missing = [key for key in _ENV_KEYS if key not in env]
+    if missing:
+        raise RuntimeError(
+            f"setup_distributed: WORLD_SIZE={env['WORLD_SIZE']} but {', '.join(missing)} not set; "
+            "launch with torchrun (see docs/training.md)"
+        )
+    rank, world_size, local_rank = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"])
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(
+        backend=backend,
+        init_method="env://",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    return DistributedContext(rank=rank, world_size=world_size, local_rank=local_rank, backend=backend)
+
+
+def current_context() -> DistributedContext:
+    """The context of the process group already joined, or a single-process one."""
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if dist.is_available() and dist.is_initialized():
+        return DistributedContext(
+            rank=dist.get_rank(),
+            world_size=dist.get_world_size(),
+            local_rank=local_rank,
+            backend=dist.get_backend(),
+        )
+    return DistributedContext(local_rank=local_rank)
+
+
+def cleanup_distributed() -> None:
+    """Leave the process group (call once at the end of the program)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def wrap_model(model: nn.Module, context: DistributedContext, device: torch.device) -> nn.Module:
+    """`DistributedDataParallel(model)` when the job has several processes, else `model` unchanged.
+
+    DDP broadcasts rank 0's parameters and buffers at construction, so every rank starts from the same
+    weights even if they were initialised with different seeds.
+    """
+    if not context.is_distributed or isinstance(model, DistributedDataParallel):
+        return model
+    device_ids = [device.index if device.index is not None else 0] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=device_ids)
+
+
+def all_reduce_sum(tensor: torch.Tensor, context: DistributedContext) -> torch.Tensor:
+    """Sum `tensor` over ranks in place (no-op on one process)."""
+    if context.is_distributed:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def barrier(context: DistributedContext) -> None:
+    if context.is_distributed:
+        dist.barrier()
+
+
+def all_gather_object(obj: Any, context: DistributedContext) -> list[Any]:
+    """Every rank's `obj`, in rank order (``[obj]`` on one process)."""
+    if not context.is_distributed:
+        return [obj]
+    gathered: list[Any] = [None] * context.world_size
+    dist.all_gather_object(gathered, obj)
+    return gathered

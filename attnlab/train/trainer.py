@@ -1,0 +1,621 @@
+"""`Trainer`: the loop shared by pre-training, fine-tuning and translation.
+
+The contract with a model is one call: ``output = model(**batch)``, where ``output.loss`` (attribute or
+dict key) is a scalar tensor, mean over the batch, and ``output.metrics`` optionally holds a dict of scalar
+tensors to log. The trainer knows nothing else about the model.
+
+One optimizer step (a "step" everywhere in this package) is ``grad_accum_steps`` micro-batches::
+
+    for each micro-batch:  loss = model(**batch).loss;  backward(loss / grad_accum_steps)
+                           (under DDP, gradients are all-reduced only on the last micro-batch: no_sync)
+    check the loss is finite (averaged over micro-batches and ranks) -> else stop, nothing written
+    unscale (fp16), clip the global gradient norm, optimizer.step(), scheduler.step()
+
+At step boundaries it logs (JSON lines, TensorBoard, progress bar), evaluates, saves checkpoints and
+honours SIGINT / SIGTERM (save, then return). Exact resume on CPU is tested bit for bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from .checkpoint import (
+    CHECKPOINT_DIR,
+    MODEL_FILE,
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+    load_model,
+    load_training_state,
+    prune_checkpoints,
+    remove_stale_temporaries,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+    set_seed,
+)
+from .config import TrainerConfig
+from .data import ResumableLoader, count_examples, count_tokens, move_to
+from .distributed import (
+    DistributedContext,
+    all_gather_object,
+    all_reduce_sum,
+    barrier,
+    current_context,
+    wrap_model,
+)
+from .logging import LOG_FILE, PLOT_FILE, RunLogger, plot_loss_curve
+from .optim import build_optimizer
+from .schedules import build_schedule
+
+MetricFn = Callable[[list[Any], list[Any]], Mapping[str, float]]
+StepCallback = Callable[["Trainer", dict[str, Any]], None]
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or Inf; the run stopped before updating the weights with it."""
+
+
+@dataclass
+class TrainResult:
+    step: int  # optimizer steps done (including those before a resume)
+    interrupted: bool  # stopped by SIGINT / SIGTERM before max_steps
+    last_checkpoint: Path | None
+    eval_metrics: dict[str, float] = field(default_factory=dict)  # the last evaluation, if any
+
+
+def get_loss(output: Any) -> torch.Tensor:
+    """``output.loss`` or ``output["loss"]``, checked to be a scalar tensor."""
+    loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+    if loss is None:
+        raise ValueError(
+            f"model(**batch) returned {type(output).__name__} without a loss: the batch must hold the labels "
+            "the model needs to compute it"
+        )
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ValueError(f"model(**batch).loss must be a scalar tensor, got {shape}")
+    return loss
+
+
+def get_metrics(output: Any) -> Mapping[str, torch.Tensor]:
+    metrics = output.get("metrics") if isinstance(output, Mapping) else getattr(output, "metrics", None)
+    return metrics or {}
+
+
+class Trainer:
+    """Train `model` on `train_data` following `config`.
+
+    Args:
+        model: any module with ``model(**batch).loss``; written for one device (the trainer moves it and
+            wraps it in DistributedDataParallel when the job has several processes).
+        config: the run's `TrainerConfig`.
+        train_data: a `ResumableLoader` (exact resume); a `torch.utils.data.Dataset` (the trainer builds a
+            `ResumableLoader` with ``config.batch_size``, ``collate_fn``, ``config.seed`` and this rank's
+            shard); or any re-iterable of batches (a list, a DataLoader): on resume its consumed batches of
+            the current epoch are read again and skipped, and the order is only reproduced if it is
+            deterministic. Under DDP a plain iterable must already be sharded by rank.
+        eval_data: batches for `evaluate` (same forms; a Dataset is read in order, unsharded).
+        metric_fn: extra evaluation metrics. Either a callable ``metric_fn(outputs, batches) -> dict``
+            receiving every evaluation output and batch (tensors on CPU), or an object with
+            ``update(output, batch)`` and ``compute() -> dict`` (and optionally ``reset()``) for streaming.
+        collate_fn: list of examples -> batch, when the trainer builds loaders from datasets.
+        optimizer, scheduler: override the ones built from the config.
+        callbacks: ``callback(trainer, record)`` after every optimizer step (record: step, loss, lr).
+        context: the distributed context (default: the process group already joined, if any).
+
+    Constructing a Trainer seeds python, numpy and torch with ``config.seed + rank`` (dropout masks then
+    differ across ranks); seed the model's initialisation yourself before building it (`set_seed`).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        config: TrainerConfig,
+        train_data: Any,
+        *,
+        eval_data: Any = None,
+        metric_fn: MetricFn | Any | None = None,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+        callbacks: Iterable[StepCallback] = (),
+        context: DistributedContext | None = None,
+    ) -> None:
+        if not isinstance(config, TrainerConfig):
+            raise TypeError(f"Trainer: config must be a TrainerConfig, got {type(config).__name__}")
+        self.config = config
+        self.context = context or current_context()
+        self.device = (
+            self.context.default_device() if config.device == "auto" else torch.device(config.device)
+        )
+        set_seed(config.seed + self.context.rank)
+
+        self.model = model.to(self.device)  # the user's module: saved, loaded and evaluated
+        self.train_loader = self._as_loader(train_data, collate_fn, train=True)
+        self.eval_data = None if eval_data is None else self._as_loader(eval_data, collate_fn, train=False)
+        self.metric_fn = metric_fn
+        self.callbacks = list(callbacks)
+        self.total_steps = self._total_steps()
+
+        self.optimizer = optimizer or build_optimizer(self.model, config)
+        self.scheduler = scheduler or build_schedule(self.optimizer, config, self.total_steps)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
+
+        wrapped = wrap_model(self.model, self.context, self.device)
+        self._ddp = wrapped if isinstance(wrapped, DistributedDataParallel) else None
+        self._train_model = torch.compile(wrapped) if config.compile else wrapped  # used for training steps
+
+        self.output_dir = Path(config.output_dir)
+        self.checkpoint_root = self.output_dir / CHECKPOINT_DIR
+        self.step = 0
+        self.examples_seen = 0
+        self.tokens_seen = 0
+        self.last_checkpoint: Path | None = None
+        self.last_eval: dict[str, float] = {}
+        self._plain_epoch = 0  # epoch / position for plain iterables (a ResumableLoader keeps its own)
+        self._plain_position = 0
+        self._stop_signal: int | None = None
+        self._logger: RunLogger | None = None
+
+    # ------------------------------------------------------------------ set-up helpers
+
+    def _as_loader(self, data: Any, collate_fn: Callable | None, train: bool) -> Any:
+        cfg, ctx = self.config, self.context
+        if isinstance(data, ResumableLoader):
+            if train and (data.world_size, data.rank) != (ctx.world_size, ctx.rank):
+                raise ValueError(
+                    f"Trainer: train loader is sharded as rank {data.rank} of {data.world_size}, but this "
+                    f"process is rank {ctx.rank} of {ctx.world_size}"
+                )
+            return data
+        if isinstance(data, torch.utils.data.Dataset):
+            return ResumableLoader(
+                data,
+                cfg.batch_size,
+                collate_fn,
+                seed=cfg.seed,
+                shuffle=train,
+                drop_last=cfg.drop_last if train else False,
+                rank=ctx.rank if train else 0,
+                world_size=ctx.world_size if train else 1,
+                num_workers=cfg.num_workers,
+            )
+        if not isinstance(data, Iterable):
+            raise TypeError(
+                f"Trainer: data must be a ResumableLoader, Dataset or iterable, got {type(data).__name__}"
+            )
+        if isinstance(data, Iterator):
+            raise TypeError(
+                "Trainer: data is a one-shot iterator; pass something re-iterable (a list, a DataLoader, a "
+                "ResumableLoader) so that epochs and resume work"
+            )
+        return data
+
+    def _batches_per_epoch(self) -> int | None:
+        try:
+            return len(self.train_loader)
+        except TypeError:
+            return None
+
+    def _total_steps(self) -> int:
+        cfg = self.config
+        if cfg.max_steps is not None:
+            return cfg.max_steps
+        per_epoch = self._batches_per_epoch()
+        if per_epoch is None:
+            raise ValueError("TrainerConfig.epochs: the training data has no len(); give max_steps instead")
+        return max(1, math.ceil(cfg.epochs * per_epoch / cfg.grad_accum_steps))
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        precision = self.config.precision
+        if precision == "fp32":
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    @property
+    def epoch(self) -> float:
+        """Epochs done, fractional."""
+        loader = self.train_loader
+        if isinstance(loader, ResumableLoader):
+            return loader.epoch + loader.position / len(loader)
+        per_epoch = self._batches_per_epoch()
+        return self._plain_epoch + (self._plain_position / per_epoch if per_epoch else 0.0)
+
+    # ------------------------------------------------------------------ data stream
+
+    def _batch_stream(self) -> Iterator[Any]:
+        """Batches forever, epoch after epoch, continuing from the loader's (or plain counters') state."""
+        loader = self.train_loader
+        while True:
+            seen_any = False
+            if hasattr(loader, "state_dict") and hasattr(loader, "load_state_dict"):
+                for batch in loader:
+                    seen_any = True
+                    yield batch
+            else:
+                skip = self._plain_position
+                for batch in loader:
+                    seen_any = True
+                    if skip > 0:  # fast-forward after a resume: read again, do not train on it
+                        skip -= 1
+                        continue
+                    self._plain_position += 1
+                    yield batch
+                self._plain_epoch, self._plain_position = self._plain_epoch + 1, 0
+            if not seen_any:
+                raise ValueError("Trainer: the training data yielded no batch in a whole epoch")
+
+    # ------------------------------------------------------------------ signals
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._stop_signal is not None:  # a second signal: stop now, without saving
+            raise KeyboardInterrupt(f"second {signal.Signals(signum).name}")
+        self._stop_signal = signum
+
+    @contextlib.contextmanager
+    def _signals_caught(self) -> Iterator[None]:
+        """SIGINT / SIGTERM set a flag; the loop saves at the next step boundary and returns."""
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signal handlers can only be installed from the main thread
+            return
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+    # ------------------------------------------------------------------ one optimizer step
+
+    def _train_step(self, stream: Iterator[Any]) -> dict[str, Any]:
+        cfg = self.config
+        accum = cfg.grad_accum_steps
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        examples = tokens = 0
+        metric_sums: dict[str, float] = {}
+        for micro in range(accum):
+            batch = next(stream)
+            if not isinstance(batch, Mapping):
+                raise TypeError(
+                    f"Trainer: a batch must be a mapping for model(**batch), got {type(batch).__name__}"
+                )
+            batch = move_to(batch, self.device)
+            examples += count_examples(batch)
+            tokens += count_tokens(batch) or 0
+            last = micro == accum - 1
+            # Gradients are all-reduced once per step, on the last micro-batch (DDP's no_sync elsewhere).
+            sync = self._ddp.no_sync() if self._ddp is not None and not last else contextlib.nullcontext()
+            with sync:
+                with self._autocast():
+                    output = self._train_model(**batch)
+                loss = get_loss(output)
+                self.scaler.scale(loss.float() / accum).backward()
+            loss_sum += loss.detach().double()
+            for key, value in get_metrics(output).items():
+                metric_sums[key] = metric_sums.get(key, 0.0) + float(value.detach())
+
+        # One all-reduce per step carries the loss (for logging and the NaN check, identical on all
+        # ranks so that they stop together), the counts and the stop flag of a signal seen by any rank.
+        stop = 1.0 if self._stop_signal is not None else 0.0
+        totals = torch.stack(
+            [
+                loss_sum,
+                loss_sum.new_tensor(float(examples)),
+                loss_sum.new_tensor(float(tokens)),
+                loss_sum.new_tensor(stop),
+            ]
+        )
+        totals = all_reduce_sum(totals, self.context).tolist()
+        loss_value = totals[0] / (accum * self.context.world_size)
+        if not math.isfinite(loss_value):
+            where = self.last_checkpoint or latest_checkpoint(self.checkpoint_root)
+            raise NonFiniteLossError(
+                f"loss is {loss_value} at step {self.step + 1} (of {self.total_steps}); "
+                f"stopped before the update. Last good checkpoint: {where if where else 'none saved yet'}"
+            )
+
+        lr = self.optimizer.param_groups[0]["lr"]
+        grad_norm = None
+        if cfg.clip_norm is not None:
+            self.scaler.unscale_(self.optimizer)
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm))
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        with warnings.catch_warnings():
+            # fp16: a step skipped by the GradScaler makes LambdaLR warn about the call order; harmless.
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step\\(\\)`")
+            self.scheduler.step()
+        self.step += 1
+        self.examples_seen += int(totals[1])
+        self.tokens_seen += int(totals[2])
+        if totals[3] > 0 and self._stop_signal is None:
+            self._stop_signal = signal.SIGTERM  # another rank was signalled
+        record: dict[str, Any] = {"step": self.step, "loss": loss_value, "lr": lr, "examples": int(totals[1])}
+        record["tokens"] = int(totals[2])
+        if grad_norm is not None:
+            record["grad_norm"] = grad_norm
+        if self.scaler.is_enabled():
+            record["loss_scale"] = float(self.scaler.get_scale())
+        for key, value in metric_sums.items():
+            record[key] = value / accum  # this rank's mean over micro-batches
+        return record
+
+    # ------------------------------------------------------------------ the loop
+
+    def train(self) -> TrainResult:
+        """Run until ``total_steps`` optimizer steps (counting those before a resume) or a signal."""
+        cfg, ctx = self.config, self.context
+        if ctx.is_main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            remove_stale_temporaries(self.checkpoint_root)
+            self._logger = RunLogger(self.output_dir, tensorboard=cfg.tensorboard)
+        progress = tqdm(
+            total=self.total_steps,
+            initial=self.step,
+            desc="train",
+            disable=not (ctx.is_main and cfg.progress_bar),
+            dynamic_ncols=True,
+        )
+        self._train_model.train()
+        stream = self._batch_stream()
+        window: list[dict[str, Any]] = []
+        window_start = time.perf_counter()
+        interrupted = False
+        saved_at = -1
+        try:
+            with self._signals_caught():
+                while self.step < self.total_steps:
+                    record = self._train_step(stream)
+                    window.append(record)
+                    progress.update(1)
+                    for callback in self.callbacks:
+                        callback(self, record)
+                    stopping = self._stop_signal is not None
+                    if cfg.log_every and (
+                        self.step % cfg.log_every == 0 or stopping or self.step == self.total_steps
+                    ):
+                        self._log_window(window, time.perf_counter() - window_start, progress)
+                        window, window_start = [], time.perf_counter()
+                    if self.eval_data is not None and cfg.eval_every and self.step % cfg.eval_every == 0:
+                        self.evaluate()
+                    if stopping or (cfg.save_every and self.step % cfg.save_every == 0):
+                        self.save_checkpoint()
+                        saved_at = self.step
+                    if stopping:
+                        interrupted = True
+                        if ctx.is_main:
+                            name = signal.Signals(self._stop_signal).name
+                            progress.write(
+                                f"{name} received: saved {self.last_checkpoint} at step {self.step}; stopping"
+                            )
+                        break
+            if not interrupted:
+                if self.eval_data is not None and not (cfg.eval_every and self.step % cfg.eval_every == 0):
+                    self.evaluate()
+                if saved_at != self.step:
+                    self.save_checkpoint()
+        finally:
+            progress.close()
+            if self._logger is not None:
+                self._logger.close()
+                self._logger = None
+                if cfg.plot:
+                    plot_loss_curve(self.output_dir / LOG_FILE, self.output_dir / PLOT_FILE)
+        return TrainResult(self.step, interrupted, self.last_checkpoint, dict(self.last_eval))
+
+    def _log_window(self, window: list[dict[str, Any]], seconds: float, progress: tqdm) -> None:
+        if not window:
+            return
+        record: dict[str, Any] = {"step": self.step, "epoch": round(self.epoch, 4)}
+        keys = [k for k in window[-1] if k not in ("step", "examples", "tokens", "lr")]
+        for key in keys:
+            values = [r[key] for r in window if key in r]
+            record[key] = sum(values) / len(values)
+        record["lr"] = window[-1]["lr"]
+        tokens = sum(r["tokens"] for r in window)
+        record["examples_per_s"] = sum(r["examples"] for r in window) / max(seconds, 1e-9)
+        if tokens:
+            record["tokens_per_s"] = tokens / max(seconds, 1e-9)
+        record["tokens_seen"] = self.tokens_seen
+        if self._logger is not None:
+            self._logger.log(record, kind="train")
+        postfix = {"loss": f"{record['loss']:.4f}", "lr": f"{record['lr']:.2e}"}
+        if tokens:
+            postfix["tok/s"] = f"{record['tokens_per_s']:.0f}"
+        progress.set_postfix(postfix, refresh=False)
+
+    # ------------------------------------------------------------------ evaluation
+
+    @torch.no_grad()
+    def evaluate(self, data: Any = None) -> dict[str, float]:
+        """Held-out evaluation on rank 0 (other ranks wait): a collective call under DDP.
+
+        Returns ``eval_loss`` (mean of the batch losses weighted by examples per batch), with
+        ``config.lm_perplexity`` also ``eval_perplexity`` = exp(loss weighted by predicted tokens: labels
+        != -100 when the batch has labels, else examples), and whatever `metric_fn` returns. The global
+        RNG state is restored afterwards, so evaluating does not change the training run.
+        """
+        data = self.eval_data if data is None else self._as_loader(data, None, train=False)
+        if data is None:
+            raise ValueError("Trainer.evaluate: no eval_data given")
+        results: dict[str, float] = {}
+        if self.context.is_main:
+            results = self._evaluate_here(data)
+            self.last_eval = results
+            if self._logger is not None:
+                self._logger.log({"step": self.step, **results}, kind="eval")
+        barrier(self.context)
+        return results
+
+    def _evaluate_here(self, data: Any) -> dict[str, float]:
+        saved_rng = rng_state()
+        model = self.model
+        was_training = model.training
+        model.eval()
+        streaming = hasattr(self.metric_fn, "update") and hasattr(self.metric_fn, "compute")
+        if streaming and hasattr(self.metric_fn, "reset"):
+            self.metric_fn.reset()
+        outputs: list[Any] = []
+        batches: list[Any] = []
+        loss_sum = examples = token_loss_sum = token_count = 0.0
+        has_loss = False
+        try:
+            iterator = data.iter_epoch(0) if isinstance(data, ResumableLoader) else iter(data)
+            for batch in iterator:
+                batch = move_to(batch, self.device)
+                with self._autocast():
+                    output = model(**batch)
+                loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
+                n = count_examples(batch)
+                if loss is not None:
+                    has_loss = True
+                    value = float(loss.float())
+                    loss_sum += value * n
+                    labels = batch.get("labels")
+                    weight = int((labels != -100).sum()) if isinstance(labels, torch.Tensor) else n
+                    token_loss_sum += value * weight
+                    token_count += weight
+                examples += n
+                if streaming:
+                    self.metric_fn.update(output, batch)
+                elif self.metric_fn is not None:
+                    outputs.append(move_to(_detach(output), torch.device("cpu")))
+                    batches.append(move_to(batch, torch.device("cpu")))
+        finally:
+            model.train(was_training)
+            set_rng_state(saved_rng)
+        if examples == 0:
+            raise ValueError("Trainer.evaluate: the evaluation data yielded no batch")
+        results: dict[str, float] = {}
+        if has_loss:
+            results["eval_loss"] = loss_sum / examples
+            if self.config.lm_perplexity and token_count > 0:
+                results["eval_perplexity"] = math.exp(min(token_loss_sum / token_count, 700.0))
+        if streaming:
+            extra = self.metric_fn.compute()
+        elif self.metric_fn is not None:
+            extra = self.metric_fn(outputs, batches)
+        else:
+            extra = {}
+        for key, value in dict(extra).items():
+            results[key if key.startswith("eval_") else f"eval_{key}"] = float(value)
+        return results
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _training_state(self) -> dict[str, Any]:
+        loader = self.train_loader
+        if hasattr(loader, "state_dict"):
+            loader_state = loader.state_dict()
+        else:
+            loader_state = {"epoch": self._plain_epoch, "position": self._plain_position}
+        return {
+            "step": self.step,
+            "examples_seen": self.examples_seen,
+            "tokens_seen": self.tokens_seen,
+            "world_size": self.context.world_size,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
+            "loader": loader_state,
+            "plain_loader": not hasattr(loader, "state_dict"),
+        }
+
+    def save_checkpoint(self) -> Path:
+        """Save ``checkpoints/step-NNNNNN`` and prune old ones (rank 0 writes; collective under DDP)."""
+        rngs = all_gather_object(rng_state(), self.context)  # every rank's generators, in rank order
+        path = self.checkpoint_root / checkpoint_name(self.step)
+        if self.context.is_main:
+            state = self._training_state()
+            state["rng"] = rngs
+            trainer_state = {
+                "step": self.step,
+                "total_steps": self.total_steps,
+                "epoch": self.epoch,
+                "examples_seen": self.examples_seen,
+                "tokens_seen": self.tokens_seen,
+                "world_size": self.context.world_size,
+                "interrupted_by": signal.Signals(self._stop_signal).name if self._stop_signal else None,
+                "last_eval": self.last_eval,
+                "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "config": self.config.to_dict(),
+            }
+            save_checkpoint(path, self.model, state, trainer_state)
+            prune_checkpoints(self.checkpoint_root, self.config.keep_last)
+        barrier(self.context)
+        self.last_checkpoint = path
+        return path
+
+    def resume(self, checkpoint: str | Path = "latest") -> Path:
+        """Restore weights, optimizer, scheduler, scaler, RNG, data position and counters.
+
+        `checkpoint` is a checkpoint directory or ``"latest"`` (the newest under
+        ``<output_dir>/checkpoints``). Call before `train`; every rank calls it under DDP.
+        """
+        if str(checkpoint) == "latest":
+            path = latest_checkpoint(self.checkpoint_root)
+            if path is None:
+                raise FileNotFoundError(f"Trainer.resume: no checkpoint under {self.checkpoint_root}")
+        else:
+            path = Path(checkpoint)
+        if not (path / MODEL_FILE).is_file():
+            known = ", ".join(p.name for p in list_checkpoints(path.parent)) or "none"
+            raise FileNotFoundError(
+                f"Trainer.resume: {path} holds no {MODEL_FILE} (checkpoints there: {known})"
+            )
+        load_model(self.model, path / MODEL_FILE)
+        state = load_training_state(path)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler.is_enabled():
+            if not state["scaler"]:
+                raise ValueError(f"{path}: precision='fp16' but the checkpoint holds no GradScaler state")
+            self.scaler.load_state_dict(state["scaler"])
+        loader = self.train_loader
+        if hasattr(loader, "load_state_dict") and not state["plain_loader"]:
+            loader.load_state_dict(state["loader"])
+        else:
+            self._plain_epoch = int(state["loader"]["epoch"])
+            self._plain_position = int(state["loader"]["position"])
+        rngs = state["rng"]
+        if len(rngs) != self.context.world_size:
+            warnings.warn(
+                f"{path}: saved by {len(rngs)} process(es), resumed by {self.context.world_size}: RNG "
+                "streams "
+                "are restarted from rank 0's; the run will not replay exactly",
+                stacklevel=2,
+            )
+        set_rng_state(rngs[self.context.rank] if self.context.rank < len(rngs) else rngs[0])
+        self.step = int(state["step"])
+        self.examples_seen = int(state["examples_seen"])
+        self.tokens_seen = int(state["tokens_seen"])
+        self.last_checkpoint = path
+        return path
+
+
+def _detach(output: Any) -> Any:
+    if isinstance(output, torch.Tensor):
+        return output.detach()
+    if isinstance(output, Mapping):
+        return {k: _detach(v) for k, v in output.items()}
+    if hasattr(output, "__dataclass_fields__"):
+        return {k: _detach(getattr(output, k)) for k in output.__dataclass_fields__}
+    return output
