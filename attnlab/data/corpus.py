@@ -1,0 +1,219 @@
+"""Corpus ingestion: turn files in the usual pre-training formats into a stream of documents.
+
+A *document* is a list of sentences (strings). Formats (``fmt``):
+
+``"sentences"``  BERT's format: one sentence per line, a blank line between documents.
+``"lines"``      one document per line; the line is split into sentences with :func:`split_sentences`.
+``"jsonl"``      one JSON object per line; its ``text_field`` holds a document (split into paragraphs on
+                 blank lines, then into sentences).
+``"text"``       unsplit running text, one document per file (e.g. a Gutenberg book): wrapped lines are
+                 joined into paragraphs (blank line = paragraph break) and paragraphs split into sentences.
+
+Paths may be files or directories (walked recursively, in sorted order, hidden files skipped, so the
+document order is deterministic). Files ending in ``.gz`` are decompressed on the fly. Lines are read
+as bytes and decoded as UTF-8 with replacement: the number of undecodable byte sequences per file is
+counted in :class:`IngestStats`. CRLF and CR line ends and a leading byte-order mark are handled.
+
+Everything streams: at most one document is held in memory at a time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from attnlab.data.sentences import split_paragraphs, split_sentences
+
+Document = list[str]
+
+FORMATS = ("sentences", "lines", "jsonl", "text")
+
+_REPLACEMENT_BYTES = "\ufffd".encode()
+
+
+@dataclass
+class IngestStats:
+    """Counts gathered while reading; ``undecodable`` maps a file to its number of replaced byte runs."""
+
+    files: int = 0
+    documents: int = 0
+    sentences: int = 0
+    empty_documents: int = 0
+    undecodable: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def undecodable_total(self) -> int:
+        return sum(self.undecodable.values())
+
+    def to_dict(self) -> dict:
+        return {
+            "files": self.files,
+            "documents": self.documents,
+            "sentences": self.sentences,
+            "empty_documents": self.empty_documents,
+            "undecodable": dict(self.undecodable),
+        }
+
+
+def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """Expand files and directories (recursively, sorted, hidden entries skipped) into a file list."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            for root, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                out.extend(Path(root) / f for f in sorted(files) if not f.startswith("."))
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise FileNotFoundError(f"corpus path {str(p)!r} does not exist")
+    return out
+
+
+def _read_lines(path: Path, stats: IngestStats) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` with line ends stripped; counts undecodable byte runs."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    bad = 0
+    try:
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                raw = raw.rstrip(b"\n").rstrip(b"\r")
+                # Lone CRs (old Mac line ends) separate lines too.
+                for piece in raw.split(b"\r") if b"\r" in raw else (raw,):
+                    text = piece.decode("utf-8", errors="replace")
+                    if "\ufffd" in text:
+                        bad += text.count("\ufffd") - piece.count(_REPLACEMENT_BYTES)
+                    yield lineno, text
+    except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+        raise ValueError(f"{path}: cannot read: {e}") from e
+    finally:
+        if bad:
+            stats.undecodable[str(path)] = stats.undecodable.get(str(path), 0) + bad
+
+
+def _docs_sentences(path: Path, stats: IngestStats) -> Iterator[Document]:
+    doc: Document = []
+    for _, line in _read_lines(path, stats):
+        line = line.strip()
+        if line:
+            doc.append(line)
+        elif doc:
+            yield doc
+            doc = []
+    if doc:
+        yield doc
+
+
+def _docs_lines(path: Path, stats: IngestStats) -> Iterator[Document]:
+    for _, line in _read_lines(path, stats):
+        if line.strip():
+            yield split_sentences(line)
+
+
+def _split_text(text: str) -> Document:
+    doc: Document = []
+    for para in split_paragraphs(text.splitlines()):
+        doc.extend(split_sentences(para))
+    return doc
+
+
+def _docs_jsonl(path: Path, stats: IngestStats, text_field: str) -> Iterator[Document]:
+    for lineno, line in _read_lines(path, stats):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg}") from e
+        if not isinstance(obj, dict) or text_field not in obj:
+            keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+            raise ValueError(f"{path}:{lineno}: expected an object with a {text_field!r} field, got {keys}")
+        text = obj[text_field]
+        if not isinstance(text, str):
+            raise ValueError(f"{path}:{lineno}: field {text_field!r} must be a string, got {type(text).__name__}")
+        yield _split_text(text)
+
+
+def _docs_text(path: Path, stats: IngestStats) -> Iterator[Document]:
+    doc: Document = []
+    for para in split_paragraphs(line for _, line in _read_lines(path, stats)):
+        doc.extend(split_sentences(para))
+    yield doc
+
+
+def read_documents(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    fmt: str = "sentences",
+    *,
+    text_field: str = "text",
+    stats: IngestStats | None = None,
+) -> Iterator[Document]:
+    """Stream the documents of ``paths`` in a deterministic order; empty documents are counted and skipped.
+
+    Pass an :class:`IngestStats` to collect counts (it is filled while iterating).
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown corpus format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    stats = stats if stats is not None else IngestStats()
+    for path in list_files(paths):
+        stats.files += 1
+        if fmt == "sentences":
+            docs = _docs_sentences(path, stats)
+        elif fmt == "lines":
+            docs = _docs_lines(path, stats)
+        elif fmt == "jsonl":
+            docs = _docs_jsonl(path, stats, text_field)
+        else:
+            docs = _docs_text(path, stats)
+        for doc in docs:
+            if not doc:
+                stats.empty_documents += 1
+                continue
+            stats.documents += 1
+            stats.sentences += len(doc)
+            yield doc
+
+
+def read_hf_dataset(
+    name: str,
+    *,
+    split: str = "train",
+    text_field: str = "text",
+    config: str | None = None,
+    streaming: bool = True,
+    stats: IngestStats | None = None,
+    **load_kwargs,
+) -> Iterator[Document]:
+    """Stream documents from a Hugging Face ``datasets`` dataset (one record = one document).
+
+    ``datasets`` is optional and imported only here. Records' ``text_field`` is split into paragraphs
+    and sentences like the ``"jsonl"`` format.
+    """
+    try:
+        import datasets  # noqa: PLC0415 (optional dependency)
+    except ImportError as e:
+        raise ImportError(
+            "read_hf_dataset needs the optional 'datasets' package (pip install datasets); "
+            "alternatively export the corpus to JSON lines and use fmt='jsonl'"
+        ) from e
+    stats = stats if stats is not None else IngestStats()
+    ds = datasets.load_dataset(name, config, split=split, streaming=streaming, **load_kwargs)
+    for i, record in enumerate(ds):
+        if text_field not in record:
+            raise ValueError(f"{name}[{split}] record {i}: no field {text_field!r}; fields: {sorted(record)}")
+        doc = _split_text(record[text_field])
+        if not doc:
+            stats.empty_documents += 1
+            continue
+        stats.documents += 1
+        stats.sentences += len(doc)
+        yield doc

@@ -1,0 +1,155 @@
+"""Corpus ingestion formats and the rule-based sentence splitter."""
+
+from __future__ import annotations
+
+import builtins
+import gzip
+import json
+
+import pytest
+
+from attnlab.data.corpus import IngestStats, list_files, read_documents, read_hf_dataset
+from attnlab.data.sentences import split_paragraphs, split_sentences
+
+
+def test_bert_format_with_crlf_bom_and_blank_runs(tmp_path):
+    p = tmp_path / "c.txt"
+    p.write_bytes(b"\xef\xbb\xbfFirst one.\r\nSecond one.\r\n\r\n\r\nOther doc.\r\n  \r\nThird doc.")
+    stats = IngestStats()
+    docs = list(read_documents(p, "sentences", stats=stats))
+    assert docs == [["First one.", "Second one."], ["Other doc."], ["Third doc."]]
+    assert (stats.files, stats.documents, stats.sentences, stats.undecodable) == (1, 3, 4, {})
+
+
+def test_lone_cr_line_ends(tmp_path):
+    p = tmp_path / "mac.txt"
+    p.write_bytes(b"a b.\rc d.\r\re f.")
+    assert list(read_documents(p, "sentences")) == [["a b.", "c d."], ["e f."]]
+
+
+def test_one_document_per_line_is_split_into_sentences(tmp_path):
+    p = tmp_path / "docs.txt"
+    p.write_text("Dr. Who came. He left at 3.30 p.m. today.\n\nIt rained! Did it?\n")
+    assert list(read_documents(p, "lines")) == [
+        ["Dr. Who came.", "He left at 3.30 p.m. today."],
+        ["It rained!", "Did it?"],
+    ]
+
+
+def test_jsonl_with_configurable_field_and_errors(tmp_path):
+    p = tmp_path / "d.jsonl"
+    p.write_text(json.dumps({"body": "One. Two.\n\nThree."}) + "\n\n" + json.dumps({"body": "Four."}) + "\n")
+    assert list(read_documents(p, "jsonl", text_field="body")) == [["One.", "Two.", "Three."], ["Four."]]
+    with pytest.raises(ValueError, match=r"d\.jsonl:1: expected an object with a 'text' field, got \['body'\]"):
+        list(read_documents(p, "jsonl"))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok."}\n{"text": oops}\n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2: invalid JSON"):
+        list(read_documents(bad, "jsonl"))
+    num = tmp_path / "num.jsonl"
+    num.write_text('{"text": 3}\n')
+    with pytest.raises(ValueError, match=r"num\.jsonl:1: field 'text' must be a string, got int"):
+        list(read_documents(num, "jsonl"))
+
+
+def test_directories_recursive_sorted_hidden_skipped_and_gz(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a").mkdir()
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "b" / "2.txt").write_text("B2.\n")
+    (tmp_path / "a" / "9.txt").write_text("A9.\n")
+    (tmp_path / "a" / ".hidden.txt").write_text("hidden.\n")
+    (tmp_path / ".git" / "x.txt").write_text("git.\n")
+    with gzip.open(tmp_path / "a" / "1.txt.gz", "wb") as f:
+        f.write(b"A1 first.\nA1 second.\n")
+    files = list_files(tmp_path)
+    assert [f.relative_to(tmp_path).as_posix() for f in files] == ["a/1.txt.gz", "a/9.txt", "b/2.txt"]
+    assert list(read_documents(tmp_path, "sentences")) == [["A1 first.", "A1 second."], ["A9."], ["B2."]]
+
+
+def test_undecodable_bytes_are_replaced_and_counted_per_file(tmp_path):
+    bad = tmp_path / "bad.txt"
+    # two invalid sequences; a genuine U+FFFD in the text is not counted
+    bad.write_bytes(b"caf\xe9 ok.\nfine \xef\xbf\xbd here.\n\xff\xfe end.\n")
+    good = tmp_path / "good.txt"
+    good.write_text("all good.\n")
+    stats = IngestStats()
+    docs = list(read_documents([bad, good], "sentences", stats=stats))
+    assert docs[0][0] == "caf\ufffd ok."
+    assert stats.undecodable == {str(bad): 3}  # \xe9, \xff, \xfe
+    assert stats.undecodable_total == 3
+
+
+def test_text_format_joins_wrapped_lines_one_document_per_file(tmp_path):
+    p = tmp_path / "book.txt"
+    p.write_text("CHAPTER I.\n\nIt was a dark\nnight. Mr. Holmes\nsat down.\n\n\u201cWell?\u201d he said.\n")
+    assert list(read_documents(p, "text")) == [
+        ["CHAPTER I.", "It was a dark night.", "Mr. Holmes sat down.", "\u201cWell?\u201d he said."]
+    ]
+
+
+def test_empty_corpus_and_errors(tmp_path):
+    p = tmp_path / "empty.txt"
+    p.write_text("\n\n  \n")
+    stats = IngestStats()
+    assert list(read_documents(p, "sentences", stats=stats)) == []
+    assert stats.documents == 0
+    assert list(read_documents(p, "text", stats=stats)) == []
+    assert stats.empty_documents == 1
+    with pytest.raises(ValueError, match="unknown corpus format 'csv'; expected one of sentences, lines"):
+        list(read_documents(p, "csv"))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        list(read_documents(tmp_path / "missing.txt"))
+    broken = tmp_path / "broken.txt.gz"
+    broken.write_bytes(b"not gzip at all")
+    with pytest.raises(ValueError, match=r"broken\.txt\.gz: cannot read"):
+        list(read_documents(broken))
+
+
+def test_hf_datasets_missing_gives_a_clear_error(monkeypatch):
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "datasets":
+            raise ImportError("No module named 'datasets'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ImportError, match="optional 'datasets' package"):
+        next(read_hf_dataset("wikitext"))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Mr. Smith paid $3.50. He left!", ["Mr. Smith paid $3.50.", "He left!"]),
+        ("J. R. R. Tolkien wrote it. It sold.", ["J. R. R. Tolkien wrote it.", "It sold."]),
+        ("See e.g. the U.S.A. today. Fine.", ["See e.g. the U.S.A. today.", "Fine."]),
+        ("\u201cStop!\u201d she cried. \u201cNow.\u201d", ["\u201cStop!\u201d she cried.", "\u201cNow.\u201d"]),
+        ('He said "go." Then went.', ['He said "go."', "Then went."]),
+        ("Wait... and see. Pi is 3.14159. Done?", ["Wait... and see.", "Pi is 3.14159.", "Done?"]),
+        ("It costs 5 vs. 6 etc. in total.", ["It costs 5 vs. 6 etc. in total."]),
+        ("Chapter 1. 2 cats sat.", ["Chapter 1.", "2 cats sat."]),
+        ("no end here", ["no end here"]),
+        ("   ", []),
+    ],
+)
+def test_sentence_splitter(text, expected):
+    assert split_sentences(text) == expected
+
+
+def test_split_paragraphs():
+    assert list(split_paragraphs(["a", "b", "", "  ", "c", ""])) == ["a b", "c"]
+
+
+@pytest.mark.data
+def test_real_books_ingest():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "books" / "en"
+    if not root.exists():
+        pytest.skip("shared books corpus not available")
+    stats = IngestStats()
+    first = next(read_documents(sorted(root.iterdir())[0], "text", stats=stats))
+    assert len(first) > 100
+    assert all("\r" not in s and "\n" not in s for s in first)
