@@ -1,1 +1,36 @@
-"""attnlab.tokenizers: see docs/architecture.md."""
+"""attnlab.tokenizers: normalisers, pre-tokenisers, WordPiece / BPE / byte-level BPE / Unigram models,
+the encoding API and the field's vocabulary files (see docs/architecture.md). Pure Python + ``regex``, no torch."""
+
+from attnlab.tokenizers.encoding import Encoding
+from attnlab.tokenizers.models import BPE, Unigram, WordPiece
+from attnlab.tokenizers.tokenizer import (
+    AddedToken,
+    Tokenizer,
+    bert_wordpiece,
+    byte_level_bpe,
+    flatten_overflowing,
+    sentencepiece_bpe,
+    sentencepiece_unigram,
+)
+
+__all__ = [
+    "AddedToken",
+    "BPE",
+    "Encoding",
+    "Tokenizer",
+    "Unigram",
+    "WordPiece",
+    "bert_wordpiece",
+    "byte_level_bpe",
+    "flatten_overflowing",
+    "load_tokenizer",
+    "sentencepiece_bpe",
+    "sentencepiece_unigram",
+]
+
+
+def load_tokenizer(directory):  # noqa: ANN001, ANN201 - thin lazy wrapper, documented in files.py
+    """Load the tokenizer of a checkpoint directory (see :func:`attnlab.tokenizers.files.load_tokenizer`)."""
+    from attnlab.tokenizers.files import load_tokenizer as _load
+
+    return _load(directory)

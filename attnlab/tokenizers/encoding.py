@@ -1,0 +1,160 @@
+"""The result of encoding one text (or text pair): ids and everything aligned with them.
+
+All lists have one entry per token (length T). ``offsets`` are character spans ``[start, end)`` into the
+ORIGINAL text of the sequence the token comes from (``(0, 0)`` for special and padding tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Encoding"]
+
+
+@dataclass
+class Encoding:
+    """One encoded sequence.
+
+    Attributes (each of length T):
+        ids: token ids.
+        tokens: token strings.
+        offsets: ``(start, end)`` character spans in the original text.
+        type_ids: segment (token type) ids: 0 for the first sequence, 1 for the second under BERT's template.
+        special_tokens_mask: 1 for special tokens added by the template and for padding, else 0.
+        attention_mask: 1 for real tokens, 0 for padding.
+        word_ids: index of the pre-tokenised word each token belongs to (``None`` for special/padding tokens).
+        sequence_ids: 0 or 1 for tokens of the first / second text, ``None`` for special/padding tokens.
+        overflowing: the windows cut off by truncation (each a full Encoding with its own offsets), in order.
+    """
+
+    ids: list[int] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
+    offsets: list[tuple[int, int]] = field(default_factory=list)
+    type_ids: list[int] = field(default_factory=list)
+    special_tokens_mask: list[int] = field(default_factory=list)
+    attention_mask: list[int] = field(default_factory=list)
+    word_ids: list[int | None] = field(default_factory=list)
+    sequence_ids: list[int | None] = field(default_factory=list)
+    overflowing: list[Encoding] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def n_sequences(self) -> int:
+        return len({s for s in self.sequence_ids if s is not None})
+
+    def copy(self) -> Encoding:
+        return Encoding(
+            list(self.ids),
+            list(self.tokens),
+            list(self.offsets),
+            list(self.type_ids),
+            list(self.special_tokens_mask),
+            list(self.attention_mask),
+            list(self.word_ids),
+            list(self.sequence_ids),
+            [o.copy() for o in self.overflowing],
+        )
+
+    def slice(self, start: int, stop: int) -> Encoding:
+        """Tokens ``[start, stop)`` (no overflowing)."""
+        return Encoding(
+            self.ids[start:stop],
+            self.tokens[start:stop],
+            self.offsets[start:stop],
+            self.type_ids[start:stop],
+            self.special_tokens_mask[start:stop],
+            self.attention_mask[start:stop],
+            self.word_ids[start:stop],
+            self.sequence_ids[start:stop],
+        )
+
+    def extend(self, other: Encoding) -> None:
+        """Append ``other``'s tokens (not its overflowing)."""
+        self.ids.extend(other.ids)
+        self.tokens.extend(other.tokens)
+        self.offsets.extend(other.offsets)
+        self.type_ids.extend(other.type_ids)
+        self.special_tokens_mask.extend(other.special_tokens_mask)
+        self.attention_mask.extend(other.attention_mask)
+        self.word_ids.extend(other.word_ids)
+        self.sequence_ids.extend(other.sequence_ids)
+
+    def truncate(self, max_length: int, stride: int = 0, direction: str = "right") -> None:
+        """Keep ``max_length`` tokens; the rest become overflowing windows that overlap by ``stride`` tokens.
+
+        Windows step by ``max_length - stride`` from the kept end (as HF tokenizers does); the last window may
+        be shorter.
+        """
+        n = len(self.ids)
+        if max_length >= n:
+            return
+        if max_length == 0:
+            whole = self.copy()
+            whole.overflowing = []
+            self.__init__()  # type: ignore[misc]
+            self.overflowing = [whole]
+            return
+        if stride >= max_length:
+            raise ValueError(
+                f"truncation stride ({stride}) must be smaller than the length left for the sequence "
+                f"({max_length}, which excludes the special tokens)"
+            )
+        step = max_length - stride
+        ranges: list[tuple[int, int]] = []
+        if direction == "right":
+            for start in range(0, n, step):
+                stop = min(start + max_length, n)
+                ranges.append((start, stop))
+                if stop == n:
+                    break
+        elif direction == "left":
+            for stop in range(n, 0, -step):
+                start = max(stop - max_length, 0)
+                ranges.append((start, stop))
+                if start == 0:
+                    break
+        else:
+            raise ValueError(f"truncation direction must be 'right' or 'left', got {direction!r}")
+        windows = [self.slice(s, e) for s, e in ranges]
+        first = windows[0]
+        self.__init__(  # type: ignore[misc]
+            first.ids,
+            first.tokens,
+            first.offsets,
+            first.type_ids,
+            first.special_tokens_mask,
+            first.attention_mask,
+            first.word_ids,
+            first.sequence_ids,
+            windows[1:],
+        )
+
+    def pad(
+        self,
+        length: int,
+        pad_id: int = 0,
+        pad_type_id: int = 0,
+        pad_token: str = "[PAD]",
+        direction: str = "right",
+    ) -> None:
+        """Pad (this encoding and its overflowing windows) to ``length`` tokens on the given side."""
+        for o in self.overflowing:
+            o.pad(length, pad_id, pad_type_id, pad_token, direction)
+        k = length - len(self.ids)
+        if k <= 0:
+            return
+        fields = (
+            ("ids", pad_id),
+            ("tokens", pad_token),
+            ("offsets", (0, 0)),
+            ("type_ids", pad_type_id),
+            ("special_tokens_mask", 1),
+            ("attention_mask", 0),
+            ("word_ids", None),
+            ("sequence_ids", None),
+        )
+        for name, value in fields:
+            cur = getattr(self, name)
+            setattr(self, name, cur + [value] * k if direction == "right" else [value] * k + cur)

@@ -1,0 +1,482 @@
+"""Normalisers: text clean-up before pre-tokenisation, keeping an alignment to the original text.
+
+A normaliser maps a :class:`NormalizedString` to a new one. Every character of the normalised text remembers
+the span ``[start, end)`` of original characters it came from, so that a token's offsets, computed on the
+normalised text, can be turned back into offsets into the text the user passed (right under lowercasing,
+accent stripping, CJK spacing and control-character removal).
+
+Speed: the alignment is stored as two int lists (``starts``, ``ends``) or as ``None`` when it is the identity
+(the common case for ASCII text: cleaning whitespace and lowercasing keep one character per character). The
+BERT normaliser has an ASCII fast path that does the whole text with ``str.translate`` and ``str.lower``.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from collections.abc import Sequence as _Seq
+from typing import Any
+
+import regex
+
+__all__ = [
+    "NormalizedString",
+    "Normalizer",
+    "BertNormalizer",
+    "Lowercase",
+    "StripAccents",
+    "NFD",
+    "NFKD",
+    "NFC",
+    "NFKC",
+    "Replace",
+    "Prepend",
+    "Strip",
+    "Sequence",
+    "is_bert_whitespace",
+    "is_bert_control",
+    "is_bert_punctuation",
+    "is_chinese_char",
+]
+
+
+class NormalizedString:
+    """A normalised text with, for each of its characters, the original span it came from.
+
+    ``starts[i]``/``ends[i]`` give the original span of ``normalized[i]``; both ``None`` means identity
+    (``normalized[i]`` is ``original[i]`` up to a one-to-one character map such as ASCII lowercasing).
+    """
+
+    __slots__ = ("original", "normalized", "starts", "ends")
+
+    def __init__(
+        self,
+        original: str,
+        normalized: str | None = None,
+        starts: list[int] | None = None,
+        ends: list[int] | None = None,
+    ) -> None:
+        self.original = original
+        self.normalized = original if normalized is None else normalized
+        self.starts = starts
+        self.ends = ends
+
+    def __repr__(self) -> str:
+        return f"NormalizedString({self.original!r} -> {self.normalized!r})"
+
+    def __len__(self) -> int:
+        return len(self.normalized)
+
+    def alignments(self) -> tuple[list[int], list[int]]:
+        """Explicit ``(starts, ends)`` lists (materialised from the identity when needed)."""
+        if self.starts is None:
+            n = len(self.normalized)
+            return list(range(n)), list(range(1, n + 1))
+        return self.starts, self.ends  # type: ignore[return-value]
+
+    def original_span(self, start: int, end: int) -> tuple[int, int]:
+        """Map the normalised span ``[start, end)`` to a span of the original text."""
+        if self.starts is None:
+            return start, end
+        if end > start:
+            return self.starts[start], self.ends[end - 1]  # type: ignore[index]
+        # An empty span sits where the next character starts (or at the end of the text).
+        pos = self.starts[start] if start < len(self.starts) else len(self.original)
+        return pos, pos
+
+    def map_chars(self, fn: Callable[[str], str]) -> NormalizedString:
+        """Apply ``fn`` to each character; every produced character inherits its source's span."""
+        out: list[str] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        old_starts, old_ends = self.alignments()
+        for i, ch in enumerate(self.normalized):
+            rep = fn(ch)
+            if not rep:
+                continue
+            out.append(rep)
+            s, e = old_starts[i], old_ends[i]
+            if len(rep) == 1:
+                starts.append(s)
+                ends.append(e)
+            else:
+                starts.extend([s] * len(rep))
+                ends.extend([e] * len(rep))
+        return NormalizedString(self.original, "".join(out), starts, ends)
+
+    def replace_spans(self, spans: list[tuple[int, int, str]]) -> NormalizedString:
+        """Replace non-overlapping, sorted normalised spans ``(start, end, text)``.
+
+        A replacement of the same length keeps the characters' spans one to one; otherwise each new character
+        covers the whole original span of what it replaces (an empty source span takes its neighbour's start).
+        """
+        if not spans:
+            return self
+        old_starts, old_ends = self.alignments()
+        n = len(self.normalized)
+        out: list[str] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        pos = 0
+        for s, e, rep in spans:
+            if s > pos:
+                out.append(self.normalized[pos:s])
+                starts.extend(old_starts[pos:s])
+                ends.extend(old_ends[pos:s])
+            if rep:
+                out.append(rep)
+                if e - s == len(rep):
+                    starts.extend(old_starts[s:e])
+                    ends.extend(old_ends[s:e])
+                else:
+                    if e > s:
+                        os_, oe = old_starts[s], old_ends[e - 1]
+                    else:
+                        os_ = old_starts[s] if s < n else len(self.original)
+                        oe = old_ends[s] if s < n else os_
+                    starts.extend([os_] * len(rep))
+                    ends.extend([oe] * len(rep))
+            pos = e
+        if pos < n:
+            out.append(self.normalized[pos:])
+            starts.extend(old_starts[pos:])
+            ends.extend(old_ends[pos:])
+        return NormalizedString(self.original, "".join(out), starts, ends)
+
+    def slice(self, start: int, end: int) -> NormalizedString:
+        """The normalised sub-string ``[start, end)``, keeping spans into the same original text."""
+        starts, ends = self.alignments()
+        return NormalizedString(self.original, self.normalized[start:end], starts[start:end], ends[start:end])
+
+
+class Normalizer:
+    """Base class: subclasses implement :meth:`normalize`."""
+
+    def normalize(self, ns: NormalizedString) -> NormalizedString:
+        raise NotImplementedError
+
+    def normalize_str(self, text: str) -> str:
+        """Normalise a plain string (no alignment kept)."""
+        return self.normalize(NormalizedString(text)).normalized
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Character classes, as BERT's tokenization.py (and HF tokenizers' BertNormalizer) define them.
+
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B920, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+
+def is_chinese_char(ch: str) -> bool:
+    """CJK Unified Ideographs blocks (not Hangul, Hiragana or Katakana, which are written with spaces)."""
+    cp = ord(ch)
+    return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
+
+
+WHITESPACE = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000"
+)  # the Unicode White_Space property (Python's str.isspace also counts \x1c-\x1f, Unicode does not)
+
+
+def is_bert_whitespace(ch: str) -> bool:
+    """Unicode White_Space (tab, newline and carriage return included)."""
+    return ch in WHITESPACE
+
+
+def is_bert_control(ch: str) -> bool:
+    """Control characters removed by ``clean_text``: Unicode "Other" categories except tab/newline/CR."""
+    if ch in "\t\n\r":
+        return False
+    return unicodedata.category(ch).startswith("C")
+
+
+def is_bert_punctuation(ch: str) -> bool:
+    """ASCII symbols (``$``, ``+``, ``^``, ...) count as punctuation, as in BERT, plus Unicode ``P*``."""
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+# ASCII fast path tables: control characters deleted (vertical tab and form feed are category Cc, so
+# clean_text removes them before whitespace is mapped), tab/newline/CR mapped to " ".
+_ASCII_CLEAN: dict[int, str | None] = {i: None for i in range(32) if chr(i) not in "\t\n\r"}
+_ASCII_CLEAN[127] = None
+_ASCII_CLEAN.update({ord("\t"): " ", ord("\n"): " ", ord("\r"): " "})
+_ASCII_NEEDS_DELETE = regex.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+class BertNormalizer(Normalizer):
+    """BERT's basic normalisation (Devlin et al. 2019, google-research/bert ``tokenization.py``).
+
+    In order: control characters removed and whitespace mapped to a space (``clean_text``), spaces put around
+    CJK ideographs (``handle_chinese_chars``), accents stripped (NFD then drop ``Mn``; by default iff
+    ``lowercase``, which is what the uncased checkpoints do), lowercasing.
+    """
+
+    def __init__(
+        self,
+        clean_text: bool = True,
+        handle_chinese_chars: bool = True,
+        strip_accents: bool | None = None,
+        lowercase: bool = True,
+    ) -> None:
+        self.clean_text = clean_text
+        self.handle_chinese_chars = handle_chinese_chars
+        self.strip_accents = strip_accents
+        self.lowercase = lowercase
+        self._do_strip = lowercase if strip_accents is None else strip_accents
+
+    def _char(self, ch: str) -> str:
+        """The normalisation of one non-ASCII character (possibly empty or several characters)."""
+        if self.clean_text:
+            if ch == "\x00" or ch == "\ufffd" or is_bert_control(ch):
+                return ""
+            if is_bert_whitespace(ch):
+                return " "
+        if self.handle_chinese_chars and is_chinese_char(ch):
+            return f" {ch} "
+        if self._do_strip:
+            ch = "".join(c for c in unicodedata.normalize("NFD", ch) if unicodedata.category(c) != "Mn")
+        if self.lowercase:
+            # Character-wise lowercasing (no context-dependent final sigma), as HF tokenizers does.
+            ch = "".join(c.lower() for c in ch)
+        return ch
+
+    def normalize(self, ns: NormalizedString) -> NormalizedString:
+        text = ns.normalized
+        if text.isascii() and (not self.clean_text or not _ASCII_NEEDS_DELETE.search(text)):
+            # Fast path: one character per character, alignment unchanged.
+            if self.clean_text:
+                text = text.translate(_ASCII_CLEAN)
+            if self.lowercase:
+                text = text.lower()
+            return NormalizedString(ns.original, text, ns.starts, ns.ends)
+        return _map_mixed(ns, self._char, self._ascii_fast)
+
+    def _ascii_fast(self, chunk: str) -> str:
+        if self.clean_text:
+            chunk = chunk.translate(_ASCII_CLEAN)
+        if self.lowercase:
+            chunk = chunk.lower()
+        return chunk
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": "BertNormalizer",
+            "clean_text": self.clean_text,
+            "handle_chinese_chars": self.handle_chinese_chars,
+            "strip_accents": self.strip_accents,
+            "lowercase": self.lowercase,
+        }
+
+
+_ASCII_RUN = regex.compile(r"[\t\n\r\x20-\x7e]+")
+
+
+def _map_mixed(
+    ns: NormalizedString, char_fn: Callable[[str], str], ascii_fn: Callable[[str], str]
+) -> NormalizedString:
+    """Map ``ns``: ``ascii_fn`` on runs of printable ASCII (length preserving), ``char_fn`` elsewhere."""
+    text = ns.normalized
+    old_starts, old_ends = ns.alignments()
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        m = _ASCII_RUN.match(text, pos)
+        if m is not None:
+            e = m.end()
+            out.append(ascii_fn(text[pos:e]))
+            starts.extend(old_starts[pos:e])
+            ends.extend(old_ends[pos:e])
+            pos = e
+            continue
+        rep = char_fn(text[pos])
+        if rep:
+            out.append(rep)
+            starts.extend([old_starts[pos]] * len(rep))
+            ends.extend([old_ends[pos]] * len(rep))
+        pos += 1
+    return NormalizedString(ns.original, "".join(out), starts, ends)
+
+
+class Lowercase(Normalizer):
+    """Character-wise Unicode lowercasing."""
+
+    def normalize(self, ns: NormalizedString) -> NormalizedString:
+        text = ns.normalized
+        if text.isascii():
+            return NormalizedString(ns.original, text.lower(), ns.starts, ns.ends)
+        return _map_mixed(ns, lambda c: c.lower(), str.lower)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "Lowercase"}
+
+
+class StripAccents(Normalizer):
+    """Remove combining marks (category ``Mn``); meant to follow NFD or NFKD."""
+
+    def normalize(self, ns: NormalizedString) -> NormalizedString:
+        if ns.normalized.isascii():
+            return ns
+        return _map_mixed(ns, lambda c: "" if unicodedata.category(c) == "Mn" else c, lambda s: s)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "StripAccents"}
+
+
+class _UnicodeNormalization(Normalizer):
+    """NFD / NFKD / NFC / NFKC with alignment.
+
+    The text is cut into clusters (a character plus the combining marks after it); each cluster is normalised
+    on its own. Where a cluster keeps its length, characters map one to one; otherwise every output character
+    covers the whole cluster's original span.
+    """
+
+    form = "NFC"
+
+    def normalize(self, ns: NormalizedString) -> NormalizedString:
+        text = ns.normalized
+        if text.isascii():
+            return ns
+        if unicodedata.is_normalized(self.form, text):
+            return ns
+        old_starts, old_ends = ns.alignments()
+        out: list[str] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        for m in _CLUSTER.finditer(text):
+            s, e = m.span()
+            chunk = m.group()
+            rep = unicodedata.normalize(self.form, chunk)
+            out.append(rep)
+            if len(rep) == e - s:
+                starts.extend(old_starts[s:e])
+                ends.extend(old_ends[s:e])
+                continue
+            pieces = [unicodedata.normalize(self.form, c) for c in chunk]
+            if "".join(pieces) == rep:
+                # Decomposition: each source character's pieces inherit its span.
+                for i, piece in zip(range(s, e), pieces):
+                    starts.extend([old_starts[i]] * len(piece))
+                    ends.extend([old_ends[i]] * len(piece))
+            else:  # composition or reordering: every output character covers the whole cluster
+                starts.extend([old_starts[s]] * len(rep))
+                ends.extend([old_ends[e - 1]] * len(rep))
+        return NormalizedString(ns.original, "".join(out), starts, ends)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.form}
+
+
+# A character with the marks (and Hangul vowel/trailing jamo) that may compose with it.
+_CLUSTER = regex.compile(r"[^\p{M}\u1160-\u11ff][\p{M}\u1160-\u11ff]*|[\p{M}\u1160-\u11ff]+", regex.DOTALL)
+
+
+class NFD(_UnicodeNormalization):
+    form = "NFD"
+
+
+class NFKD(_UnicodeNormalization):
+    form = "NFKD"
+
+
+class NFC(_UnicodeNormalization):
+    form = "NFC"
+
+
+class NFKC(_UnicodeNormalization):
+    form = "NFKC"
+
+
+class Replace(Normalizer):
+    """Replace every match of ``pattern`` (a literal string, or a regex when ``is_regex``) by ``content``."""
+
+    def __init__(self, pattern: str, content: str, is_regex: bool = False) -> None:
+        self.pattern = pattern
+        self.content = content
+        self.is_regex = is_regex
+        self._re = regex.compile(pattern if is_regex else regex.escape(pattern))
+
+    def normalize(self, ns: NormalizedString) -> NormalizedString:
+        spans = [
+            (m.start(), m.end(), self.content)
+            for m in self._re.finditer(ns.normalized)
+            if m.end() > m.start()
+        ]
+        return ns.replace_spans(spans)
+
+    def to_json(self) -> dict[str, Any]:
+        key = "Regex" if self.is_regex else "String"
+        return {"type": "Replace", "pattern": {key: self.pattern}, "content": self.content}
+
+
+class Prepend(Normalizer):
+    """Prepend ``prepend`` to a non-empty text (its characters take the first character's span)."""
+
+    def __init__(self, prepend: str) -> None:
+        self.prepend = prepend
+
+    def normalize(self, ns: NormalizedString) -> NormalizedString:
+        if not ns.normalized:
+            return ns
+        starts, ends = ns.alignments()
+        k = len(self.prepend)
+        return NormalizedString(
+            ns.original, self.prepend + ns.normalized, [starts[0]] * k + starts, [ends[0]] * k + ends
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "Prepend", "prepend": self.prepend}
+
+
+class Strip(Normalizer):
+    """Strip whitespace on the left and/or right."""
+
+    def __init__(self, left: bool = True, right: bool = True) -> None:
+        self.left = left
+        self.right = right
+
+    def normalize(self, ns: NormalizedString) -> NormalizedString:
+        text = ns.normalized
+        s, e = 0, len(text)
+        if self.left:
+            s = e - len(text.lstrip())
+        if self.right:
+            e = s + len(text[s:].rstrip())
+        if (s, e) == (0, len(text)):
+            return ns
+        return ns.slice(s, e)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "Strip", "strip_left": self.left, "strip_right": self.right}
+
+
+class Sequence(Normalizer):
+    """Apply normalisers in order."""
+
+    def __init__(self, normalizers: _Seq[Normalizer]) -> None:
+        self.normalizers = list(normalizers)
+
+    def normalize(self, ns: NormalizedString) -> NormalizedString:
+        for n in self.normalizers:
+            ns = n.normalize(ns)
+        return ns
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "Sequence", "normalizers": [n.to_json() for n in self.normalizers]}

@@ -1,0 +1,670 @@
+"""The tokenisation pipeline: added tokens -> normaliser -> pre-tokeniser -> model -> post-processor.
+
+``Tokenizer.encode(text, pair)`` returns an :class:`Encoding` (ids, tokens, offsets into the original text,
+type ids, special-tokens mask, attention mask, word ids) after truncation (with overflowing windows and a
+stride) and padding, as HF tokenizers does; ``decode`` inverts it. The factories at the end build the
+field's pipelines: BERT's WordPiece, GPT-2/RoBERTa's byte-level BPE, and SentencePiece-style Unigram/BPE (ALBERT, XLNet, T5).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from attnlab.tokenizers import decoders as dec
+from attnlab.tokenizers import normalizers as norm
+from attnlab.tokenizers import pre_tokenizers as pre
+from attnlab.tokenizers import processors as proc
+from attnlab.tokenizers.encoding import Encoding
+from attnlab.tokenizers.models import BPE, Model, Unigram, WordPiece
+
+__all__ = [
+    "AddedToken",
+    "Tokenizer",
+    "TRUNCATION_STRATEGIES",
+    "bert_wordpiece",
+    "byte_level_bpe",
+    "sentencepiece_unigram",
+    "sentencepiece_bpe",
+    "flatten_overflowing",
+]
+
+TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
+PADDING_STRATEGIES = ("longest", "max_length")
+
+
+@dataclass(frozen=True)
+class AddedToken:
+    """A token matched in the raw text before normalisation and never split (``[CLS]``, ``<mask>``, ...).
+
+    ``lstrip``/``rstrip`` let the match swallow whitespace on that side (RoBERTa's ``<mask>``);
+    ``single_word`` matches only at word boundaries; ``special`` tokens are skipped by
+    ``decode(skip_special_tokens=True)``.
+    ``normalized`` is kept for ``tokenizer.json``; matching is always done on the original text.
+    """
+
+    content: str
+    single_word: bool = False
+    lstrip: bool = False
+    rstrip: bool = False
+    normalized: bool = False
+    special: bool = True
+
+
+Input = str | tuple[str, str] | list[str]
+
+
+class Tokenizer:
+    """A full tokenisation pipeline.
+
+    Args:
+        model: the subword model (WordPiece, BPE or Unigram).
+        normalizer, pre_tokenizer, post_processor, decoder: the pipeline's stages (each optional).
+        special_tokens: special tokens (strings or :class:`AddedToken`) matched whole in the text; those
+            not in the model's vocabulary get new ids after it.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        normalizer: norm.Normalizer | None = None,
+        pre_tokenizer: pre.PreTokenizer | None = None,
+        post_processor: proc.PostProcessor | None = None,
+        decoder: dec.Decoder | None = None,
+        special_tokens: Iterable[str | AddedToken] = (),
+    ) -> None:
+        self.model = model
+        self.normalizer = normalizer
+        self.pre_tokenizer = pre_tokenizer
+        self.post_processor = post_processor
+        self.decoder = decoder
+        self.added_tokens: dict[str, tuple[int, AddedToken]] = {}
+        self._added_ids: dict[int, str] = {}
+        self._added_re: regex.Pattern | None = None
+        self.truncation: dict[str, Any] | None = None
+        self.padding: dict[str, Any] | None = None
+        self.add_special_tokens(list(special_tokens))
+
+    # ------------------------------------------------------------------------------------------------------
+    # Vocabulary
+
+    def _add(self, tokens: Sequence[str | AddedToken], special: bool) -> int:
+        n_new = 0
+        for t in tokens:
+            tok = t if isinstance(t, AddedToken) else AddedToken(t, special=special, normalized=not special)
+            if not tok.content:
+                raise ValueError("an added token cannot be empty")
+            if tok.content in self.added_tokens:
+                old_id = self.added_tokens[tok.content][0]
+                self.added_tokens[tok.content] = (old_id, tok)
+                continue
+            tid = self.model.token_to_id(tok.content)
+            if tid is None:
+                tid = max([self.model.vocab_size - 1, len(self.model._id_to_token) - 1, *self._added_ids]) + 1
+                n_new += 1
+            self.added_tokens[tok.content] = (tid, tok)
+            self._added_ids[tid] = tok.content
+        self._compile_added()
+        return n_new
+
+    def add_special_tokens(self, tokens: Sequence[str | AddedToken]) -> int:
+        """Add special tokens; returns how many were new to the vocabulary."""
+        return self._add(tokens, special=True)
+
+    def add_tokens(self, tokens: Sequence[str | AddedToken]) -> int:
+        """Add ordinary (non-special) whole tokens; returns how many were new to the vocabulary."""
+        return self._add(tokens, special=False)
+
+    def _compile_added(self) -> None:
+        if not self.added_tokens:
+            self._added_re = None
+            return
+        contents = sorted(self.added_tokens, key=len, reverse=True)  # longest match first
+        self._added_re = regex.compile("|".join(regex.escape(c) for c in contents))
+
+    @property
+    def special_tokens(self) -> list[str]:
+        return [c for c, (_, t) in self.added_tokens.items() if t.special]
+
+    @property
+    def all_special_ids(self) -> set[int]:
+        return {i for i, t in self.added_tokens.values() if t.special}
+
+    def token_to_id(self, token: str) -> int | None:
+        hit = self.added_tokens.get(token)
+        if hit is not None:
+            return hit[0]
+        return self.model.token_to_id(token)
+
+    def id_to_token(self, id: int) -> str | None:
+        tok = self._added_ids.get(id)
+        return tok if tok is not None else self.model.id_to_token(id)
+
+    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
+        vocab = self.model.get_vocab()
+        if with_added_tokens:
+            vocab.update({c: i for c, (i, _) in self.added_tokens.items()})
+        return vocab
+
+    def get_vocab_size(self, with_added_tokens: bool = True) -> int:
+        return len(self.get_vocab(with_added_tokens))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.get_vocab_size(True)
+
+    # ------------------------------------------------------------------------------------------------------
+    # Settings
+
+    def enable_truncation(
+        self, max_length: int, stride: int = 0, strategy: str = "longest_first", direction: str = "right"
+    ) -> None:
+        """Truncate to ``max_length`` tokens (special tokens included); the rest become overflowing windows
+        that overlap their predecessor by ``stride`` tokens."""
+        if strategy not in TRUNCATION_STRATEGIES:
+            raise ValueError(
+                f"unknown truncation strategy {strategy!r}; expected one of {TRUNCATION_STRATEGIES}"
+            )
+        if direction not in ("left", "right"):
+            raise ValueError(f"truncation direction must be 'left' or 'right', got {direction!r}")
+        if max_length < 0 or stride < 0:
+            raise ValueError(f"max_length ({max_length}) and stride ({stride}) must be >= 0")
+        self.truncation = {
+            "max_length": max_length,
+            "stride": stride,
+            "strategy": strategy,
+            "direction": direction,
+        }
+
+    def no_truncation(self) -> None:
+        self.truncation = None
+
+    def enable_padding(
+        self,
+        direction: str = "right",
+        pad_id: int | None = None,
+        pad_type_id: int = 0,
+        pad_token: str | None = None,
+        length: int | None = None,
+        pad_to_multiple_of: int | None = None,
+    ) -> None:
+        """Pad to ``length`` (strategy max_length) or, when ``None``, to the longest of the batch."""
+        if direction not in ("left", "right"):
+            raise ValueError(f"padding direction must be 'left' or 'right', got {direction!r}")
+        if pad_token is None:
+            pad_token = next((t for t in ("[PAD]", "<pad>") if self.token_to_id(t) is not None), "[PAD]")
+        if pad_id is None:
+            pad_id = self.token_to_id(pad_token)
+            if pad_id is None:
+                raise ValueError(f"padding token {pad_token!r} is not in the vocabulary; pass pad_id")
+        self.padding = {
+            "direction": direction,
+            "pad_id": pad_id,
+            "pad_type_id": pad_type_id,
+            "pad_token": pad_token,
+            "length": length,
+            "pad_to_multiple_of": pad_to_multiple_of,
+        }
+
+    def no_padding(self) -> None:
+        self.padding = None
+
+    # ------------------------------------------------------------------------------------------------------
+    # Normalise and pre-tokenise
+
+    def normalize(self, text: str) -> norm.NormalizedString:
+        ns = norm.NormalizedString(text)
+        return self.normalizer.normalize(ns) if self.normalizer is not None else ns
+
+    def _pieces(self, ns: norm.NormalizedString, first: bool) -> list[pre.Piece]:
+        text = ns.normalized
+        if not text:
+            return []
+        if self.pre_tokenizer is None:
+            return [(text, 0, len(text), None)]
+        return self.pre_tokenizer.split([(text, 0, len(text), None)], first)
+
+    def pre_tokenize_str(self, text: str) -> list[tuple[str, tuple[int, int]]]:
+        """Normalise and pre-tokenise ``text``: ``[(word, (start, end)), ...]`` with spans in ``text``.
+
+        The words are what the model is trained on and applied to (byte characters for byte-level pipelines).
+        """
+        ns = self.normalize(text)
+        out: list[tuple[str, tuple[int, int]]] = []
+        for ptext, s, e, cmap in self._pieces(ns, True):
+            if cmap is not None and cmap:
+                s, e = cmap[0], cmap[-1] + 1
+            out.append((ptext, ns.original_span(s, e) if e > s else (s, s)))
+        return out
+
+    # ------------------------------------------------------------------------------------------------------
+    # Encode
+
+    def _split_added(self, text: str) -> list[tuple[int, int, int | None]]:
+        """Cut ``text`` into ``(start, end, added token id or None)`` segments."""
+        if self._added_re is None:
+            return [(0, len(text), None)]
+        segs: list[tuple[int, int, int | None]] = []
+        pos = 0
+        n = len(text)
+        for m in self._added_re.finditer(text):
+            s, e = m.span()
+            if s < pos:
+                continue
+            tid, tok = self.added_tokens[m.group()]
+            if tok.single_word and (
+                (s > 0 and _is_word_char(text[s - 1])) or (e < n and _is_word_char(text[e]))
+            ):
+                continue
+            if tok.lstrip:
+                while s > pos and text[s - 1].isspace():
+                    s -= 1
+            if tok.rstrip:
+                while e < n and text[e].isspace():
+                    e += 1
+            if s > pos:
+                segs.append((pos, s, None))
+            segs.append((s, e, tid))
+            pos = e
+        if pos < n:
+            segs.append((pos, n, None))
+        return segs
+
+    def _encode_sequence(self, text: str) -> Encoding:
+        """Tokens of one text, no special tokens: ids, tokens, offsets and word ids."""
+        ids: list[int] = []
+        tokens: list[str] = []
+        offsets: list[tuple[int, int]] = []
+        words: list[int | None] = []
+        tokenize = self.model.tokenize
+        word = 0
+        for seg_i, (s0, e0, added) in enumerate(self._split_added(text)):
+            if added is not None:
+                ids.append(added)
+                tokens.append(self._added_ids[added])
+                offsets.append((s0, e0))
+                words.append(word)
+                word += 1
+                continue
+            ns = self.normalize(text[s0:e0] if (s0, e0) != (0, len(text)) else text)
+            starts, ends = ns.starts, ns.ends
+            for ptext, pstart, _pend, cmap in self._pieces(ns, seg_i == 0):
+                toks = tokenize(ptext)
+                if not toks:
+                    continue
+                for tid, tok, (a, b) in toks:
+                    if cmap is None:
+                        na, nb = pstart + a, pstart + b
+                    else:
+                        na, nb = cmap[a], cmap[b - 1] + 1
+                    if starts is None:
+                        offsets.append((s0 + na, s0 + nb))
+                    else:
+                        offsets.append((s0 + starts[na], s0 + ends[nb - 1]))  # type: ignore[index]
+                    ids.append(tid)
+                    tokens.append(tok)
+                words.extend([word] * len(toks))
+                word += 1
+        n = len(ids)
+        return Encoding(ids, tokens, offsets, [0] * n, [0] * n, [1] * n, words, [0] * n)
+
+    def encode(
+        self,
+        text: str,
+        pair: str | None = None,
+        add_special_tokens: bool = True,
+        return_overflowing: bool = True,
+    ) -> Encoding:
+        """Encode a text or a text pair (truncated and padded per the tokenizer's settings).
+
+        Returns an :class:`Encoding` of length T; with truncation, the windows cut off are in
+        ``encoding.overflowing`` (unless ``return_overflowing`` is False).
+        """
+        if not isinstance(text, str) or (pair is not None and not isinstance(pair, str)):
+            raise TypeError(f"encode expects str inputs, got {type(text).__name__} and {type(pair).__name__}")
+        encodings = [self._encode_sequence(text)]
+        if pair is not None:
+            second = self._encode_sequence(pair)
+            second.type_ids = [1] * len(second.ids)
+            second.sequence_ids = [1] * len(second.ids)
+            encodings.append(second)
+        if self.truncation is not None:
+            self._truncate(encodings, add_special_tokens)
+        if self.post_processor is not None:
+            out = self.post_processor.process(encodings, add_special_tokens)
+        else:
+            out = proc.PostProcessor().process(encodings, add_special_tokens)
+        if not return_overflowing:
+            out.overflowing = []
+        if self.padding is not None:
+            self._pad([out], single=True)
+        return out
+
+    def _truncate(self, encodings: list[Encoding], add_special_tokens: bool) -> None:
+        t = self.truncation
+        assert t is not None
+        max_length = t["max_length"]
+        if add_special_tokens and self.post_processor is not None:
+            max_length -= self.post_processor.added_tokens(len(encodings) == 2)
+            max_length = max(max_length, 0)
+        stride, direction, strategy = t["stride"], t["direction"], t["strategy"]
+        if max_length == 0:
+            for e in encodings:
+                e.truncate(0, stride, direction)
+            return
+        total = sum(len(e.ids) for e in encodings)
+        if total <= max_length:
+            return
+        to_remove = total - max_length
+        if strategy == "longest_first":
+            if len(encodings) == 1:
+                encodings[0].truncate(max_length, stride, direction)
+                return
+            # The shorter sequence keeps all it can; if both are too long, they share max_length.
+            n1, n2 = len(encodings[0].ids), len(encodings[1].ids)
+            swap = n1 > n2
+            if swap:
+                n1, n2 = n2, n1
+            n2 = n1 if n1 > max_length else max(n1, max_length - n1)
+            if n1 + n2 > max_length:
+                n1 = max_length // 2
+                n2 = n1 + max_length % 2
+            if swap:
+                n1, n2 = n2, n1
+            encodings[0].truncate(n1, stride, direction)
+            encodings[1].truncate(n2, stride, direction)
+            return
+        if strategy == "only_second" and len(encodings) < 2:
+            raise ValueError("truncation strategy 'only_second' needs a text pair")
+        target = encodings[0] if strategy == "only_first" else encodings[1]
+        if len(target.ids) <= to_remove:
+            raise ValueError(
+                f"truncation ({strategy}): the sequence to truncate has {len(target.ids)} tokens, too few to "
+                f"remove the {to_remove} needed to fit max_length={t['max_length']}"
+            )
+        target.truncate(len(target.ids) - to_remove, stride, direction)
+
+    def _pad(self, encodings: list[Encoding], single: bool = False) -> None:
+        p = self.padding
+        assert p is not None
+        if p["length"] is not None:
+            target = p["length"]
+        elif single:
+            return _pad_multiple(encodings, p, None)
+        else:
+            target = max((len(e.ids) for e in encodings), default=0)
+        _pad_multiple(encodings, p, target)
+
+    def encode_batch(
+        self,
+        inputs: Sequence[Input],
+        add_special_tokens: bool = True,
+        return_overflowing: bool = True,
+    ) -> list[Encoding]:
+        """Encode texts or ``(text, pair)`` tuples; padding to the longest applies across the batch."""
+        padding, self.padding = self.padding, None
+        try:
+            out = [
+                self.encode(x, None, add_special_tokens, return_overflowing)
+                if isinstance(x, str)
+                else self.encode(x[0], x[1], add_special_tokens, return_overflowing)
+                for x in inputs
+            ]
+        finally:
+            self.padding = padding
+        if padding is not None:
+            self._pad(out)
+        return out
+
+    # ------------------------------------------------------------------------------------------------------
+    # Decode
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Ids back to text (the decoder joins "##" continuations, byte-level pieces or "▁" words)."""
+        special = self.all_special_ids if skip_special_tokens else set()
+        tokens: list[str] = []
+        for i in ids:
+            i = int(i)
+            if i in special:
+                continue
+            tok = self.id_to_token(i)
+            if tok is None:
+                raise ValueError(f"decode: id {i} is not in the vocabulary (size {self.vocab_size})")
+            tokens.append(tok)
+        if self.decoder is None:
+            return " ".join(tokens)
+        return self.decoder.decode(tokens)
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
+        return [self.decode(ids, skip_special_tokens) for ids in batch]
+
+    # ------------------------------------------------------------------------------------------------------
+    # Files
+
+    def to_json(self) -> dict[str, Any]:
+        from attnlab.tokenizers.files import tokenizer_to_json
+
+        return tokenizer_to_json(self)
+
+    def save(self, path: str | os.PathLike, pretty: bool = True) -> str:
+        """Write ``tokenizer.json`` (``path``: a file name, or a directory to write it into); returns it."""
+        from attnlab.tokenizers.files import save_tokenizer_json
+
+        return save_tokenizer_json(self, path, pretty=pretty)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> Tokenizer:
+        """Load HF tokenizers' ``tokenizer.json``."""
+        from attnlab.tokenizers.files import load_tokenizer_json
+
+        return load_tokenizer_json(path)
+
+    @classmethod
+    def from_str(cls, text: str) -> Tokenizer:
+        from attnlab.tokenizers.files import tokenizer_from_json_str
+
+        return tokenizer_from_json_str(text)
+
+    def __repr__(self) -> str:
+        parts = [type(self.model).__name__, f"vocab_size={self.vocab_size}"]
+        for name in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
+            obj = getattr(self, name)
+            if obj is not None:
+                parts.append(f"{name}={type(obj).__name__}")
+        return f"Tokenizer({', '.join(parts)})"
+
+
+def _pad_multiple(encodings: list[Encoding], p: dict[str, Any], target: int | None) -> None:
+    for e in encodings:
+        length = len(e.ids) if target is None else target
+        m = p["pad_to_multiple_of"]
+        if m and length % m:
+            length += m - length % m
+        e.pad(length, p["pad_id"], p["pad_type_id"], p["pad_token"], p["direction"])
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def flatten_overflowing(encodings: Sequence[Encoding]) -> tuple[list[Encoding], list[int]]:
+    """Every encoding followed by its overflowing windows, and each window's sample index.
+
+    For question answering over long documents: encode ``(question, context)`` with truncation
+    ``only_second`` and a stride, then train or predict on every window.
+    """
+    flat: list[Encoding] = []
+    mapping: list[int] = []
+    for i, e in enumerate(encodings):
+        for w in [e, *e.overflowing]:
+            flat.append(w)
+            mapping.append(i)
+    return flat, mapping
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Factories: the field's pipelines.
+
+BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def _require(vocab: dict[str, int], tokens: Iterable[str], what: str) -> None:
+    missing = [t for t in tokens if t not in vocab]
+    if missing:
+        raise ValueError(f"{what}: special token(s) {missing} missing from the vocabulary")
+
+
+def bert_wordpiece(
+    vocab: dict[str, int] | WordPiece,
+    lowercase: bool = True,
+    strip_accents: bool | None = None,
+    handle_chinese_chars: bool = True,
+    unk_token: str = "[UNK]",
+    cls_token: str = "[CLS]",
+    sep_token: str = "[SEP]",
+    pad_token: str = "[PAD]",
+    mask_token: str = "[MASK]",
+    max_input_chars_per_word: int = 100,
+) -> Tokenizer:
+    """BERT's tokenizer: basic normalisation, whitespace/punctuation split, WordPiece, BERT's template.
+
+    ``lowercase=True`` (uncased checkpoints) also strips accents unless ``strip_accents=False``.
+    """
+    model = vocab if isinstance(vocab, WordPiece) else None
+    v = model.vocab if model is not None else vocab
+    _require(v, [unk_token, cls_token, sep_token, pad_token, mask_token], "bert_wordpiece")  # type: ignore[arg-type]
+    if model is None:
+        model = WordPiece(v, unk_token=unk_token, max_input_chars_per_word=max_input_chars_per_word)  # type: ignore[arg-type]
+    return Tokenizer(
+        model,
+        normalizer=norm.BertNormalizer(
+            clean_text=True,
+            handle_chinese_chars=handle_chinese_chars,
+            strip_accents=strip_accents,
+            lowercase=lowercase,
+        ),
+        pre_tokenizer=pre.BertPreTokenizer(),
+        post_processor=proc.BertProcessing(sep=(sep_token, v[sep_token]), cls=(cls_token, v[cls_token])),
+        decoder=dec.WordPiece(prefix=model.continuing_subword_prefix),
+        special_tokens=[pad_token, unk_token, cls_token, sep_token, mask_token],
+    )
+
+
+def byte_level_bpe(
+    vocab: dict[str, int] | BPE,
+    merges: list[tuple[str, str]] | None = None,
+    template: str = "roberta",
+    add_prefix_space: bool | None = None,
+    special_tokens: Sequence[str] | None = None,
+) -> Tokenizer:
+    """GPT-2 (``template="gpt2"``: no special tokens, ``<|endoftext|>``) or RoBERTa (``"roberta"``:
+    ``<s> A </s></s> B </s>``, ``<mask>`` swallowing the space before it) byte-level BPE."""
+    if template not in ("roberta", "gpt2"):
+        raise ValueError(f"unknown byte-level template {template!r}; expected 'roberta' or 'gpt2'")
+    if isinstance(vocab, BPE):
+        model = vocab
+    else:
+        if merges is None:
+            raise ValueError("byte_level_bpe: merges are required with a vocabulary dict")
+        model = BPE(vocab, merges)
+    v = model.vocab
+    if add_prefix_space is None:
+        add_prefix_space = False
+    pre_tok = pre.ByteLevel(add_prefix_space=add_prefix_space, use_regex=True)
+    decoder = dec.ByteLevel()
+    if template == "gpt2":
+        specials: list[str | AddedToken] = list(special_tokens or ["<|endoftext|>"])
+        _require(v, [s for s in specials if isinstance(s, str)], "byte_level_bpe (gpt2)")
+        post: proc.PostProcessor = proc.ByteLevelProcessing(
+            trim_offsets=True, add_prefix_space=add_prefix_space
+        )
+        return Tokenizer(model, None, pre_tok, post, decoder, specials)
+    names = list(special_tokens or ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    _require(v, names, "byte_level_bpe (roberta)")
+    specials = [AddedToken(t, lstrip=(t == "<mask>")) for t in names]
+    post = proc.RobertaProcessing(
+        sep=("</s>", v["</s>"]), cls=("<s>", v["<s>"]), trim_offsets=True, add_prefix_space=add_prefix_space
+    )
+    return Tokenizer(model, None, pre_tok, post, decoder, specials)
+
+
+def sentencepiece_unigram(
+    pieces: list[tuple[str, float]] | Unigram,
+    unk_id: int = 0,
+    lowercase: bool = True,
+    keep_accents: bool = False,
+    template: str = "albert",
+    special_tokens: Sequence[str] | None = None,
+) -> Tokenizer:
+    """ALBERT/XLNet-style SentencePiece Unigram: NFKD (+ accent stripping unless ``keep_accents``),
+    lowercasing for ALBERT, Metaspace "▁", ``[CLS] A [SEP] B [SEP]`` (ALBERT) or ``A <sep> <cls>`` (XLNet).
+
+    Deviation: SentencePiece's compiled ``nmt_nfkc`` character map is approximated by NFKD + the replacements
+    that ALBERT's converter lists (```` `` ```` and ``''`` to ``"``, runs of spaces to one).
+    """
+    model = pieces if isinstance(pieces, Unigram) else Unigram(pieces, unk_id=unk_id)
+    steps: list[norm.Normalizer] = [norm.Replace("``", '"'), norm.Replace("''", '"')]
+    if not keep_accents:
+        steps += [norm.NFKD(), norm.StripAccents()]
+    if lowercase:
+        steps.append(norm.Lowercase())
+    steps.append(norm.Replace(" {2,}", " ", is_regex=True))
+    v = model.vocab
+    if template == "albert":
+        names = list(special_tokens or ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"])
+        _require(v, names, "sentencepiece_unigram (albert)")
+        post: proc.PostProcessor | None = proc.bert_template(("[CLS]", v["[CLS]"]), ("[SEP]", v["[SEP]"]))
+    elif template == "xlnet":
+        names = list(special_tokens or ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>"])
+        _require(v, names, "sentencepiece_unigram (xlnet)")
+        post = proc.TemplateProcessing(
+            "$A:0 <sep>:0 <cls>:2",
+            "$A:0 <sep>:0 $B:1 <sep>:1 <cls>:2",
+            [("<sep>", v["<sep>"]), ("<cls>", v["<cls>"])],
+        )
+    elif template == "none":
+        names = list(special_tokens or [])
+        post = None
+    else:
+        raise ValueError(f"unknown template {template!r}; expected 'albert', 'xlnet' or 'none'")
+    return Tokenizer(
+        model,
+        normalizer=norm.Sequence(steps),
+        pre_tokenizer=pre.Metaspace("▁", prepend_scheme="always"),
+        post_processor=post,
+        decoder=dec.Metaspace("▁", prepend_scheme="always"),
+        special_tokens=names,
+    )
+
+
+def sentencepiece_bpe(
+    vocab: dict[str, int] | BPE,
+    merges: list[tuple[str, str]] | None = None,
+    unk_token: str = "<unk>",
+    special_tokens: Sequence[str] | None = None,
+    byte_fallback: bool = True,
+) -> Tokenizer:
+    """SentencePiece-style BPE (Metaspace "▁", byte fallback), no template."""
+    if isinstance(vocab, BPE):
+        model = vocab
+    else:
+        if merges is None:
+            raise ValueError("sentencepiece_bpe: merges are required with a vocabulary dict")
+        model = BPE(
+            vocab,
+            merges,
+            unk_token=unk_token if unk_token in vocab else None,
+            byte_fallback=byte_fallback,
+            fuse_unk=True,
+        )
+    names = list(special_tokens or [t for t in ("<unk>", "<s>", "</s>") if t in model.vocab])
+    return Tokenizer(
+        model,
+        pre_tokenizer=pre.Metaspace("▁", prepend_scheme="always"),
+        decoder=dec.Sequence([dec.Replace("▁", " "), dec.ByteFallback(), dec.Fuse(), dec.Strip(" ", 1, 0)]),
+        special_tokens=names,
+    )
