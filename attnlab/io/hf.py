@@ -494,9 +494,12 @@ def config_from_hf(hf: Mapping[str, Any], *, source: str = CONFIG_NAME, add_pool
         raise CheckpointError(f"{source}: {e}") from e
 
 
-def _normalise_hf_keys(state: Mapping[str, Tensor], family: Family, source: str) -> dict[str, Tensor]:
-    """Drop saved buffers, rename TF-era ``gamma``/``beta``, fold duplicate keys into the ones they copy."""
-    out: dict[str, Tensor] = {}
+def _normalise_hf_keys(state: Mapping[str, Any], family: Family, source: str) -> dict[str, Any]:
+    """Drop saved buffers, rename TF-era ``gamma``/``beta``, fold duplicate keys into the ones they copy.
+
+    Values are tensors, or None when only the key names are known (`describe_hf`).
+    """
+    out: dict[str, Any] = {}
     for key, value in state.items():
         if _IGNORED_HF_KEYS.search(key):
             continue
@@ -507,7 +510,7 @@ def _normalise_hf_keys(state: Mapping[str, Tensor], family: Family, source: str)
             value = out.pop(alias)
             if target not in out:
                 out[target] = value
-            elif not torch.equal(out[target], value):
+            elif isinstance(value, Tensor) and not torch.equal(out[target], value):
                 raise CheckpointError(
                     f"{source}: {alias} differs from {target}; attnlab keeps one output bias"
                 )
@@ -530,6 +533,80 @@ def _detect_kind(keys: set[str], family: Family) -> str:
     return "base"
 
 
+def _split_base(state: Mapping[str, Any], family: Family) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(base-model entries without the family prefix, all other entries)``.
+
+    Base-model keys carry the family prefix ("bert.") in *For* classes and none in a saved BertModel.
+    """
+    prefixed = f"{family.prefix}."
+    base_map = _KeyMap(family.layout)
+    base: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for key, value in state.items():
+        stripped = key[len(prefixed) :] if key.startswith(prefixed) else key
+        if base_map.from_hf(stripped) is not None:
+            base[stripped] = value
+        else:
+            rest[key] = value
+    return base, rest
+
+
+def _plan(
+    hf: Mapping[str, Any],
+    family: Family,
+    base_keys: set[str],
+    head_keys: set[str],
+    architecture: str | None,
+    config_source: str,
+    weights_source: str,
+) -> tuple[str, Any]:
+    """The kind of model to build and its `EncoderConfig`, from the HF config and the keys present."""
+    kind = _detect_kind(head_keys, family)
+    if architecture is not None:
+        choices = {KINDS[k][0] for k in family.classes}
+        if architecture not in choices:
+            raise CheckpointError(
+                f"{weights_source}: cannot load a {family.model_type} checkpoint as {architecture!r}; "
+                f"valid: {', '.join(sorted(choices))}"
+            )
+        if architecture == "Encoder":
+            kind = "base"
+        elif KINDS[kind][0] != architecture:
+            raise CheckpointError(
+                f"{weights_source}: the weights hold a {family.classes.get(kind, kind)} "
+                f"(attnlab {KINDS[kind][0]}), not {architecture}"
+            )
+    pooler = family.layout.get("pooler.dense")
+    has_pooler = pooler is not None and any(k.startswith(pooler + ".") for k in base_keys)
+    config = config_from_hf(hf, source=config_source, add_pooler=has_pooler)
+    if kind in ("mlm", "pretraining"):
+        _check_head_activation(config, family, config_source)
+    return kind, config
+
+
+def describe_hf(directory: str | os.PathLike) -> tuple[str, str, Any]:
+    """``(HF class, attnlab architecture, EncoderConfig)`` of a HF directory, reading only key names
+    (safetensors headers) where it can."""
+    from safetensors import safe_open
+
+    directory = check_directory(directory)
+    config_path = directory / CONFIG_NAME
+    hf = read_json(config_path)
+    family = _family(hf.get("model_type"), str(config_path))
+    single = directory / WEIGHTS_NAME
+    if single.is_file():
+        with safe_open(str(single), framework="pt") as f:
+            keys: dict[str, None] = dict.fromkeys(f.keys())
+        source = str(single)
+    else:
+        tensors, source = read_hf_weights(directory)
+        keys = dict.fromkeys(tensors)
+    keys = _normalise_hf_keys(keys, family, source)
+    base, rest = _split_base(keys, family)
+    kind, config = _plan(hf, family, set(base), set(rest), None, str(config_path), source)
+    return family.classes.get(kind, "?"), KINDS[kind][0], config
+
+
 def load_hf(
     directory: str | os.PathLike,
     architecture: str | None = None,
@@ -550,40 +627,11 @@ def load_hf(
     raw, weights_source = read_hf_weights(directory)
     state = _normalise_hf_keys(raw, family, weights_source)
 
-    # Base-model keys may carry the family prefix ("bert.") or not (a saved BertModel).
-    prefixed = f"{family.prefix}."
-    base_map = _KeyMap(family.layout)
-    base: dict[str, Tensor] = {}
-    rest: dict[str, Tensor] = {}
-    for key, value in state.items():
-        stripped = key[len(prefixed) :] if key.startswith(prefixed) else key
-        if base_map.from_hf(stripped) is not None:
-            base[stripped] = value
-        else:
-            rest[key] = value
-
-    kind = _detect_kind(set(rest), family)
-    if architecture is not None:
-        choices = {KINDS[k][0] for k in family.classes}
-        if architecture not in choices:
-            raise CheckpointError(
-                f"{directory}: cannot load a {family.model_type} checkpoint as {architecture!r}; "
-                f"valid: {', '.join(sorted(choices))}"
-            )
-        if architecture == "Encoder":
-            kind, rest = "base", {}
-        elif KINDS[kind][0] != architecture:
-            raise CheckpointError(
-                f"{weights_source}: the weights hold a {family.classes.get(kind, kind)} "
-                f"(attnlab {KINDS[kind][0]}), not {architecture}"
-            )
+    base, rest = _split_base(state, family)
+    kind, config = _plan(hf, family, set(base), set(rest), architecture, str(config_path), weights_source)
     name, options, _ = KINDS[kind]
-
-    pooler_key = family.layout["pooler.dense"] if "pooler.dense" in family.layout else None
-    has_pooler = pooler_key is not None and any(k.startswith(pooler_key + ".") for k in base)
-    config = config_from_hf(hf, source=str(config_path), add_pooler=has_pooler)
-    if kind == "mlm" or kind == "pretraining":
-        _check_head_activation(config, family, str(config_path))
+    if kind == "base":
+        rest = {}  # heads of a checkpoint read as the encoder alone (architecture="Encoder")
 
     # Translate every key; anything left over is named in the error.
     table = _key_map(family, kind)

@@ -1,0 +1,146 @@
+"""``attnlab info`` and ``attnlab convert``: inspect presets and checkpoints, convert attnlab <-> HF.
+
+attnlab info bert-base-uncased          # a preset: its config and parameter count
+attnlab info runs/bert/checkpoint       # an attnlab or HF transformers directory
+attnlab convert hf/bert-base-uncased out/bert --dtype bfloat16   # HF -> attnlab (detected)
+attnlab convert out/bert hf/export --family bert                 # attnlab -> HF (detected)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DIRECTIONS = ("hf", "attnlab")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from attnlab.io.checkpoint import DTYPES
+    from attnlab.io.hf import FAMILIES
+
+    info = subparsers.add_parser(
+        "info",
+        help="print a preset's or checkpoint directory's config and parameter count",
+        description="Print the EncoderConfig and parameter count of a preset name, "
+        "an attnlab checkpoint directory or a HF transformers directory.",
+    )
+    info.add_argument(
+        "target", metavar="PRESET_OR_DIR", help="preset name (e.g. bert-base-uncased) or checkpoint directory"
+    )
+    info.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    info.set_defaults(func=run_info)
+
+    convert = subparsers.add_parser(
+        "convert",
+        help="convert a checkpoint directory between HF transformers and attnlab layouts",
+        description="Convert SRC to DST. The direction is detected from SRC (a HF config.json has "
+        "model_type) unless --to is given.",
+    )
+    convert.add_argument("src", metavar="SRC", help="source directory (HF transformers or attnlab)")
+    convert.add_argument("dst", metavar="DST", help="destination directory (created if needed)")
+    convert.add_argument("--to", choices=DIRECTIONS, help="target layout (default: the other one)")
+    convert.add_argument("--dtype", choices=sorted(DTYPES), help="cast the weights (default: keep)")
+    convert.add_argument(
+        "--family",
+        choices=sorted(FAMILIES),
+        help="HF family to export as (default: inferred from the config)",
+    )
+    convert.add_argument(
+        "--architecture",
+        help="attnlab architecture to read a HF directory as (e.g. Encoder to drop the heads)",
+    )
+    convert.set_defaults(func=run_convert)
+
+
+def _describe(target: str) -> dict[str, Any]:
+    """Source, architecture, config and parameter counts of a preset or directory, without loading weights."""
+    from attnlab.io.checkpoint import CONFIG_NAME, build_model, read_checkpoint_config, read_json
+    from attnlab.io.hf import describe_hf, hf_parameter_count, is_hf_directory
+    from attnlab.models import count_parameters, get_preset
+
+    path = Path(target)
+    if path.is_dir():
+        if is_hf_directory(path):
+            raw = read_json(path / CONFIG_NAME)
+            hf_class, architecture, config = describe_hf(path)
+            return {
+                "source": f"HF transformers {raw['model_type']} directory {path}",
+                "architecture": f"{hf_class} (weights present; attnlab {architecture})",
+                "config": config.to_dict(),
+                "encoder_parameters": count_parameters(config),
+                "stored_values": hf_parameter_count(path),
+            }
+        architecture, options, config, _ = read_checkpoint_config(path)
+        model = build_model(architecture, config, options, meta=True)
+        return {
+            "source": f"attnlab checkpoint {path}",
+            "architecture": architecture + (f" {json.dumps(options)}" if options else ""),
+            "config": config.to_dict(),
+            "encoder_parameters": count_parameters(config),
+            "parameters": count_parameters(model),
+        }
+    if path.exists():
+        raise NotADirectoryError(f"{path}: expected a preset name or a checkpoint directory")
+    config = get_preset(target)
+    return {
+        "source": f"preset {target}",
+        "architecture": "Encoder",
+        "config": config.to_dict(),
+        "encoder_parameters": count_parameters(config),
+    }
+
+
+def run_info(args: argparse.Namespace) -> int:
+    try:
+        info = _describe(args.target)
+    except (OSError, ValueError) as e:
+        print(f"attnlab info: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"source        {info['source']}")
+    print(f"architecture  {info['architecture']}")
+    print("config")
+    width = max(len(k) for k in info["config"])
+    for key, value in info["config"].items():
+        print(f"  {key:<{width}}  {value}")
+    print(f"encoder parameters  {info['encoder_parameters']:,}")
+    if "parameters" in info:
+        print(f"model parameters    {info['parameters']:,} (heads included, tied weights once)")
+    if "stored_values" in info:
+        print(f"stored values       {info['stored_values']:,} (every tensor in the weights file)")
+    return 0
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    from attnlab.io import is_hf_directory, load_hf, load_pretrained, save_hf, save_pretrained
+    from attnlab.io.checkpoint import check_directory
+
+    try:
+        src = check_directory(args.src)
+        from_hf = is_hf_directory(src)
+        to = args.to or ("attnlab" if from_hf else "hf")
+        dst = Path(args.dst)
+        if dst.exists() and not dst.is_dir():
+            raise NotADirectoryError(f"{dst}: exists and is not a directory")
+        if from_hf:
+            model = load_hf(src, architecture=args.architecture)
+        else:
+            if args.architecture:
+                raise ValueError("--architecture applies to HF sources only")
+            model = load_pretrained(src)
+        if to == "hf":
+            save_hf(model, dst, family=args.family, dtype=args.dtype)
+        else:
+            if args.family:
+                raise ValueError("--family applies to exports to HF (--to hf) only")
+            save_pretrained(model, dst, dtype=args.dtype)
+    except (OSError, ValueError, TypeError) as e:
+        print(f"attnlab convert: {e}", file=sys.stderr)
+        return 1
+    print(f"{'HF' if from_hf else 'attnlab'} {src} -> {to} {dst} ({type(model).__name__})")
+    return 0
