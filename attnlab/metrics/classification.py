@@ -9,6 +9,7 @@ metrics (the leaderboard's convention), returned as ``"score"``. Values are frac
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,7 +85,10 @@ def matthews_corrcoef(predictions: Sequence, labels: Sequence) -> float:
     from sklearn.metrics import matthews_corrcoef as mcc
 
     p, y = _pair(predictions, labels)
-    return float(mcc(y, p))
+    with warnings.catch_warnings():
+        # one class only: sklearn warns about the confusion matrix shape and returns 0.0, which we keep
+        warnings.simplefilter("ignore", UserWarning)
+        return float(mcc(y, p))
 
 
 def pearson(predictions: Sequence[float], labels: Sequence[float]) -> float:
