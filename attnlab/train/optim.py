@@ -118,16 +118,14 @@ class Lamb(torch.optim.Optimizer):
                     continue
                 if p.grad.is_sparse:
                     raise RuntimeError("Lamb does not support sparse gradients")
-                grad = p.grad.float()
+                # Moments and update in float32 for half-precision weights, else in the weights' dtype.
+                dtype = torch.float32 if p.dtype in (torch.float16, torch.bfloat16) else p.dtype
+                grad = p.grad.to(dtype)
                 state = self.state[p]
                 if not state:
                     state["step"] = torch.zeros((), dtype=torch.float32)
-                    state["exp_avg"] = torch.zeros_like(
-                        p, dtype=torch.float32, memory_format=torch.preserve_format
-                    )
-                    state["exp_avg_sq"] = torch.zeros_like(
-                        p, dtype=torch.float32, memory_format=torch.preserve_format
-                    )
+                    state["exp_avg"] = torch.zeros_like(p, dtype=dtype, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p, dtype=dtype, memory_format=torch.preserve_format)
                 state["step"] += 1
                 t = state["step"].item()
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
@@ -138,7 +136,7 @@ class Lamb(torch.optim.Optimizer):
                     v_hat = exp_avg_sq / (1 - beta2**t)
                 else:
                     m_hat, v_hat = exp_avg, exp_avg_sq
-                w = p.float()
+                w = p.to(dtype)
                 update = m_hat / (v_hat.sqrt() + group["eps"])  # r in the paper
                 if group["weight_decay"] != 0:
                     update.add_(w, alpha=group["weight_decay"])
