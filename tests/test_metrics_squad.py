@@ -78,8 +78,10 @@ def test_perturbed_predictions_score_as_the_official_algorithm():
     predictions = {e.id: e.answers[0][0] for e in exs}
     golds = {e.id: [a for a, _ in e.answers] for e in exs}
     assert golds["56be4db0acb8001400a502ee"] == [
-        "Santa Clara, California", "Levi's Stadium", "Levi's Stadium in the San Francisco Bay Area at Santa Clara, California."
-    ]  # fmt: skip
+        "Santa Clara, California",
+        "Levi's Stadium",
+        "Levi's Stadium in the San Francisco Bay Area at Santa Clara, California.",
+    ]
     perturbed = {
         # drop a word: gold "Denver Broncos" → P = 1, R = 1/2: EM 0, F1 2/3
         "56be4db0acb8001400a502ec": ("Denver", 0, 2 / 3),
@@ -93,12 +95,13 @@ def test_perturbed_predictions_score_as_the_official_algorithm():
         "56be4db0acb8001400a502ee": ("Levi's Stadium in Santa Clara", 0, 10 / 16),
         # case only
         "56be4db0acb8001400a502f0": ("Gold", 1, 1),
-        # golds '"golden anniversary"', 'gold-themed' ("goldthemed"), '"golden anniversary': 2/3 from the first
+        # golds '"golden anniversary"', 'gold-themed' ("goldthemed"), '"golden anniversary':
+        # 2/3 from the first (P 1, R 1/2)
         "56be8e613aeaaa14008c90d1": ("golden", 0, 2 / 3),
         # wrong answer
         "56be8e613aeaaa14008c90d2": ("Carolina Panthers", 0, 0),
     }
-    for qid, (text, em, f1) in perturbed.items():
+    for qid, (text, _, _) in perturbed.items():
         predictions[qid] = text
     n = 10_570
     expected_em = 100 * (n - len(perturbed) + sum(em for _, em, _ in perturbed.values())) / n
