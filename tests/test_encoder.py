@@ -424,3 +424,18 @@ def test_bad_masks_and_lengths(encoder: Encoder) -> None:
         Encoder(VARIANTS["distilbert"])(ids, token_type_ids=torch.zeros_like(ids))
     with pytest.raises(ValueError, match="labels: expected shape"):
         EncoderForPreTraining.from_config(TINY)(ids, labels=ids[:, :4])
+
+
+def test_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from attnlab.cli import demo
+
+    parser = argparse.ArgumentParser()
+    demo.register(parser.add_subparsers())
+    args = parser.parse_args(["demo", "--vocab-size", "50", "--batch-size", "2", "--seq-len", "8"])
+    assert args.func(args) == 0
+    printed = capsys.readouterr().out
+    assert "last_hidden_state (2, 8, 256)" in printed
+    assert "MLM decoder tied to the word embedding: True" in printed
+    assert "albert-xxlarge" in printed and "222,595,584" in printed
