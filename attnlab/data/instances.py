@@ -164,7 +164,17 @@ class PretrainingInstances:
                     else:
                         self._segments(blocks, rng, sh, lens, s0, s1, doc_base + d)
             doc_base += shard.n_documents
-        return np.asarray(blocks, dtype=np.int64).reshape(-1, 5)
+        out = np.asarray(blocks, dtype=np.int64).reshape(-1, 5)
+        if self.fmt in ("segment_pair", "sop"):
+            single = out[:, 2] - out[:, 1] == 1
+            self.stats.single_sentence_blocks = int(single.sum())
+            n_tokens = np.zeros(len(out), dtype=np.int64)
+            for sh, shard in enumerate(c.shards):
+                rows = out[:, 0] == sh
+                so = np.asarray(shard.sent_offsets)
+                n_tokens[rows] = so[out[rows, 2]] - so[out[rows, 1]]
+            self.stats.blocks_truncated = int((single & (n_tokens > self.max_tokens)).sum())
+        return out
 
     def _pack(self, blocks, rng, sh, lens, doc_offsets, doc_base, cross: bool) -> None:
         """FULL-/DOC-SENTENCES: greedy packing of whole sentences up to the target length."""
@@ -208,10 +218,6 @@ class PretrainingInstances:
                     prev = blocks[-1]
                     blocks[-1] = (prev[0], prev[1], i + 1, prev[3], prev[4])
                     break
-                if i == start:
-                    self.stats.single_sentence_blocks += 1
-                    if used > self.max_tokens:
-                        self.stats.blocks_truncated += 1
                 blocks.append((sh, start, i + 1, target, doc))
                 start, used, target = i + 1, 0, self._target(rng)
 
