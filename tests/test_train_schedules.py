@@ -30,14 +30,16 @@ def _lrs(make, n_steps: int, lr: float = 1.0) -> list[float]:
 
 
 def test_linear_warmup_then_decay_at_known_steps() -> None:
-    lrs = _lrs(lambda o: linear_schedule(o, warmup_steps=4, total_steps=12), 12, lr=1e-4)
-    expected = [1e-4 * f for f in (0.25, 0.5, 0.75, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8, 0.0)]
+    lrs = _lrs(lambda o: linear_schedule(o, warmup_steps=4, total_steps=11), 11, lr=1e-4)
+    # warm-up over updates 1-4, then 8 equal decrements reaching 0 one update after the last (update 11)
+    expected = [1e-4 * f for f in (0.25, 0.5, 0.75, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8)]
     assert lrs == pytest.approx(expected, rel=1e-12, abs=1e-20)
     assert max(lrs) == pytest.approx(1e-4) and lrs.index(max(lrs)) == 3  # peak on update 4 = warm-up
 
 
-def test_linear_without_warmup_starts_at_peak() -> None:
-    assert _lrs(lambda o: linear_schedule(o, 0, 4), 4) == pytest.approx([0.75, 0.5, 0.25, 0.0])
+def test_linear_without_warmup_decays_from_the_first_update() -> None:
+    # the peak sits at "update 0"; 4 equal decrements of 1/5 leave update 4 with 0.2, never 0
+    assert _lrs(lambda o: linear_schedule(o, 0, 4), 4) == pytest.approx([0.8, 0.6, 0.4, 0.2])
 
 
 def test_inverse_sqrt_at_known_steps() -> None:

@@ -22,12 +22,14 @@ from .config import TrainerConfig, resolve_warmup
 
 
 def linear_warmup_decay_factor(step: int, warmup_steps: int, total_steps: int) -> float:
-    """BERT: linear warm-up from 0 to 1 over `warmup_steps`, then linear decay to 0 at `total_steps`."""
+    """BERT: linear warm-up to 1 at update `warmup_steps`, then linear decay towards 0.
+
+    The decay reaches 0 one update after `total_steps` (factor 1 / (total - warmup + 1) on the last
+    update), so that neither the first nor the last update is wasted with lr = 0.
+    """
     if warmup_steps > 0 and step <= warmup_steps:
         return step / warmup_steps
-    if total_steps == warmup_steps:
-        return 1.0
-    return max(0.0, (total_steps - step) / (total_steps - warmup_steps))
+    return max(0.0, (total_steps - step + 1) / (total_steps - warmup_steps + 1))
 
 
 def inverse_sqrt_factor(step: int, warmup_steps: int) -> float:
