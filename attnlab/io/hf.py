@@ -630,8 +630,8 @@ def load_hf(
     base, rest = _split_base(state, family)
     kind, config = _plan(hf, family, set(base), set(rest), architecture, str(config_path), weights_source)
     name, options, _ = KINDS[kind]
-    if kind == "base":
-        rest = {}  # heads of a checkpoint read as the encoder alone (architecture="Encoder")
+    if architecture == "Encoder":
+        rest = {}  # the heads of a checkpoint read as the encoder alone
 
     # Translate every key; anything left over is named in the error.
     table = _key_map(family, kind)
