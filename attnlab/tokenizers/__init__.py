@@ -1,5 +1,6 @@
 """attnlab.tokenizers: normalisers, pre-tokenisers, WordPiece / BPE / byte-level BPE / Unigram models,
-the encoding API and the field's vocabulary files (see docs/architecture.md). Pure Python + ``regex``, no torch."""
+the encoding API and the field's vocabulary files (see docs/architecture.md).
+Pure Python + ``regex``, no torch."""
 
 from attnlab.tokenizers.encoding import Encoding
 from attnlab.tokenizers.models import BPE, Unigram, WordPiece

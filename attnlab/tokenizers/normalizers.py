@@ -105,10 +105,10 @@ class NormalizedString:
         return NormalizedString(self.original, "".join(out), starts, ends)
 
     def replace_spans(self, spans: list[tuple[int, int, str]]) -> NormalizedString:
-        """Replace non-overlapping, sorted normalised spans ``(start, end, text)``.
+        """Replace non-overlapping, sorted, non-empty normalised spans ``(start, end, text)``.
 
-        A replacement of the same length keeps the characters' spans one to one; otherwise each new character
-        covers the whole original span of what it replaces (an empty source span takes its neighbour's start).
+        Every new character takes the original span of the LAST character it replaces, as HF tokenizers'
+        ``Replace`` does (so ``"''"`` -> ``'"'`` points at the second quote).
         """
         if not spans:
             return self
@@ -125,17 +125,8 @@ class NormalizedString:
                 ends.extend(old_ends[pos:s])
             if rep:
                 out.append(rep)
-                if e - s == len(rep):
-                    starts.extend(old_starts[s:e])
-                    ends.extend(old_ends[s:e])
-                else:
-                    if e > s:
-                        os_, oe = old_starts[s], old_ends[e - 1]
-                    else:
-                        os_ = old_starts[s] if s < n else len(self.original)
-                        oe = old_ends[s] if s < n else os_
-                    starts.extend([os_] * len(rep))
-                    ends.extend([oe] * len(rep))
+                starts.extend([old_starts[e - 1]] * len(rep))
+                ends.extend([old_ends[e - 1]] * len(rep))
             pos = e
         if pos < n:
             out.append(self.normalized[pos:])
@@ -375,7 +366,18 @@ class _UnicodeNormalization(Normalizer):
                 for i, piece in zip(range(s, e), pieces):
                     starts.extend([old_starts[i]] * len(piece))
                     ends.extend([old_ends[i]] * len(piece))
-            else:  # composition or reordering: every output character covers the whole cluster
+            elif sorted("".join(pieces)) == sorted(rep):
+                # Canonical reordering of combining marks: each output character keeps the span of the source
+                # character it was decomposed from (matched in order among equal characters).
+                pool: dict[str, list[int]] = {}
+                for i, piece in zip(range(s, e), pieces):
+                    for c in piece:
+                        pool.setdefault(c, []).append(i)
+                for c in rep:
+                    i = pool[c].pop(0)
+                    starts.append(old_starts[i])
+                    ends.append(old_ends[i])
+            else:  # composition: every output character covers the whole cluster
                 starts.extend([old_starts[s]] * len(rep))
                 ends.extend([old_ends[e - 1]] * len(rep))
         return NormalizedString(ns.original, "".join(out), starts, ends)

@@ -246,7 +246,8 @@ class RobertaProcessing(TemplateProcessing):
         add_prefix_space: bool = True,
     ) -> None:
         c, s = cls[0], sep[0]
-        super().__init__(f"{c} $A {s}", f"{c} $A {s} {s} $B:1 {s}:1", [cls, sep])
+        # RoBERTa has no segment embeddings to speak of: HF gives the second sequence type id 0 as well.
+        super().__init__(f"{c} $A {s}", f"{c} $A {s} {s} $B {s}", [cls, sep])
         self.sep, self.cls = tuple(sep), tuple(cls)
         self.trim_offsets = trim_offsets
         self.add_prefix_space = add_prefix_space

@@ -3,7 +3,8 @@
 ``Tokenizer.encode(text, pair)`` returns an :class:`Encoding` (ids, tokens, offsets into the original text,
 type ids, special-tokens mask, attention mask, word ids) after truncation (with overflowing windows and a
 stride) and padding, as HF tokenizers does; ``decode`` inverts it. The factories at the end build the
-field's pipelines: BERT's WordPiece, GPT-2/RoBERTa's byte-level BPE, and SentencePiece-style Unigram/BPE (ALBERT, XLNet, T5).
+field's pipelines: BERT's WordPiece, GPT-2/RoBERTa's byte-level BPE, and SentencePiece-style Unigram/BPE
+(ALBERT, XLNet, T5).
 """
 
 from __future__ import annotations
@@ -285,7 +286,8 @@ class Tokenizer:
         for seg_i, (s0, e0, added) in enumerate(self._split_added(text)):
             if added is not None:
                 ids.append(added)
-                tokens.append(self._added_ids[added])
+                # The token's text is what matched, whitespace swallowed by lstrip/rstrip included (as HF).
+                tokens.append(text[s0:e0])
                 offsets.append((s0, e0))
                 words.append(word)
                 word += 1
