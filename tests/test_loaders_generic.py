@@ -51,3 +51,40 @@ def test_hf_datasets_missing_gives_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` raise ImportError
     with pytest.raises(ImportError, match="pip install datasets"):
         load_hf_dataset("glue", "sst2", "validation")
+
+
+class _FakeClassLabel:
+    names = ["negative", "positive"]
+
+
+class _FakeSplit:
+    column_names = ["sentence", "label", "idx"]
+    features = {"sentence": object(), "label": _FakeClassLabel(), "idx": object()}
+    rows = [
+        {"sentence": "a fine film", "label": 1, "idx": 7},
+        {"sentence": "unlabelled test row", "label": -1, "idx": 8},
+    ]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+
+def test_hf_datasets_rows_map_to_examples(monkeypatch):
+    calls = []
+
+    class FakeDatasets:
+        @staticmethod
+        def load_dataset(name, config, split, **kwargs):
+            calls.append((name, config, split, kwargs))
+            return _FakeSplit()
+
+    monkeypatch.setitem(sys.modules, "datasets", FakeDatasets)
+    exs = load_hf_dataset("glue", "sst2", "validation", revision="main")
+    assert calls == [("glue", "sst2", "validation", {"revision": "main"})]
+    assert exs == [
+        SentenceExample("a fine film", None, "positive", "7"),
+        SentenceExample("unlabelled test row", None, None, "8"),
+    ]
+    assert exs.report.path == "hf:glue/sst2[validation]" and exs.report.examples == 2
+    with pytest.raises(DataFormatError, match=r"missing column\(s\) \['question'\]"):
+        load_hf_dataset("glue", "sst2", "validation", text_a="question")
