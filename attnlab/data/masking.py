@@ -93,7 +93,9 @@ class MaskingConfig:
 class MaskResult:
     input_ids: np.ndarray  # (T,) int64, with replacements
     labels: np.ndarray  # (T,) int64, original id where predicted, -100 elsewhere
-    spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))  # (S, 2) [start, end)
+    # (S, 2) [start, end) token positions of the masked units; for "span", in the order drawn (only the
+    # last one can have been shortened to end at the budget), otherwise sorted
+    spans: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64))
 
 
 class Masker:
@@ -235,34 +237,38 @@ def _ngrams(starts, ends, budget: int, probs: np.ndarray, rng: np.random.Generat
 
 
 def _spans(starts, ends, budget: int, probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """SpanBERT: sample a length in words and a uniformly chosen start word, until the budget is spent.
+    """SpanBERT: sample a length l in words, then a start word uniformly among those where l whole,
+    unmasked words follow without crossing a special token; repeat until the budget is spent.
 
-    A span stops early at a special token or an already masked word, and is shortened (whole words) when
-    it would overshoot the budget. Draws are capped (``20 * W``) so dense masking cannot loop forever.
+    Choosing among the starts where the span fits (instead of cutting it at a masked word or a segment
+    end) keeps the realised lengths distributed as sampled, except near the end of the budget: spans
+    that would overshoot it are shortened (whole words), as SpanBERT stops at 15%. That shortens the
+    mean realised span noticeably when the budget is small (~3.6 words at T=512, ~3 at T=128, against
+    3.8 drawn). When no start fits l words, the longest free run is used.
     """
     n_words = len(starts)
-    contiguous = np.append(starts[1:] == ends[:-1], False)
+    word_idx = np.arange(n_words)
+    contiguous = np.append(starts[1:] == ends[:-1], False)  # word w+1 follows w with no special between
     covered = np.zeros(n_words, dtype=bool)
     spans: list[tuple[int, int]] = []
     used = 0
-    for _ in range(20 * n_words):
-        if used >= budget or covered.all():
+    while used < budget:
+        free = ~covered
+        run_ends = ~np.append(contiguous[:-1] & free[1:], False)  # w is the last word of its free run
+        last_of_run = np.minimum.accumulate(np.where(run_ends, word_idx, n_words)[::-1])[::-1]
+        run = np.where(free, last_of_run - word_idx + 1, 0)  # free words from w on, (W,)
+        if run.max(initial=0) == 0:
             break
-        length = int(rng.choice(len(probs), p=probs)) + 1
-        w = int(rng.integers(n_words))
-        if covered[w]:
-            continue
-        last = w
-        while last - w + 1 < length and contiguous[last] and not covered[last + 1]:
-            last += 1
+        length = min(int(rng.choice(len(probs), p=probs)) + 1, int(run.max()))
+        w = int(rng.choice(np.flatnonzero(run >= length)))
+        last = w + length - 1
         while last >= w and used + ends[last] - starts[w] > budget:
-            last -= 1
-        if last < w:
-            continue
+            last -= 1  # the budget is nearly spent: shorten the span, whole words only
+        if last < w:  # not even its first word fits
+            break
         covered[w : last + 1] = True
         spans.append((int(starts[w]), int(ends[last])))
         used += int(ends[last] - starts[w])
-    spans.sort()
     return np.asarray(spans, dtype=np.int64).reshape(-1, 2)
 
 
