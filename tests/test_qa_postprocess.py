@@ -1,15 +1,18 @@
 """QA post-processing: windows → n-best spans → exact character answers, SQuAD 2.0 null, JSON writers."""
 
 import json
+import os
 import re
 import string
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.metrics.squad import squad_v2_scores
+from attnlab.metrics.squad import squad_v1_scores, squad_v2_scores
+from attnlab.tasks.loaders.squad import load_squad
 from attnlab.tasks.qa_postprocess import (
     QAWindow,
     max_context_masks,
@@ -24,6 +27,8 @@ from attnlab.tasks.qa_postprocess import (
 )
 
 HIGH, LOW = 10.0, -10.0
+DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SQUAD_DEV = DATA / "squad" / "v1.1" / "dev-v1.1.json"
 
 
 def pieces(text: str, piece: int = 3) -> list[tuple[int, int]]:
@@ -273,3 +278,61 @@ def test_bert_token_level_rule_would_lose_the_straddling_answer():
     ]
     assert found == []  # the start token is most central in a window that does not hold the end
     assert postprocess_example(windows, LONG).text == answer
+
+
+def _char_wordpiece(max_length: int, stride: int):
+    """A BERT pipeline from HF `tokenizers` (test-only); its vocabulary splits words into characters."""
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, normalizers, pre_tokenizers, processors
+
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + list(
+        string.ascii_lowercase + string.digits + string.punctuation
+    )
+    vocab += ["##" + c for c in string.ascii_lowercase + string.digits]
+    tok = tokenizers.Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+    )
+    tok.enable_truncation(max_length=max_length, stride=stride, strategy="only_second")
+    return tok
+
+
+@pytest.mark.data
+def test_oracle_logits_on_real_squad_passages_map_back_exactly():
+    """Windows over real SQuAD passages, logits peaked at a gold answer: every answer maps back exactly."""
+    if not SQUAD_DEV.exists():
+        pytest.skip(f"{SQUAD_DEV} not present")
+    examples = [e for e in load_squad(SQUAD_DEV) if e.title == "Super_Bowl_50"][:120]
+    tok = _char_wordpiece(max_length=192, stride=64)  # ~4-8 windows per passage at one piece per character
+    windows, straddling = [], 0
+    for ex in examples:
+        text, start = ex.answers[0]
+        gold = (start, start + len(text))
+        encoding = tok.encode(ex.question, ex.context)
+        has = []
+        for enc in [encoding, *encoding.overflowing]:
+            offsets = [o if sid == 1 else None for o, sid in zip(enc.offsets, enc.sequence_ids)]
+            # as feature building labels them: the tokens that contain the answer's first and last character
+            s = np.array([HIGH if o and o[0] <= gold[0] < o[1] else LOW for o in offsets])
+            e = np.array([HIGH if o and o[0] < gold[1] <= o[1] else LOW for o in offsets])
+            windows.append(QAWindow(ex.id, s, e, offsets))
+            has.append((HIGH in s, HIGH in e))
+        straddling += (True, False) in has or (False, True) in has
+    preds = postprocess_predictions(examples, windows, max_answer_length=400)
+    assert straddling > 10  # many answers cross a window boundary
+    inexact = []
+    for ex in examples:
+        p = preds[ex.id]
+        assert ex.context[p.start_char : p.end_char] == p.text
+        if (p.text, p.start_char) != ex.answers[0]:
+            # only where a gold boundary falls inside a token: "2" of "2½" ("½" is not in the vocabulary,
+            # so the whole word is one [UNK] token); the prediction is then the covering token span
+            assert p.start_char <= ex.answers[0][1] and ex.answers[0][0] in p.text
+            inexact.append(ex.answers[0][0])
+    assert inexact == ["2", "2"]
+    scores = squad_v1_scores(predictions_dict(preds), examples)
+    assert scores["exact_match"] == pytest.approx(100 * (len(examples) - 2) / len(examples))
