@@ -40,7 +40,9 @@ def test_jsonl_with_configurable_field_and_errors(tmp_path):
     p = tmp_path / "d.jsonl"
     p.write_text(json.dumps({"body": "One. Two.\n\nThree."}) + "\n\n" + json.dumps({"body": "Four."}) + "\n")
     assert list(read_documents(p, "jsonl", text_field="body")) == [["One.", "Two.", "Three."], ["Four."]]
-    with pytest.raises(ValueError, match=r"d\.jsonl:1: expected an object with a 'text' field, got \['body'\]"):
+    with pytest.raises(
+        ValueError, match=r"d\.jsonl:1: expected an object with a 'text' field, got \['body'\]"
+    ):
         list(read_documents(p, "jsonl"))
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok."}\n{"text": oops}\n')
@@ -125,7 +127,10 @@ def test_hf_datasets_missing_gives_a_clear_error(monkeypatch):
         ("Mr. Smith paid $3.50. He left!", ["Mr. Smith paid $3.50.", "He left!"]),
         ("J. R. R. Tolkien wrote it. It sold.", ["J. R. R. Tolkien wrote it.", "It sold."]),
         ("See e.g. the U.S.A. today. Fine.", ["See e.g. the U.S.A. today.", "Fine."]),
-        ("\u201cStop!\u201d she cried. \u201cNow.\u201d", ["\u201cStop!\u201d she cried.", "\u201cNow.\u201d"]),
+        (
+            "\u201cStop!\u201d she cried. \u201cNow.\u201d",
+            ["\u201cStop!\u201d she cried.", "\u201cNow.\u201d"],
+        ),
         ('He said "go." Then went.', ['He said "go."', "Then went."]),
         ("Wait... and see. Pi is 3.14159. Done?", ["Wait... and see.", "Pi is 3.14159.", "Done?"]),
         ("It costs 5 vs. 6 etc. in total.", ["It costs 5 vs. 6 etc. in total."]),

@@ -30,7 +30,10 @@ WORDS = "the a cat dog ran sat on mat house river tree quickly slowly extraordin
 def make_docs(n_docs: int, seed: int = 0, max_sents: int = 8) -> list[list[str]]:
     rng = random.Random(seed)
     return [
-        [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12))) + "." for _ in range(rng.randint(1, max_sents))]
+        [
+            " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12))) + "."
+            for _ in range(rng.randint(1, max_sents))
+        ]
         for _ in range(n_docs)
     ]
 
@@ -138,7 +141,9 @@ def test_resume_refuses_changed_input_or_settings(tmp_path):
         prepare_shards(changed, tok, tmp_path, workers=1, chunk_chars=200, shard_tokens=300)
     with pytest.raises(ValueError, match="other settings.*shard_tokens"):
         prepare_shards(docs, tok, tmp_path, workers=1, chunk_chars=200, shard_tokens=301)
-    report = prepare_shards(changed, tok, tmp_path, workers=1, chunk_chars=200, shard_tokens=300, overwrite=True)
+    report = prepare_shards(
+        changed, tok, tmp_path, workers=1, chunk_chars=200, shard_tokens=300, overwrite=True
+    )
     assert report.shards_skipped == 0
 
 
@@ -165,7 +170,9 @@ def test_resume_after_sigkill(tmp_path):
     os.kill(proc.pid, 9)
     proc.wait()
     assert not (out / INDEX_FILE).exists(), "finished before it could be killed"
-    report = prepare_shards(read_documents(corpus), TinyTokenizer(), out, workers=2, chunk_chars=2000, shard_tokens=3000)
+    report = prepare_shards(
+        read_documents(corpus), TinyTokenizer(), out, workers=2, chunk_chars=2000, shard_tokens=3000
+    )
     assert report.shards_skipped >= 1
     assert files_of(out) == files_of(ref)
 
@@ -185,7 +192,9 @@ def test_ingest_stats_recorded_in_index(tmp_path):
     src = tmp_path / "in.txt"
     src.write_bytes(b"caf\xe9 one.\ntwo.\n\nthree.\n")
     stats = IngestStats()
-    prepare_shards(read_documents(src, stats=stats), TinyTokenizer(), tmp_path / "out", workers=1, ingest_stats=stats)
+    prepare_shards(
+        read_documents(src, stats=stats), TinyTokenizer(), tmp_path / "out", workers=1, ingest_stats=stats
+    )
     index = json.loads((tmp_path / "out" / INDEX_FILE).read_text())
     assert index["ingest"]["undecodable"] == {str(src): 1}
     assert index["ingest"]["documents"] == 2
@@ -203,14 +212,18 @@ def test_vocab_or_tokenizer_mismatch_is_an_error(prepared):
         ShardedCorpus(prepared, tokenizer=TinyTokenizer(vocab_size=600))
     other = TinyTokenizer()
     other.fingerprint = "something-else"
-    with pytest.raises(ValueError, match="tokenizer tiny-500-3, the tokenizer given has fingerprint something-else"):
+    with pytest.raises(
+        ValueError, match="tokenizer tiny-500-3, the tokenizer given has fingerprint something-else"
+    ):
         ShardedCorpus(prepared, tokenizer=other)
 
 
 def test_truncated_file_is_reported_with_its_name(prepared):
     path = prepared / "shard_00000.ids.bin"
     path.write_bytes(path.read_bytes()[:-2])
-    with pytest.raises(CorruptShardError, match=r"shard_00000\.ids\.bin: \d+ bytes, expected \d+ \(\d+ x uint16\)"):
+    with pytest.raises(
+        CorruptShardError, match=r"shard_00000\.ids\.bin: \d+ bytes, expected \d+ \(\d+ x uint16\)"
+    ):
         ShardedCorpus(prepared)
 
 
@@ -234,7 +247,9 @@ def test_out_of_vocabulary_ids_are_reported(prepared):
     ids = np.fromfile(path, dtype=np.uint16)
     ids[7] = 999
     ids.tofile(path)
-    with pytest.raises(CorruptShardError, match=r"ids\.bin: token 7 has id 999, outside the vocabulary of 500"):
+    with pytest.raises(
+        CorruptShardError, match=r"ids\.bin: token 7 has id 999, outside the vocabulary of 500"
+    ):
         ShardedCorpus(prepared)
     ShardedCorpus(prepared, check_ids=False)  # the scan can be skipped for huge corpora
 
@@ -252,7 +267,8 @@ def test_prepare_real_books_sample(tmp_path):
         pytest.skip("shared books corpus not available")
     files = sorted(root.iterdir())[:2]
     stats = IngestStats()
-    report = prepare_shards(read_documents(files, "text", stats=stats), TinyTokenizer(), tmp_path, workers=2,
-                            ingest_stats=stats)
+    report = prepare_shards(
+        read_documents(files, "text", stats=stats), TinyTokenizer(), tmp_path, workers=2, ingest_stats=stats
+    )
     assert report.documents == 2 and report.tokens > 10_000
     ShardedCorpus(tmp_path, tokenizer=TinyTokenizer())

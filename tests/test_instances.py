@@ -26,7 +26,9 @@ def build(tmp_path, doc_lengths, sent_len=(3, 9), seed=0, shard_tokens=10**9, na
             doc.append(" ".join(f"w{k + j}" for j in range(m)))
             k += m
         docs.append(doc)
-    prepare_shards(docs, UNIQUE, tmp_path / name, workers=1, shard_tokens=shard_tokens, max_sentence_tokens=None)
+    prepare_shards(
+        docs, UNIQUE, tmp_path / name, workers=1, shard_tokens=shard_tokens, max_sentence_tokens=None
+    )
     return ShardedCorpus(tmp_path / name)
 
 
@@ -72,7 +74,12 @@ def locator(corpus):
 
 
 def check_layout(inst, max_length, pair=True):
-    ids, tt, sp, ws = inst["input_ids"], inst["token_type_ids"], inst["special_tokens_mask"], inst["word_starts"]
+    ids, tt, sp, ws = (
+        inst["input_ids"],
+        inst["token_type_ids"],
+        inst["special_tokens_mask"],
+        inst["word_starts"],
+    )
     assert len(ids) <= max_length
     assert len(ids) == len(tt) == len(sp) == len(ws)
     assert (sp == np.isin(ids, [SPECIAL.cls, SPECIAL.sep])).all()
@@ -240,7 +247,9 @@ def test_long_sentences_are_truncated_and_counted(tmp_path):
 
 def test_too_short_corpora(tmp_path):
     one_sentence_docs = build(tmp_path, [1, 1, 1], name="ones")
-    with pytest.raises(ValueError, match=r"no 'segment_pair' instance can be built from 3 documents \(3 too short"):
+    with pytest.raises(
+        ValueError, match=r"no 'segment_pair' instance can be built from 3 documents \(3 too short"
+    ):
         PretrainingInstances(one_sentence_docs, SPECIAL, "segment_pair")
     assert len(PretrainingInstances(one_sentence_docs, SPECIAL, "full_sentences")) == 1
     single_doc = build(tmp_path, [5], name="single")

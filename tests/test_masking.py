@@ -96,8 +96,14 @@ def test_table8_replacement_split(mask_prob, same_prob, random_prob):
         res = m(ids, ws, special, np.random.default_rng([7, k]))
         pos = res.labels != -100
         out = res.input_ids[pos]
-        counts += [(out == SPECIAL.mask).sum(), (out == ids[pos]).sum(), ((out != SPECIAL.mask) & (out != ids[pos])).sum()]
-        assert not np.isin(out, [SPECIAL.cls, SPECIAL.sep, SPECIAL.pad]).any()  # random ids are never specials
+        counts += [
+            (out == SPECIAL.mask).sum(),
+            (out == ids[pos]).sum(),
+            ((out != SPECIAL.mask) & (out != ids[pos])).sum(),
+        ]
+        assert not np.isin(
+            out, [SPECIAL.cls, SPECIAL.sep, SPECIAL.pad]
+        ).any()  # random ids are never specials
     frac = counts / counts.sum()
     assert counts.sum() > 30000
     # same-by-chance random draws are 1/V: negligible; 0.01 is > 5 standard deviations here
@@ -202,7 +208,9 @@ def test_max_predictions_and_degenerate_inputs():
     only_special = np.ones(5, dtype=bool)
     res = m(np.array([2, 3, 0, 0, 0]), None, only_special, np.random.default_rng(0))
     assert (res.labels == -100).all()
-    res = masker(strategy="whole_word")(np.array([2, 9, 3]), None, np.array([1, 0, 1], bool), np.random.default_rng(0))
+    res = masker(strategy="whole_word")(
+        np.array([2, 9, 3]), None, np.array([1, 0, 1], bool), np.random.default_rng(0)
+    )
     assert res.labels.tolist() == [-100, 9, -100]  # at least one prediction
     with pytest.raises(ValueError, match="differ in shape"):
         m(np.array([1, 2]), None, np.array([False]), np.random.default_rng(0))
@@ -223,8 +231,13 @@ def test_config_validation():
 def instances(tmp_path_factory):
     rng = np.random.default_rng(0)
     words = [f"word{i}" for i in range(300)]
-    docs = [[" ".join(rng.choice(words, size=int(rng.integers(4, 15)))) + "." for _ in range(int(rng.integers(2, 12)))]
-            for _ in range(40)]
+    docs = [
+        [
+            " ".join(rng.choice(words, size=int(rng.integers(4, 15)))) + "."
+            for _ in range(int(rng.integers(2, 12)))
+        ]
+        for _ in range(40)
+    ]
     tok = TinyTokenizer(vocab_size=V, piece=3)
     out = tmp_path_factory.mktemp("mask") / "shards"
     prepare_shards(docs, tok, out, workers=1)
@@ -272,8 +285,16 @@ def test_collator_pads_and_masks(instances):
     lengths = [len(it["input_ids"]) for it in items]
     b, t = batch["input_ids"].shape
     assert b == 6 and t % 8 == 0 and t >= max(lengths)
-    assert set(batch) == {"input_ids", "token_type_ids", "labels", "pair_labels", "attention_mask",
-                          "span_left", "span_right", "span_position"}
+    assert set(batch) == {
+        "input_ids",
+        "token_type_ids",
+        "labels",
+        "pair_labels",
+        "attention_mask",
+        "span_left",
+        "span_right",
+        "span_position",
+    }
     for i, n in enumerate(lengths):
         assert batch["attention_mask"][i].tolist() == [1] * n + [0] * (t - n)
         assert (batch["input_ids"][i, n:] == SPECIAL.pad).all()
@@ -283,7 +304,7 @@ def test_collator_pads_and_masks(instances):
     assert batch["pair_labels"].tolist() == [it["pair_labels"] for it in items]
     assert all(v.dtype == torch.int64 for v in batch.values())
     aux = PretrainingCollator(pad_id=0, keep_aux=True)(items)
-    assert aux["special_tokens_mask"][0, lengths[0]:].eq(1).all()
+    assert aux["special_tokens_mask"][0, lengths[0] :].eq(1).all()
     with pytest.raises(ValueError, match="empty batch"):
         PretrainingCollator(pad_id=0)([])
     with pytest.raises(ValueError, match="no padding value for per-token field 'foo'"):

@@ -1,7 +1,7 @@
 """attnlab.data: pre-training corpora from text files to masked batches (see docs/architecture.md).
 
-    read_documents ─► prepare_shards ─► ShardedCorpus ─► PretrainingInstances ─► MaskedDataset ─► PretrainingCollator
-    (corpus.py)       (shards.py)                       (instances.py)          (masking.py)      (collate.py)
+read_documents ─► prepare_shards ─► ShardedCorpus ─► PretrainingInstances ─► MaskedDataset ─► Collator
+(corpus.py)       (shards.py)                       (instances.py)          (masking.py) (collate.py)
 """
 
 from attnlab.data.collate import PretrainingCollator

@@ -67,7 +67,9 @@ class PretrainingCollator:
             arr = np.full((b, t), pad, dtype=np.int64)  # (B, T)
             for i, v in enumerate(values):
                 if len(v) != lengths[i]:
-                    raise ValueError(f"instance {i}: {key!r} has {len(v)} entries, input_ids has {lengths[i]}")
+                    raise ValueError(
+                        f"instance {i}: {key!r} has {len(v)} entries, input_ids has {lengths[i]}"
+                    )
                 arr[i, : len(v)] = v
             out[key] = torch.from_numpy(arr)
         mask = np.zeros((b, t), dtype=np.int64)

@@ -139,7 +139,9 @@ def _docs_jsonl(path: Path, stats: IngestStats, text_field: str) -> Iterator[Doc
             raise ValueError(f"{path}:{lineno}: expected an object with a {text_field!r} field, got {keys}")
         text = obj[text_field]
         if not isinstance(text, str):
-            raise ValueError(f"{path}:{lineno}: field {text_field!r} must be a string, got {type(text).__name__}")
+            raise ValueError(
+                f"{path}:{lineno}: field {text_field!r} must be a string, got {type(text).__name__}"
+            )
         yield _split_text(text)
 
 

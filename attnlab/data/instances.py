@@ -1,4 +1,4 @@
-"""Pre-training instances over a :class:`~attnlab.data.shards.ShardedCorpus` (RoBERTa's Table 2, ALBERT's SOP).
+"""Pre-training instances over a :class:`~attnlab.data.shards.ShardedCorpus`: RoBERTa's Table 2, ALBERT's SOP.
 
 Formats (``fmt``):
 
@@ -11,7 +11,7 @@ Formats (``fmt``):
                      cross documents, with an extra separator between documents (RoBERTa, section 4.2).
 ``"doc_sentences"``  DOC-SENTENCES, no NSP: the same without crossing documents.
 ``"sop"``            ALBERT's sentence-order prediction (Lan et al. 2020, section 3.2): A and B are two
-                     consecutive segments of one document, swapped half the time (``pair_labels`` 1 = swapped).
+                     consecutive segments of one document, swapped half the time (``pair_labels`` 1 = swap).
 
 How determinism works (fairseq style): the *blocks* (which sentences form an instance and the target
 length) are laid out once from ``seed``; everything random inside an instance (split point, random
@@ -100,13 +100,17 @@ class PretrainingInstances:
         template: str = "bert",
     ) -> None:
         if fmt not in INSTANCE_FORMATS:
-            raise ValueError(f"unknown instance format {fmt!r}; expected one of {', '.join(INSTANCE_FORMATS)}")
+            raise ValueError(
+                f"unknown instance format {fmt!r}; expected one of {', '.join(INSTANCE_FORMATS)}"
+            )
         if template not in TEMPLATES:
             raise ValueError(f"unknown template {template!r}; expected one of {', '.join(TEMPLATES)}")
         self.pair = fmt in PAIR_FORMATS
         n_special = (4 if template == "roberta" else 3) if self.pair else 2
         if max_length < n_special + 2:
-            raise ValueError(f"max_length={max_length} leaves no room for text with {fmt!r} (needs >= {n_special + 2})")
+            raise ValueError(
+                f"max_length={max_length} leaves no room for text with {fmt!r} (needs >= {n_special + 2})"
+            )
         if short_seq_prob is None:
             short_seq_prob = 0.1 if fmt in ("segment_pair", "sop") else 0.0
         for name, p in (("short_seq_prob", short_seq_prob), ("nsp_random_prob", nsp_random_prob)):
@@ -130,7 +134,9 @@ class PretrainingInstances:
                 f"({self.stats.documents_too_short} too short for a pair)"
             )
         if fmt in ("segment_pair", "sentence_pair") and nsp_random_prob > 0 and corpus.n_documents < 2:
-            raise ValueError(f"{corpus.directory}: NSP needs at least 2 documents to draw a random B, found 1")
+            raise ValueError(
+                f"{corpus.directory}: NSP needs at least 2 documents to draw a random B, found 1"
+            )
         self._sent_lens = [np.diff(np.asarray(s.sent_offsets)) for s in corpus.shards]
 
     # ----------------------------------------------------------------------------------------- layout
@@ -378,7 +384,9 @@ class LengthSchedule:
         return self.phases[-1].max_length  # past the end: keep the last length
 
     def phase_at(self, step: int) -> int:
-        return next((i for i, p in enumerate(self.phases) if p.start_step <= step < p.end_step), len(self.phases) - 1)
+        return next(
+            (i for i, p in enumerate(self.phases) if p.start_step <= step < p.end_step), len(self.phases) - 1
+        )
 
 
 def two_phase_schedule(
@@ -391,7 +399,9 @@ def two_phase_schedule(
     ``schedule.phases[1].start_step``.
     """
     if total_steps < 1 or not 0.0 <= short_fraction <= 1.0:
-        raise ValueError(f"need total_steps >= 1 and short_fraction in [0, 1], got {total_steps}, {short_fraction}")
+        raise ValueError(
+            f"need total_steps >= 1 and short_fraction in [0, 1], got {total_steps}, {short_fraction}"
+        )
     switch = round(total_steps * short_fraction)
     phases = [LengthPhase(0, switch, short_length), LengthPhase(switch, total_steps, long_length)]
     return LengthSchedule(tuple(p for p in phases if p.end_step > p.start_step))

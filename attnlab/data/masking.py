@@ -18,10 +18,10 @@ as BERT's ``create_pretraining_data.py`` does, rather than an independent coin p
 counts ``[CLS]``/``[SEP]`` in ``n``; here only maskable tokens count, so the rate is exactly the rate of text.
 
 How (``mask_prob``/``random_prob``, the rest kept): BERT's 80/10/10. Every row of BERT's Table 8
-(MASK/SAME/RND) is ``MaskingConfig(mask_prob=MASK, random_prob=RND)``, e.g. 100/0/0 ``(1.0, 0.0)``, 80/0/20
-``(0.8, 0.2)``, 80/20/0 ``(0.8, 0.0)``, 0/20/80 ``(0.0, 0.8)``, 0/0/100 ``(0.0, 0.0)``. The choice is per token,
-except for ``"span"``, where SpanBERT makes it per span. Random replacements are drawn uniformly from the
-vocabulary minus the special tokens (deviation: BERT may draw ``[CLS]``/``[PAD]`` too).
+(MASK/SAME/RND) is ``MaskingConfig(mask_prob=MASK, random_prob=RND)``, e.g. 100/0/0 ``(1.0, 0.0)``,
+80/0/20 ``(0.8, 0.2)``, 80/20/0 ``(0.8, 0.0)``, 0/20/80 ``(0.0, 0.8)``, 0/0/100 ``(0.0, 1.0)``. The choice
+is per token, except for ``"span"``, where SpanBERT makes it per span. Random replacements are drawn
+uniformly from the vocabulary minus the special tokens (deviation: BERT may draw ``[CLS]``/``[PAD]`` too).
 
 Special tokens and padding are never chosen; ``labels`` are -100 where nothing is predicted.
 
@@ -57,7 +57,9 @@ class MaskingConfig:
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
-            raise ValueError(f"MaskingConfig.strategy: {self.strategy!r}; expected one of {', '.join(STRATEGIES)}")
+            raise ValueError(
+                f"MaskingConfig.strategy: {self.strategy!r}; expected one of {', '.join(STRATEGIES)}"
+            )
         if not 0.0 < self.rate <= 1.0:
             raise ValueError(f"MaskingConfig.rate must be in (0, 1], got {self.rate}")
         if self.mask_prob < 0 or self.random_prob < 0 or self.mask_prob + self.random_prob > 1.0 + 1e-9:
@@ -66,7 +68,9 @@ class MaskingConfig:
                 "and sum to at most 1 (the rest is kept unchanged)"
             )
         if self.max_predictions is not None and self.max_predictions < 1:
-            raise ValueError(f"MaskingConfig.max_predictions must be >= 1 or None, got {self.max_predictions}")
+            raise ValueError(
+                f"MaskingConfig.max_predictions must be >= 1 or None, got {self.max_predictions}"
+            )
         if self.max_ngram < 1 or self.span_max < 1 or not 0.0 < self.span_p <= 1.0:
             raise ValueError(
                 f"MaskingConfig: need max_ngram >= 1, span_max >= 1, 0 < span_p <= 1; got "
@@ -108,7 +112,9 @@ class Masker:
         special_ids: ids never used as random replacements (``SpecialIds.all`` plus any others).
     """
 
-    def __init__(self, config: MaskingConfig, mask_id: int, vocab_size: int, special_ids: tuple[int, ...] = ()):
+    def __init__(
+        self, config: MaskingConfig, mask_id: int, vocab_size: int, special_ids: tuple[int, ...] = ()
+    ):
         if not 0 <= mask_id < vocab_size:
             raise ValueError(f"mask_id {mask_id} outside the vocabulary of size {vocab_size}")
         self.config, self.mask_id, self.vocab_size = config, mask_id, vocab_size

@@ -45,7 +45,8 @@ def vocab_size_of(tokenizer: Any) -> int:
     if callable(get_vocab):
         return len(get_vocab())
     raise TypeError(
-        f"{type(tokenizer).__name__} has no vocabulary size: expected get_vocab_size(), vocab_size or get_vocab()"
+        f"{type(tokenizer).__name__} has no vocabulary size: "
+        "expected get_vocab_size(), vocab_size or get_vocab()"
     )
 
 
@@ -107,7 +108,9 @@ class SpecialIds:
         """
         unknown = set(overrides) - set(_CANDIDATES)
         if unknown:
-            raise ValueError(f"unknown special token role(s) {sorted(unknown)}; expected {sorted(_CANDIDATES)}")
+            raise ValueError(
+                f"unknown special token role(s) {sorted(unknown)}; expected {sorted(_CANDIDATES)}"
+            )
         ids: dict[str, int] = {}
         for role, spellings in _CANDIDATES.items():
             spellings = (overrides[role],) if role in overrides else spellings

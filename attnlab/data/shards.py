@@ -55,7 +55,7 @@ ARRAY_KINDS = ("ids", "word_starts", "sent_offsets", "doc_offsets")
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
-    """uint16 halves disk and page-cache use for vocabularies up to 65,536 (BERT's 30,522, RoBERTa's 50,265)."""
+    """uint16 halves disk and page-cache use for vocabularies up to 65,536 (BERT 30,522, RoBERTa 50,265)."""
     return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
 
 
@@ -107,7 +107,9 @@ def tokenize_chunk(
     wid_lists = [e.word_ids for e in encs]
     lens = np.fromiter((len(x) for x in id_lists), np.int64, count=n)
     for i in np.flatnonzero(lens != np.fromiter((len(x) for x in wid_lists), np.int64, count=n))[:1]:
-        raise ValueError(f"encoding of {texts[i][:60]!r} has {lens[i]} ids but a different number of word_ids")
+        raise ValueError(
+            f"encoding of {texts[i][:60]!r} has {lens[i]} ids but a different number of word_ids"
+        )
     total = int(lens.sum())
     ids = np.fromiter(chain.from_iterable(id_lists), np.int64, count=total)
     wids = np.fromiter(chain.from_iterable(wid_lists), np.float64, count=total)  # None -> nan
@@ -214,8 +216,12 @@ class _ShardWriter:
         info = self.info
         self.files["ids"].write(arr.ids.astype(self.ids_dtype).tobytes())
         self.files["word_starts"].write(arr.word_starts.tobytes())
-        self.files["sent_offsets"].write((info.n_tokens + np.cumsum(arr.sent_lens)).astype(np.int64).tobytes())
-        self.files["doc_offsets"].write((info.n_sentences + np.cumsum(arr.doc_sents)).astype(np.int64).tobytes())
+        self.files["sent_offsets"].write(
+            (info.n_tokens + np.cumsum(arr.sent_lens)).astype(np.int64).tobytes()
+        )
+        self.files["doc_offsets"].write(
+            (info.n_sentences + np.cumsum(arr.doc_sents)).astype(np.int64).tobytes()
+        )
         info.n_tokens += int(arr.ids.size)
         info.n_sentences += int(arr.sent_lens.size)
         info.n_documents += int(arr.doc_sents.size)
@@ -272,7 +278,8 @@ class PrepareReport:
     def summary(self) -> str:
         return (
             f"{self.tokens:,} tokens, {self.sentences:,} sentences, {self.documents:,} documents in "
-            f"{self.shards} shards ({self.shards_skipped} resumed) | {self.tokens_per_second:,.0f} tokens/s | "
+            f"{self.shards} shards ({self.shards_skipped} resumed) | "
+            f"{self.tokens_per_second:,.0f} tokens/s | "
             f"peak RSS {self.peak_rss_mb:.0f} MB (workers {self.peak_rss_children_mb:.0f} MB) | "
             f"truncated sentences {self.truncated_sentences}, empty sentences {self.empty_sentences}, "
             f"empty documents {self.empty_documents}"
@@ -312,7 +319,10 @@ def prepare_shards(
     out.mkdir(parents=True, exist_ok=True)
     workers = workers or os.cpu_count() or 1
     if chunk_chars < 1 or shard_tokens < 1 or workers < 1:
-        raise ValueError(f"chunk_chars, shard_tokens and workers must be >= 1, got {chunk_chars}, {shard_tokens}, {workers}")
+        raise ValueError(
+            f"chunk_chars, shard_tokens and workers must be >= 1, "
+            f"got {chunk_chars}, {shard_tokens}, {workers}"
+        )
     if max_sentence_tokens is not None and max_sentence_tokens < 1:
         raise ValueError(f"max_sentence_tokens must be >= 1 or None, got {max_sentence_tokens}")
     vocab_size = vocab_size_of(tokenizer)
@@ -335,8 +345,11 @@ def prepare_shards(
         if path.exists():
             state = json.loads(path.read_text())
             if state.get("settings") != settings:
-                diff = {k: (state.get("settings", {}).get(k), v) for k, v in settings.items()
-                        if state.get("settings", {}).get(k) != v}
+                diff = {
+                    k: (state.get("settings", {}).get(k), v)
+                    for k, v in settings.items()
+                    if state.get("settings", {}).get(k) != v
+                }
                 raise ValueError(
                     f"{path} was written with other settings (recorded, requested): {diff}; "
                     "use another directory or overwrite=True"
@@ -356,7 +369,9 @@ def prepare_shards(
                 raise ValueError(f"{out}: shard {info.name} was prepared from more input than is given now")
             h.update(item[0].encode())
         if h.hexdigest() != info.digest:
-            raise ValueError(f"{out}: the input of shard {info.name} changed since it was prepared; use overwrite=True")
+            raise ValueError(
+                f"{out}: the input of shard {info.name} changed since it was prepared; use overwrite=True"
+            )
 
     kwargs = {"max_sentence_tokens": max_sentence_tokens, "vocab_size": vocab_size}
 
@@ -377,7 +392,9 @@ def prepare_shards(
                 yield d, r.get()
 
     def save_progress() -> None:
-        _write_json_atomic(out / PROGRESS_FILE, {"settings": settings, "shards": [asdict(s) for s in finished]})
+        _write_json_atomic(
+            out / PROGRESS_FILE, {"settings": settings, "shards": [asdict(s) for s in finished]}
+        )
 
     n_skipped = len(finished)
     tokens_this_run = 0
@@ -401,7 +418,14 @@ def prepare_shards(
     ingest = ingest_stats.to_dict() if ingest_stats is not None else {}
     totals = {
         k: sum(getattr(s, k) for s in finished)
-        for k in ("n_tokens", "n_sentences", "n_documents", "truncated_sentences", "empty_sentences", "empty_documents")
+        for k in (
+            "n_tokens",
+            "n_sentences",
+            "n_documents",
+            "truncated_sentences",
+            "empty_sentences",
+            "empty_documents",
+        )
     }
     index = {
         "format": FORMAT_NAME,
@@ -465,7 +489,8 @@ def _open_array(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
     size = path.stat().st_size
     if size != count * dtype.itemsize:
         raise CorruptShardError(
-            f"{path}: {size} bytes, expected {count * dtype.itemsize} ({count} x {dtype.name}) per {INDEX_FILE}"
+            f"{path}: {size} bytes, expected {count * dtype.itemsize} "
+            f"({count} x {dtype.name}) per {INDEX_FILE}"
         )
     if count == 0:
         return np.zeros(0, dtype)
@@ -485,8 +510,11 @@ class ShardedCorpus:
         self.directory = Path(directory)
         index_path = self.directory / INDEX_FILE
         if not index_path.exists():
-            hint = " (preparation did not finish: run prepare_shards again to resume)" if (
-                self.directory / PROGRESS_FILE).exists() else ""
+            hint = (
+                " (preparation did not finish: run prepare_shards again to resume)"
+                if (self.directory / PROGRESS_FILE).exists()
+                else ""
+            )
             raise FileNotFoundError(f"{index_path}: no shard index{hint}")
         try:
             index = json.loads(index_path.read_text())
@@ -545,11 +573,17 @@ class ShardedCorpus:
 
         so, do = shard.sent_offsets, shard.doc_offsets
         if so[0] != 0 or so[-1] != info["n_tokens"]:
-            fail("sent_offsets", f"must run from 0 to n_tokens={info['n_tokens']}, runs from {so[0]} to {so[-1]}")
+            fail(
+                "sent_offsets",
+                f"must run from 0 to n_tokens={info['n_tokens']}, runs from {so[0]} to {so[-1]}",
+            )
         if (np.diff(so) <= 0).any():
             fail("sent_offsets", f"not strictly increasing at sentence {int(np.argmax(np.diff(so) <= 0))}")
         if do[0] != 0 or do[-1] != info["n_sentences"]:
-            fail("doc_offsets", f"must run from 0 to n_sentences={info['n_sentences']}, runs from {do[0]} to {do[-1]}")
+            fail(
+                "doc_offsets",
+                f"must run from 0 to n_sentences={info['n_sentences']}, runs from {do[0]} to {do[-1]}",
+            )
         if (np.diff(do) <= 0).any():
             fail("doc_offsets", f"not strictly increasing at document {int(np.argmax(np.diff(do) <= 0))}")
         if shard.word_starts.size and shard.word_starts.max() > 1:
