@@ -45,6 +45,14 @@ def test_iob2_scheme_rejects_iob1_with_line():
         load_conll(FIX / "iob1.txt", scheme="iob2")
 
 
+def test_skipped_sentence_before_docstart_keeps_document_count(tmp_path, caplog):
+    path = tmp_path / "x.txt"
+    path.write_text("EU B-ORG\nrejects O extra\n\n-DOCSTART- O\n\nPeter B-PER\n")
+    exs = load_conll(path, errors="skip")
+    assert [(e.words, e.document) for e in exs] == [(("Peter",), 1)]
+    assert "skipped rows" in caplog.text and "missing_columns" in caplog.text
+
+
 def test_bad_columns_and_tags():
     with pytest.raises(DataFormatError, match=r"bad_columns.txt:2: expected 4 .*got 3"):
         load_conll(FIX / "bad_columns.txt")

@@ -74,6 +74,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match="unknown GLUE task"):
         glue_metrics("squad", [1], [1])
     assert canonical_glue_task("MNLI-MM") == "mnli-mm" and canonical_glue_task("STS-B") == "stsb"
+    with pytest.raises(ValueError, match="predictions are numbers but labels are label names"):
+        glue_metrics("rte", [0, 1], ["entailment", "not_entailment"])
 
 
 @given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1)), min_size=1, max_size=40))

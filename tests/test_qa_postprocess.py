@@ -15,6 +15,7 @@ from attnlab.metrics.squad import squad_v1_scores, squad_v2_scores
 from attnlab.tasks.loaders.squad import load_squad
 from attnlab.tasks.qa_postprocess import (
     QAWindow,
+    context_offsets,
     max_context_masks,
     null_odds_dict,
     postprocess_example,
@@ -315,7 +316,7 @@ def test_oracle_logits_on_real_squad_passages_map_back_exactly():
         encoding = tok.encode(ex.question, ex.context)
         has = []
         for enc in [encoding, *encoding.overflowing]:
-            offsets = [o if sid == 1 else None for o, sid in zip(enc.offsets, enc.sequence_ids)]
+            offsets = context_offsets(enc.offsets, enc.sequence_ids)
             # as feature building labels them: the tokens that contain the answer's first and last character
             s = np.array([HIGH if o and o[0] <= gold[0] < o[1] else LOW for o in offsets])
             e = np.array([HIGH if o and o[0] < gold[1] <= o[1] else LOW for o in offsets])
@@ -336,3 +337,12 @@ def test_oracle_logits_on_real_squad_passages_map_back_exactly():
     assert inexact == ["2", "2"]
     scores = squad_v1_scores(predictions_dict(preds), examples)
     assert scores["exact_match"] == pytest.approx(100 * (len(examples) - 2) / len(examples))
+
+
+def test_context_offsets_from_tokenizer_output():
+    offsets = [(0, 0), (0, 3), (4, 7), (0, 0), (0, 5), (6, 9), (0, 0)]
+    sequence_ids = [None, 0, 0, None, 1, 1, None]
+    assert context_offsets(offsets, sequence_ids) == [None, None, None, None, (0, 5), (6, 9), None]
+    assert context_offsets(np.array(offsets), sequence_ids, context_sequence=0)[1:3] == [(0, 3), (4, 7)]
+    with pytest.raises(ValueError, match="7 offsets but 2 sequence ids"):
+        context_offsets(offsets, [None, 0])

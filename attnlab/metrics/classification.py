@@ -63,6 +63,13 @@ def _pair(predictions: Sequence, labels: Sequence) -> tuple[np.ndarray, np.ndarr
         raise ValueError(f"predictions and labels must be 1-D and equally long, got {p.shape} and {y.shape}")
     if p.size == 0:
         raise ValueError("cannot score an empty set of predictions")
+    p_names, y_names = p.dtype.kind in "US", y.dtype.kind in "US"
+    if p_names != y_names:
+        kinds = {True: "label names", False: "numbers"}
+        raise ValueError(
+            f"predictions are {kinds[p_names]} but labels are {kinds[y_names]}: "
+            "map both to ids (GlueTask.label_to_id) first"
+        )
     return p, y
 
 

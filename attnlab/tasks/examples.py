@@ -9,10 +9,13 @@ equals the examples' lines plus everything counted in ``report.skipped`` and ``r
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
+
+logger = logging.getLogger(__name__)
 
 ErrorPolicy = Literal["raise", "skip"]
 ERROR_POLICIES = ("raise", "skip")
@@ -160,6 +163,8 @@ class LoadedExamples(list, Generic[T]):
     def __init__(self, items: Iterable[T], report: LoadReport):
         super().__init__(items)
         self.report = report
+        if report.skipped:  # counted in the report and said out loud: never dropped silently
+            logger.warning("skipped rows: %s", report.summary())
 
 
 def check_error_policy(errors: str) -> None:

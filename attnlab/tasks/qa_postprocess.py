@@ -118,6 +118,22 @@ def _check_window(start_logits: np.ndarray, end_logits: np.ndarray, offsets: Seq
             )
 
 
+def context_offsets(
+    offsets: Sequence[Sequence[int]], sequence_ids: Sequence[int | None], context_sequence: int = 1
+) -> list[Offset]:
+    """Offsets in this module's convention from a tokenizer's ``(T, 2)`` offsets and sequence ids.
+
+    Tokenizers give every token a pair, ``(0, 0)`` for special tokens and question-relative spans for
+    question tokens; here only tokens of ``context_sequence`` (1 for ``question, context`` pairs, 0 for
+    ``context, question``) keep theirs, the rest become ``None``.
+    """
+    if len(offsets) != len(sequence_ids):
+        raise ValueError(f"{len(offsets)} offsets but {len(sequence_ids)} sequence ids")
+    return [
+        (int(o[0]), int(o[1])) if sid == context_sequence else None for o, sid in zip(offsets, sequence_ids)
+    ]
+
+
 def max_context_masks(windows_offsets: Sequence[Sequence[Offset]]) -> list[list[bool]]:
     """For each window and token, whether this window gives the token its maximum context.
 

@@ -88,7 +88,7 @@ def load_conll(
     examples: list[TokenExample] = []
     n_columns: int | None = None
     document = 0
-    seen_docstart = False
+    seen_docstart = seen_tokens = False
     rows: list[tuple[int, list[str]]] = []
     bad_sentence = False
 
@@ -112,10 +112,11 @@ def load_conll(
         if fields[0] == DOCSTART:
             report.structural["docstart"] += 1
             flush()
-            if seen_docstart or examples:
+            if seen_docstart or seen_tokens:
                 document += 1
             seen_docstart = True
             continue
+        seen_tokens = True
         if n_columns is None:
             n_columns = len(fields)
             if n_columns < 2:
