@@ -330,18 +330,9 @@ def explain_shape(key: str, expected: tuple[int, ...], found: tuple[int, ...], c
             field = fields[dim] if dim < len(fields) else None
             if field is None:
                 # fall back to the fields whose value is the expected size
-                candidates = [
-                    n
-                    for n in (
-                        "vocab_size",
-                        "hidden_size",
-                        "intermediate_size",
-                        "max_position_embeddings",
-                        "type_vocab_size",
-                        "E",
-                    )
-                    if _field_value(config, n) == e
-                ]
+                names = ["vocab_size", "hidden_size", "intermediate_size", "max_position_embeddings"]
+                names += ["type_vocab_size"] + (["embedding_size"] if config.embedding_size else [])
+                candidates = [n for n in names if _field_value(config, n) == e]
                 field = " or ".join(candidates) if candidates else None
             label = "embedding_size (or hidden_size when embedding_size is None)" if field == "E" else field
             blame.append(
