@@ -34,6 +34,7 @@ reads); nothing here needs torch.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -262,10 +263,8 @@ def postprocess_example(
         ):
             key = (cand.start_char, cand.end_char)
             if use_max_context:
-                context_score = min(rank[cand.start_token], len(ctx) - 1 - rank[cand.end_token]) + 0.01 * len(
-                    ctx
-                )
-                order = (context_score, cand.score)
+                left, right = rank[cand.start_token], len(ctx) - 1 - rank[cand.end_token]
+                order = (min(left, right) + 0.01 * len(ctx), cand.score)
             else:
                 order = (cand.score, 0.0)
             if key not in by_span or order > by_span[key][0]:
@@ -276,8 +275,8 @@ def postprocess_example(
             null_score = score if null_score is None else min(null_score, score)
     ranked = sorted((cand for _, cand in by_span.values()), key=lambda c: -c.score)[:n_best]
     scores = [c.score for c in ranked] + ([null_score] if version_2 else [])
-    probs = _softmax(scores)
-    nbest = tuple(_with_probability(c, p) for c, p in zip(ranked, probs))
+    probs = _softmax(scores)  # with version_2 the null answer takes its share: the n-best sum to <= 1
+    nbest = tuple(dataclasses.replace(c, probability=p) for c, p in zip(ranked, probs))
     best = nbest[0] if nbest else None
     example_id = windows[0].example_id
     if version_2:
@@ -291,13 +290,6 @@ def postprocess_example(
     if best is None:
         return QAPrediction(example_id, "", -1, -1, True, None, None, None, nbest)
     return QAPrediction(example_id, best.text, best.start_char, best.end_char, False, None, best, None, nbest)
-
-
-def _with_probability(c: SpanCandidate, p: float) -> SpanCandidate:
-    return SpanCandidate(
-        c.text, c.start_char, c.end_char, c.score, c.start_logit, c.end_logit, c.window, c.start_token,
-        c.end_token, probability=p,
-    )  # fmt: skip
 
 
 def postprocess_predictions(
