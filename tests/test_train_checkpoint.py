@@ -78,7 +78,12 @@ def _state() -> dict:
     model(torch.randn(4, 3)).sum().backward()
     opt.step()
     sched.step()
-    return {"optimizer": opt.state_dict(), "scheduler": sched.state_dict(), "rng": ckpt.rng_state(), "step": 3}
+    return {
+        "optimizer": opt.state_dict(),
+        "scheduler": sched.state_dict(),
+        "rng": ckpt.rng_state(),
+        "step": 3,
+    }
 
 
 def test_training_state_loads_with_weights_only(tmp_path) -> None:
@@ -86,7 +91,11 @@ def test_training_state_loads_with_weights_only(tmp_path) -> None:
     state = ckpt.load_training_state(path)  # torch.load(weights_only=True) inside
     assert state["step"] == 3 and "state" in state["optimizer"]
     assert json.loads((path / ckpt.TRAINER_STATE_FILE).read_text())["step"] == 3
-    assert sorted(p.name for p in path.iterdir()) == ["model.safetensors", "trainer_state.json", "training_state.pt"]
+    assert sorted(p.name for p in path.iterdir()) == [
+        "model.safetensors",
+        "trainer_state.json",
+        "training_state.pt",
+    ]
 
 
 def test_rng_state_round_trip_through_weights_only(tmp_path) -> None:

@@ -38,7 +38,9 @@ class TinyLM(nn.Module):
         self.head.weight = self.embed.weight  # tied: checkpoints must store this storage once
         self.sleep = sleep
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, labels=None) -> dict:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, labels=None
+    ) -> dict:
         if self.sleep:
             time.sleep(self.sleep)  # lets the signal test catch the run mid-way
         T = input_ids.shape[1]
@@ -47,7 +49,9 @@ class TinyLM(nn.Module):
         logits = self.head(h)  # (B, T, V)
         out = {"logits": logits}
         if labels is not None:
-            loss = nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100)
+            loss = nn.functional.cross_entropy(
+                logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100
+            )
             accuracy = (logits.argmax(-1) == labels)[labels != -100].float().mean()
             out.update(loss=loss, metrics={"accuracy": accuracy})
         return out

@@ -46,7 +46,9 @@ def _send_at(step: int, signum: int):
 
 
 @pytest.mark.parametrize(
-    "precision,optimizer", [("fp32", "adamw"), ("fp16", "lamb"), ("bf16", "adamw")], ids=["fp32", "fp16", "bf16"]
+    "precision,optimizer",
+    [("fp32", "adamw"), ("fp16", "lamb"), ("bf16", "adamw")],
+    ids=["fp32", "fp16", "bf16"],
 )
 def test_interrupted_and_resumed_run_equals_uninterrupted_bit_for_bit(tmp_path, precision, optimizer) -> None:
     # 64 examples / batch 4 = 16 batches per epoch = 8 steps with grad_accum_steps=2: 10 steps cross an epoch.

@@ -125,7 +125,9 @@ class Lamb(torch.optim.Optimizer):
                 if not state:
                     state["step"] = torch.zeros((), dtype=torch.float32)
                     state["exp_avg"] = torch.zeros_like(p, dtype=dtype, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, dtype=dtype, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(
+                        p, dtype=dtype, memory_format=torch.preserve_format
+                    )
                 state["step"] += 1
                 t = state["step"].item()
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]

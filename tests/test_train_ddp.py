@@ -1,0 +1,106 @@
+"""DDP from outside: two gloo processes on 127.0.0.1 equal one process with the same global batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import torch
+import torch.multiprocessing as mp
+from test_train_tiny import RegressionDataset, TinyMLP
+
+from attnlab.train import Trainer, TrainerConfig, cleanup_distributed, set_seed, setup_distributed
+from attnlab.train.checkpoint import load_model, save_model
+
+STEPS, MICRO_BATCH, ACCUM = 5, 4, 2
+
+
+def _config(out: Path, batch_size: int) -> TrainerConfig:
+    return TrainerConfig(
+        max_steps=STEPS, batch_size=batch_size, grad_accum_steps=ACCUM, lr=1e-2, warmup=1, clip_norm=1.0,
+        save_every=2, log_every=1, output_dir=out, seed=3, tensorboard=False, progress_bar=False, plot=False,
+    )  # fmt: skip
+
+
+def _counting_allreduce(state: dict, bucket):
+    """DDP communication hook that counts gradient all-reduces (one bucket for this tiny model)."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    state["calls"] += 1
+    return allreduce_hook(None, bucket)
+
+
+def _worker(rank: int, world_size: int, port: int, root: str) -> None:
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(1)
+    context = setup_distributed()
+    try:
+        assert (context.rank, context.world_size, context.backend) == (rank, world_size, "gloo")
+        set_seed(100 + rank)  # different initial weights per rank: DDP must broadcast rank 0's
+        model = TinyMLP()
+        out = Path(root) / f"rank{rank}"  # only rank 0 may write anything here
+        trainer = Trainer(model, _config(out, MICRO_BATCH), RegressionDataset())
+        assert trainer.train_loader.rank == rank and trainer.train_loader.world_size == world_size
+        counter = {"calls": 0}
+        trainer._ddp.register_comm_hook(counter, _counting_allreduce)
+        trainer.train()
+        result = {"allreduces": counter["calls"], "step": trainer.step}
+        (Path(root) / f"result{rank}.json").write_text(json.dumps(result))
+        if rank == 0:
+            save_model(model, Path(root) / "ddp.safetensors")
+    finally:
+        cleanup_distributed()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_path) -> None:
+    # fork: the children inherit the imported torch (spawn would re-import it, seconds on a busy machine)
+    mp.start_processes(
+        _worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True, start_method="fork"
+    )
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        set_seed(100)  # rank 0's initial weights
+        single = TinyMLP()
+        Trainer(single, _config(tmp_path / "single", 2 * MICRO_BATCH), RegressionDataset()).train()
+    finally:
+        torch.set_num_threads(threads)
+
+    ddp = TinyMLP()
+    load_model(ddp, tmp_path / "ddp.safetensors")
+    diffs = [(a - b).abs().max().item() for a, b in zip(single.parameters(), ddp.parameters())]
+    assert max(diffs) <= 1e-6, diffs
+    moved = [(a - b).abs().max().item() for a, b in zip(single.parameters(), TinyMLP().parameters())]
+    assert max(moved) > 1e-3  # training did move the weights
+
+    for rank in (0, 1):
+        result = json.loads((tmp_path / f"result{rank}.json").read_text())
+        # no_sync on the first micro-batch of each step: one gradient all-reduce per optimizer step
+        assert result == {"allreduces": STEPS, "step": STEPS}
+    assert not (tmp_path / "rank1").exists()  # rank 1 neither logged nor saved
+    rank0 = tmp_path / "rank0"
+    assert (rank0 / "log.jsonl").is_file()
+    assert sorted(p.name for p in (rank0 / "checkpoints").iterdir()) == [
+        "step-000002",
+        "step-000004",
+        "step-000005",
+    ]
+    state = torch.load(rank0 / "checkpoints" / "step-000005" / "training_state.pt", weights_only=True)
+    assert len(state["rng"]) == 2  # each rank's generators, for an exact resume under DDP
+    logged = [json.loads(line) for line in (rank0 / "log.jsonl").read_text().splitlines()]
+    assert logged[0]["examples_per_s"] > 0 and [r["step"] for r in logged] == list(range(1, STEPS + 1))
