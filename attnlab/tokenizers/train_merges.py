@@ -27,6 +27,7 @@ trainer does, so the two agree on merge order wherever a corpus has ties.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -158,16 +159,168 @@ class MergeState:
         return changes
 
 
-def _frequency(state: MergeState, key: int) -> float:
-    return float(state.pair_counts.get(key, 0))
+class _LikelihoodQueue:
+    """The best WordPiece pair, ``freq(ab) / (freq(a) freq(b))``, without re-scoring all pairs per merge.
 
+    Merging ``(x, y)`` lowers ``freq(x)`` and ``freq(y)``, raising the score of every pair that holds them;
+    for a frequent symbol that is thousands of pairs per merge. Those pairs are re-scored lazily instead:
 
-def _likelihood(state: MergeState, key: int) -> float:
-    c = state.pair_counts.get(key, 0)
-    if c <= 0:
-        return 0.0
-    sc = state.sym_counts
-    return c / (sc[key >> _SHIFT] * sc[key & _MASK])
+    * ``ref[s]`` is ``freq(s)`` when ``s``'s pairs were last scored (its *refresh*), ``ratio(s) =
+      ref[s] / freq(s) >= 1``; a symbol whose ratio exceeds 1 is *dirty*.
+    * The newest heap entry of a pair ``(a, b)`` was pushed after both symbols' refreshes, so its score
+      ``r`` satisfies ``true score <= r * ratio(a) * ratio(b)`` (pair counts only fall, symbol counts too).
+    * ``maxrec[s]`` bounds the newest entries of ``s``'s pairs, so every pair holding a dirty ``d`` has a
+      true score ``<= maxrec[d] * ratio(d) * R`` where ``R`` bounds every ratio: symbols are refreshed
+      eagerly once their ratio passes ``R`` (or when they have few pairs, which is cheap).
+    * The top of the pair heap is accepted when its score is exact and beats the largest such bound of the
+      dirty symbols (a heap of its own); otherwise that dirty symbol is refreshed and the search repeats.
+
+    Frequent symbols (low scores, many pairs) then stay dirty for long stretches at no cost, and the pair
+    chosen is exactly the arg max, ties broken towards the smaller ``(a, b)``.
+    """
+
+    R = 2.0  # eager refresh threshold on ratio(s)
+    SMALL = 32  # symbols with at most this many pairs are refreshed at once
+
+    def __init__(self, state: MergeState, min_frequency: int) -> None:
+        self.state = state
+        self.min_count = max(min_frequency, 1)
+        self.ref: dict[int, int] = dict(state.sym_counts)
+        self.dirty: set[int] = set()
+        self.dirty_heap: list[tuple[float, int]] = []
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        state, m = self.state, self.min_count
+        sc = state.sym_counts
+        maxrec: dict[int, float] = {}
+        heap: list[tuple[float, int]] = []
+        for k, c in state.pair_counts.items():
+            if c < m:
+                continue
+            a, b = k >> _SHIFT, k & _MASK
+            v = c / (sc[a] * sc[b])
+            heap.append((-v, k))
+            if v > maxrec.get(a, 0.0):
+                maxrec[a] = v
+            if v > maxrec.get(b, 0.0):
+                maxrec[b] = v
+        heapq.heapify(heap)
+        self.heap = heap
+        self.maxrec = maxrec
+        self.ref = {s: c for s, c in sc.items() if c > 0}
+        self.dirty.clear()
+        self.dirty_heap = []
+
+    def _ratio(self, s: int) -> float:
+        c = self.state.sym_counts.get(s, 0)
+        return math.inf if c <= 0 else self.ref.get(s, c) / c
+
+    def _push(self, k: int, v: float) -> None:
+        heapq.heappush(self.heap, (-v, k))
+        maxrec = self.maxrec
+        for s in (k >> _SHIFT, k & _MASK):
+            if v > maxrec.get(s, 0.0):
+                maxrec[s] = v
+                if s in self.dirty:
+                    heapq.heappush(self.dirty_heap, (-v * self._ratio(s), s))
+
+    def _refresh(self, s: int) -> None:
+        state = self.state
+        pair_counts, sc = state.pair_counts, state.sym_counts
+        self.dirty.discard(s)
+        self.ref[s] = sc.get(s, 0)
+        self.maxrec[s] = 0.0
+        ps = state.pairs_of.get(s)
+        if not ps:
+            return
+        dead = []
+        m = self.min_count
+        heap, maxrec, dirty = self.heap, self.maxrec, self.dirty
+        push = heapq.heappush
+        best = 0.0
+        for k in ps:  # the _push loop, inlined: this is the trainer's hottest code
+            c = pair_counts.get(k, 0)
+            if c <= 0:
+                dead.append(k)
+            elif c >= m:
+                a, b = k >> _SHIFT, k & _MASK
+                v = c / (sc[a] * sc[b])
+                push(heap, (-v, k))
+                if v > best:
+                    best = v
+                other = b if a == s else a
+                if v > maxrec.get(other, 0.0):
+                    maxrec[other] = v
+                    if other in dirty:
+                        push(self.dirty_heap, (-v * self._ratio(other), other))
+        if best > maxrec.get(s, 0.0):
+            maxrec[s] = best
+        ps.difference_update(dead)
+
+    def after_merge(self, a: int, b: int, new: int, changes: dict[int, int]) -> None:
+        state = self.state
+        pair_counts, sc = state.pair_counts, state.sym_counts
+        ref = self.ref
+        ref[new] = max(ref.get(new, 0), sc.get(new, 0))
+        m = self.min_count
+        for k, d in changes.items():
+            if d > 0:  # a pair with the new symbol: score it exactly now
+                c = pair_counts.get(k, 0)
+                if c >= m:
+                    self._push(k, c / (sc[k >> _SHIFT] * sc[k & _MASK]))
+        for s in (a, b):
+            ratio = self._ratio(s)
+            if ratio <= 1.0:
+                continue
+            ps = state.pairs_of.get(s)
+            if ratio > self.R or not ps or len(ps) <= self.SMALL:
+                self._refresh(s)
+            else:
+                self.dirty.add(s)
+                heapq.heappush(self.dirty_heap, (-self.maxrec.get(s, 0.0) * ratio, s))
+        if len(self.heap) > 4 * len(pair_counts) + 4096:  # drop stale entries now and then
+            self._rebuild()
+
+    def pop_best(self) -> int | None:
+        """The key of the best pair (removed from the queue), or ``None`` when no pair qualifies."""
+        state = self.state
+        pair_counts, sc = state.pair_counts, state.sym_counts
+        heap, dirty_heap = self.heap, self.dirty_heap
+        m = self.min_count
+        while heap:
+            neg, k = heap[0]
+            c = pair_counts.get(k, 0)
+            if c < m:
+                heapq.heappop(heap)  # gone or too rare: pair counts only fall, it never qualifies again
+                continue
+            v = c / (sc[k >> _SHIFT] * sc[k & _MASK])
+            if v != -neg:
+                heapq.heappop(heap)
+                self._push(k, v)
+                continue
+            # Exact; could a pair of a dirty symbol beat it? Refresh the most suspect one and look again.
+            refreshed = False
+            while dirty_heap:
+                dneg, s = dirty_heap[0]
+                if s not in self.dirty:
+                    heapq.heappop(dirty_heap)
+                    continue
+                bound = self.maxrec.get(s, 0.0) * self._ratio(s)
+                if bound < -dneg:
+                    heapq.heapreplace(dirty_heap, (-bound, s))
+                    continue
+                if bound * self.R < v:
+                    break
+                heapq.heappop(dirty_heap)
+                self._refresh(s)
+                refreshed = True
+                break
+            if refreshed:
+                continue
+            heapq.heappop(heap)
+            return k
+        return None
 
 
 def run_merges(
@@ -199,20 +352,32 @@ def run_merges(
     if score not in ("frequency", "likelihood"):
         raise ValueError(f"score must be 'frequency' or 'likelihood', got {score!r}")
     likelihood = score == "likelihood"
-    scorer = _likelihood if likelihood else _frequency
     pair_counts = state.pair_counts
-    heap = [(-scorer(state, k), k) for k, c in pair_counts.items() if c >= min_frequency]
-    heapq.heapify(heap)
+    min_count = max(min_frequency, 1)
+    queue = _LikelihoodQueue(state, min_frequency) if likelihood else None
+    heap: list[tuple[int, int]] = []
+    if queue is None:
+        heap = [(-c, k) for k, c in pair_counts.items() if c >= min_count]
+        heapq.heapify(heap)
     merges: list[tuple[int, int, int, int]] = []
     skipped: set[int] = set()  # pairs refused for length; their count can only fall
-    while len(id_to_token) < vocab_size and heap:
-        neg, key = heapq.heappop(heap)
-        count = pair_counts.get(key, 0)
-        if count < max(min_frequency, 1) or key in skipped:
-            continue  # counts of existing pairs only fall: it never qualifies again
-        current = scorer(state, key)
-        if current != -neg:
-            heapq.heappush(heap, (-current, key))
+    while len(id_to_token) < vocab_size:
+        if queue is not None:
+            key = queue.pop_best()
+            if key is None:
+                break
+            count = pair_counts[key]
+        else:
+            if not heap:
+                break
+            neg, key = heapq.heappop(heap)
+            count = pair_counts.get(key, 0)
+            if count < min_count:
+                continue  # counts of existing pairs only fall: it never qualifies again
+            if count != -neg:
+                heapq.heappush(heap, (-count, key))
+                continue
+        if key in skipped:
             continue
         a, b = key >> _SHIFT, key & _MASK
         token = make_token(id_to_token[a], id_to_token[b])
@@ -228,26 +393,12 @@ def run_merges(
                 progress.update(1)
         merges.append((a, b, new, count))
         changes = state.merge(a, b, new)
-        if likelihood:
-            # Scores of all pairs around a, b and new changed (symbol counts moved); push them afresh.
-            touched: set[int] = set(changes)
-            for s in (a, b, new):
-                ps = state.pairs_of.get(s)
-                if ps:
-                    dead = [k for k in ps if k not in pair_counts]
-                    ps.difference_update(dead)
-                    touched |= ps
-            for k in touched:
-                c = pair_counts.get(k, 0)
-                if c >= min_frequency and c > 0:
-                    heapq.heappush(heap, (-_likelihood(state, k), k))
-            if len(heap) > 4 * len(pair_counts) + 1024:  # drop stale entries now and then
-                heap = [(-_likelihood(state, k), k) for k, c in pair_counts.items() if c >= min_frequency]
-                heapq.heapify(heap)
+        if queue is not None:
+            queue.after_merge(a, b, new, changes)
         else:
             for k, d in changes.items():
                 if d > 0:
                     c = pair_counts.get(k, 0)
-                    if c >= min_frequency and c > 0:
-                        heapq.heappush(heap, (-float(c), k))
+                    if c >= min_count:
+                        heapq.heappush(heap, (-c, k))
     return merges
