@@ -47,12 +47,13 @@ def _worker(rank: int, world_size: int, port: int, root: str) -> None:
         set_seed(100 + rank)  # different initial weights per rank: DDP must broadcast rank 0's
         model = TinyMLP()
         out = Path(root) / f"rank{rank}"  # only rank 0 may write anything here
-        trainer = Trainer(model, _config(out, MICRO_BATCH), RegressionDataset())
+        eval_data = RegressionDataset(10, seed=1)  # read whole by rank 0 while rank 1 waits at a barrier
+        trainer = Trainer(model, _config(out, MICRO_BATCH), RegressionDataset(), eval_data=eval_data)
         assert trainer.train_loader.rank == rank and trainer.train_loader.world_size == world_size
         counter = {"calls": 0}
         trainer._ddp.register_comm_hook(counter, _counting_allreduce)
         trainer.train()
-        result = {"allreduces": counter["calls"], "step": trainer.step}
+        result = {"allreduces": counter["calls"], "step": trainer.step, "eval": sorted(trainer.last_eval)}
         (Path(root) / f"result{rank}.json").write_text(json.dumps(result))
         if rank == 0:
             save_model(model, Path(root) / "ddp.safetensors")
@@ -91,7 +92,7 @@ def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_pat
     for rank in (0, 1):
         result = json.loads((tmp_path / f"result{rank}.json").read_text())
         # no_sync on the first micro-batch of each step: one gradient all-reduce per optimizer step
-        assert result == {"allreduces": STEPS, "step": STEPS}
+        assert result == {"allreduces": STEPS, "step": STEPS, "eval": ["eval_loss"] if rank == 0 else []}
     assert not (tmp_path / "rank1").exists()  # rank 1 neither logged nor saved
     rank0 = tmp_path / "rank0"
     assert (rank0 / "log.jsonl").is_file()
@@ -103,4 +104,8 @@ def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_pat
     state = torch.load(rank0 / "checkpoints" / "step-000005" / "training_state.pt", weights_only=True)
     assert len(state["rng"]) == 2  # each rank's generators, for an exact resume under DDP
     logged = [json.loads(line) for line in (rank0 / "log.jsonl").read_text().splitlines()]
-    assert logged[0]["examples_per_s"] > 0 and [r["step"] for r in logged] == list(range(1, STEPS + 1))
+    train = [r for r in logged if r["kind"] == "train"]
+    assert train[0]["examples_per_s"] > 0 and [r["step"] for r in train] == list(range(1, STEPS + 1))
+    trainer_state = json.loads((rank0 / "checkpoints" / "step-000005" / "trainer_state.json").read_text())
+    assert trainer_state["examples_seen"] == STEPS * ACCUM * MICRO_BATCH * 2  # counted over both ranks
+    assert [r["step"] for r in logged if r["kind"] == "eval"] == [STEPS]
