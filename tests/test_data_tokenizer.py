@@ -102,11 +102,24 @@ def test_hf_tokenizers_satisfy_protocol():
     assert len(tokenizer_fingerprint(tok)) == 32
 
 
-def test_attnlab_tokenizer_satisfies_protocol():
-    """attnlab's own tokenizer, once it exists, must fit the protocol (skipped until then)."""
-    mod = pytest.importorskip("attnlab.tokenizers")
-    tokenizer_cls = getattr(mod, "Tokenizer", None)
-    if tokenizer_cls is None:
-        pytest.skip("attnlab.tokenizers.Tokenizer not available yet")
-    for name in ("encode_batch", "token_to_id"):
-        assert callable(getattr(tokenizer_cls, name, None)), name
+def test_attnlab_tokenizer_satisfies_protocol(tmp_path):
+    """attnlab's own WordPiece tokenizer fits the protocol and prepares shards (2 worker processes)."""
+    tk = pytest.importorskip("attnlab.tokenizers")
+    from attnlab.data import ShardedCorpus, prepare_shards
+
+    vocab = {t: i for i, t in enumerate([*SPECIALS, "un", "##want", "##ed", "runn", "##ing", ",", "the"])}
+    tok = tk.bert_wordpiece(vocab)
+    assert isinstance(tok, TokenizerLike)
+    enc = tok.encode_batch(["UNwant\u00e9d,running"], add_special_tokens=False)[0]
+    assert enc.ids == [5, 6, 7, 10, 8, 9]  # un ##want ##ed , runn ##ing (google-research/bert's golden test)
+    assert enc.word_ids == [0, 0, 0, 1, 2, 2]
+    assert SpecialIds.from_tokenizer(tok) == SpecialIds(cls=2, sep=3, mask=4, pad=0)
+    assert vocab_size_of(tok) == 12
+    fp = tokenizer_fingerprint(tok)
+    assert fp == tokenizer_fingerprint(tk.bert_wordpiece(dict(vocab))) and len(fp) == 32
+    docs = [["unwanted, running", "the running"], ["unwanted"]] * 20
+    prepare_shards(docs, tok, tmp_path, workers=2, chunk_chars=50)
+    corpus = ShardedCorpus(tmp_path, tokenizer=tok)
+    assert corpus.document(0)[0].tolist() == [5, 6, 7, 10, 8, 9]
+    assert corpus.shards[0].word_starts[:6].tolist() == [1, 0, 0, 1, 1, 0]
+    assert corpus.n_documents == 40

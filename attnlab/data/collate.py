@@ -6,10 +6,12 @@ Shapes: B batch, T longest sequence in the batch (rounded up to ``pad_to_multipl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 # Padding value of each per-token field; fields not listed here and not scalar are rejected.
 PAD_VALUES: dict[str, int] = {
@@ -42,6 +44,8 @@ class PretrainingCollator:
         self.pad_id, self.pad_to_multiple_of, self.keep_aux = pad_id, pad_to_multiple_of, keep_aux
 
     def __call__(self, batch: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        import torch  # deferred: preparing shards in worker processes should not pay for importing torch
+
         if not batch:
             raise ValueError("cannot collate an empty batch")
         lengths = [len(ex["input_ids"]) for ex in batch]

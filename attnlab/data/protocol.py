@@ -68,6 +68,8 @@ def tokenizer_fingerprint(tokenizer: Any) -> str:
                 text = fn()
             except TypeError:
                 continue
+            if isinstance(text, dict):  # attnlab's to_json() returns the tokenizer.json object
+                text = json.dumps(text, sort_keys=True, ensure_ascii=False)
             if isinstance(text, str):
                 return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
     get_vocab = getattr(tokenizer, "get_vocab", None)

@@ -39,17 +39,15 @@ _OPENERS = "\"'“‘«([{¿¡"
 _BOUNDARY = re.compile(
     r"([.!?…]+)([" + re.escape(_CLOSERS) + r"]*)(\s+)(?=[" + re.escape(_OPENERS) + r"\d]|[^\W\d_])"
 )
-# The word right before a terminal dot (letters and inner dots, e.g. "e.g" or "U.S").
-_WORD_BEFORE = re.compile(r"([^\W\d_](?:[^\W\d_]|\.)*)$")
+_LEADING = _OPENERS + "-—–"
 
 
 def _is_abbreviation(text_before: str) -> bool:
-    m = _WORD_BEFORE.search(text_before)
-    if m is None:
-        return False
-    word = m.group(1)
-    if len(word) == 1 and word.isupper():  # an initial: "J. R. R. Tolkien"
-        return True
+    """Whether the word ending right before a dot is an abbreviation or a single-letter initial."""
+    parts = text_before.rsplit(maxsplit=1)
+    word = parts[-1].lstrip(_LEADING) if parts else ""
+    if len(word) == 1:  # an initial: "J. R. R. Tolkien"
+        return word.isalpha() and word.isupper()
     return word.lower() in ABBREVIATIONS
 
 
@@ -67,7 +65,8 @@ def split_sentences(text: str) -> list[str]:
     for m in _BOUNDARY.finditer(text):
         punct = m.group(1)
         next_char = text[m.end()] if m.end() < len(text) else ""
-        if punct == "." and _is_abbreviation(text[start : m.start()]):
+        # only the word right before the dot matters: look at a short window, not the whole prefix
+        if punct == "." and _is_abbreviation(text[max(start, m.start() - 32) : m.start()]):
             continue
         # "..." followed by a lower-case letter is a pause, not an end; the lookahead already needs
         # a letter, so only reject lower-case continuations after an ellipsis.
