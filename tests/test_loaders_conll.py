@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.tasks.examples import DataFormatError
@@ -71,6 +71,7 @@ def test_allowed_labels():
 TAGS = st.lists(st.sampled_from(["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]), max_size=12)
 
 
+@settings(deadline=None)  # first example may pay a lazy import; shared CPUs
 @given(TAGS)
 def test_conversion_properties(tags):
     out = iob1_to_iob2(tags)

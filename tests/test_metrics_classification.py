@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.metrics.classification import (
@@ -78,6 +78,7 @@ def test_bad_input():
         glue_metrics("rte", [0, 1], ["entailment", "not_entailment"])
 
 
+@settings(deadline=None)  # first example may pay a lazy import; shared CPUs
 @given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 1)), min_size=1, max_size=40))
 def test_binary_metrics_match_confusion_matrix_formulas(pairs):
     preds, labels = [p for p, _ in pairs], [y for _, y in pairs]

@@ -3,7 +3,7 @@
 import string
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.tasks.ner_alignment import (
@@ -66,6 +66,7 @@ def test_bad_word_ids():
         word_predictions([0, 1, None], ["a", "b"])
 
 
+@settings(deadline=None)  # first example may pay a lazy import; shared CPUs
 @given(st.lists(st.integers(1, 6), min_size=1, max_size=20), st.integers(0, 3))
 def test_round_trip(pieces_per_word, n_special):
     """Words split into 1..6 pieces each: aligning then reading back gives the word labels."""
