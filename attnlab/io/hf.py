@@ -804,17 +804,15 @@ def config_to_hf(config: Any, family_name: str, kind: str, dtype: torch.dtype) -
     return hf
 
 
-def save_hf(
-    model: nn.Module,
-    directory: str | os.PathLike,
-    family: str | None = None,
-    dtype: str | torch.dtype | None = None,
-) -> Path:
-    """Write ``model`` as a HF transformers directory (``config.json`` + ``model.safetensors``).
+def to_hf(
+    model: nn.Module, family: str | None = None, dtype: str | torch.dtype | None = None
+) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """``(HF config.json dict, HF state dict)`` for ``model``, in memory; `save_hf` writes them.
 
     ``family`` ("bert", "roberta", "albert", "electra", "distilbert") defaults to `infer_family`.
     Models HF cannot represent (pre-LN, ALBERT's attention-only or FFN-only sharing, ...) raise a
-    `CheckpointError` listing every reason. A pooler the HF class does not hold is left out with a warning.
+    `CheckpointError` listing every reason. A pooler the HF class does not hold is left out with a
+    warning. Tied weights appear once (HF re-ties the decoder on load).
     """
     target = resolve_dtype(dtype)
     config = getattr(model, "config", None)
@@ -837,13 +835,13 @@ def save_hf(
     hf_pooler = fam.pooler.get(kind, False)
     if config.add_pooler and not hf_pooler:
         warnings.warn(
-            f"HF {fam.classes[kind]} has no pooler: the attnlab pooler is not exported", stacklevel=2
+            f"HF {fam.classes[kind]} has no pooler: the attnlab pooler is not exported", stacklevel=3
         )
         state = {k: v for k, v in state.items() if not k.startswith(f"{prefix}pooler.")}
     elif hf_pooler and not config.add_pooler:
         warnings.warn(
             f"HF {fam.classes[kind]} holds a pooler but this model has none: HF will initialise it randomly",
-            stacklevel=2,
+            stacklevel=3,
         )
     table = _key_map(fam, kind)
     tensors: dict[str, Tensor] = {}
@@ -868,10 +866,22 @@ def save_hf(
 
     floats = {t.dtype for t in tensors.values() if t.is_floating_point()}
     stored = target or (floats.pop() if len(floats) == 1 else torch.float32)
+    return config_to_hf(config, family_name, kind, stored), tensors
+
+
+def save_hf(
+    model: nn.Module,
+    directory: str | os.PathLike,
+    family: str | None = None,
+    dtype: str | torch.dtype | None = None,
+) -> Path:
+    """Write ``model`` as a HF transformers directory (``config.json`` + ``model.safetensors``) that
+    ``transformers.AutoModel*.from_pretrained`` loads; see `to_hf` for ``family`` and the errors."""
+    hf_config, tensors = to_hf(model, family=family, dtype=dtype)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     write_safetensors_atomic(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt"})
-    write_json_atomic(config_to_hf(config, family_name, kind, stored), directory / CONFIG_NAME)
+    write_json_atomic(hf_config, directory / CONFIG_NAME)
     return directory
 
 
