@@ -158,3 +158,19 @@ def test_real_books_ingest():
     first = next(read_documents(sorted(root.iterdir())[0], "text", stats=stats))
     assert len(first) > 100
     assert all("\r" not in s and "\n" not in s for s in first)
+
+
+def test_unsplit_documents_split_later(tmp_path):
+    from attnlab.data.corpus import Paragraphs, as_sentences
+
+    p = tmp_path / "d.jsonl"
+    p.write_text(json.dumps({"text": "One. Two.\n\nThree."}) + "\n")
+    (doc,) = read_documents(p, "jsonl", split=False)
+    assert isinstance(doc, Paragraphs) and doc == ["One. Two.", "Three."]
+    assert as_sentences(doc) == ["One.", "Two.", "Three."]
+    lines = tmp_path / "l.txt"
+    lines.write_text("A  b. C d.\n")
+    assert [as_sentences(d) for d in read_documents(lines, "lines", split=False)] == [["A b.", "C d."]]
+    sentences = tmp_path / "s.txt"
+    sentences.write_text("Kept. As is.\n")
+    assert list(read_documents(sentences, "sentences", split=False)) == [["Kept. As is."]]

@@ -272,3 +272,15 @@ def test_prepare_real_books_sample(tmp_path):
     )
     assert report.documents == 2 and report.tokens > 10_000
     ShardedCorpus(tmp_path, tokenizer=TinyTokenizer())
+
+
+def test_splitting_in_workers_gives_the_same_shards(tmp_path):
+    src = tmp_path / "book.txt"
+    src.write_text("A first line\nwrapped. Mr. Smith came.\n\nA new paragraph! Is it?\n\n" * 50)
+    tok = TinyTokenizer()
+    prepare_shards(read_documents(src, "text"), tok, tmp_path / "main", workers=1)
+    unsplit = list(read_documents(src, "text", split=False))
+    assert type(unsplit[0]).__name__ == "Paragraphs" and len(unsplit[0]) == 100
+    prepare_shards(unsplit, tok, tmp_path / "workers", workers=2, chunk_chars=100)
+    assert files_of(tmp_path / "main") == files_of(tmp_path / "workers")
+    assert ShardedCorpus(tmp_path / "workers").n_sentences == 200

@@ -15,6 +15,10 @@ as bytes and decoded as UTF-8 with replacement: the number of undecodable byte s
 counted in :class:`IngestStats`. CRLF and CR line ends and a leading byte-order mark are handled.
 
 Everything streams: at most one document is held in memory at a time.
+
+With ``split=False`` the formats that need sentence splitting yield :class:`Paragraphs` instead (a
+document whose paragraphs are not split yet); :func:`~attnlab.data.shards.prepare_shards` then splits
+them inside its worker processes, so that the reading process does little more than read.
 """
 
 from __future__ import annotations
@@ -29,6 +33,17 @@ from pathlib import Path
 from attnlab.data.sentences import split_paragraphs, split_sentences
 
 Document = list[str]
+
+
+class Paragraphs(list):
+    """A document given as paragraphs whose sentences are not split yet (see :func:`as_sentences`)."""
+
+
+def as_sentences(doc: Document) -> Document:
+    """The sentences of ``doc``: splits :class:`Paragraphs`, returns any other document unchanged."""
+    if isinstance(doc, Paragraphs):
+        return [s for para in doc for s in split_sentences(para)]
+    return doc
 
 FORMATS = ("sentences", "lines", "jsonl", "text")
 
@@ -113,20 +128,18 @@ def _docs_sentences(path: Path, stats: IngestStats) -> Iterator[Document]:
         yield doc
 
 
-def _docs_lines(path: Path, stats: IngestStats) -> Iterator[Document]:
+def _docs_lines(path: Path, stats: IngestStats, split: bool) -> Iterator[Document]:
     for _, line in _read_lines(path, stats):
         if line.strip():
-            yield split_sentences(line)
+            yield split_sentences(line) if split else Paragraphs([" ".join(line.split())])
 
 
-def _split_text(text: str) -> Document:
-    doc: Document = []
-    for para in split_paragraphs(text.splitlines()):
-        doc.extend(split_sentences(para))
-    return doc
+def _split_text(text: str, split: bool = True) -> Document:
+    paragraphs = Paragraphs(split_paragraphs(text.splitlines()))
+    return as_sentences(paragraphs) if split else paragraphs
 
 
-def _docs_jsonl(path: Path, stats: IngestStats, text_field: str) -> Iterator[Document]:
+def _docs_jsonl(path: Path, stats: IngestStats, text_field: str, split: bool) -> Iterator[Document]:
     for lineno, line in _read_lines(path, stats):
         if not line.strip():
             continue
@@ -142,14 +155,12 @@ def _docs_jsonl(path: Path, stats: IngestStats, text_field: str) -> Iterator[Doc
             raise ValueError(
                 f"{path}:{lineno}: field {text_field!r} must be a string, got {type(text).__name__}"
             )
-        yield _split_text(text)
+        yield _split_text(text, split)
 
 
-def _docs_text(path: Path, stats: IngestStats) -> Iterator[Document]:
-    doc: Document = []
-    for para in split_paragraphs(line for _, line in _read_lines(path, stats)):
-        doc.extend(split_sentences(para))
-    yield doc
+def _docs_text(path: Path, stats: IngestStats, split: bool) -> Iterator[Document]:
+    paragraphs = Paragraphs(split_paragraphs(line for _, line in _read_lines(path, stats)))
+    yield as_sentences(paragraphs) if split else paragraphs
 
 
 def read_documents(
@@ -158,10 +169,13 @@ def read_documents(
     *,
     text_field: str = "text",
     stats: IngestStats | None = None,
+    split: bool = True,
 ) -> Iterator[Document]:
     """Stream the documents of ``paths`` in a deterministic order; empty documents are counted and skipped.
 
-    Pass an :class:`IngestStats` to collect counts (it is filled while iterating).
+    Pass an :class:`IngestStats` to collect counts (it is filled while iterating; ``sentences`` counts
+    paragraphs for unsplit documents). ``split=False``: yield :class:`Paragraphs` for the formats that
+    need sentence splitting, to be split later (in parallel) by :func:`as_sentences`.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown corpus format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -171,11 +185,11 @@ def read_documents(
         if fmt == "sentences":
             docs = _docs_sentences(path, stats)
         elif fmt == "lines":
-            docs = _docs_lines(path, stats)
+            docs = _docs_lines(path, stats, split)
         elif fmt == "jsonl":
-            docs = _docs_jsonl(path, stats, text_field)
+            docs = _docs_jsonl(path, stats, text_field, split)
         else:
-            docs = _docs_text(path, stats)
+            docs = _docs_text(path, stats, split)
         for doc in docs:
             if not doc:
                 stats.empty_documents += 1

@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> PrepareReport:
     args = ap.parse_args(argv)
     tokenizer = load_tokenizer(args.tokenizer)
     stats = IngestStats()
-    docs = read_documents(args.corpus, args.format, text_field=args.text_field, stats=stats)
+    # sentences are split in the worker processes (split=False), not in the reading process
+    docs = read_documents(args.corpus, args.format, text_field=args.text_field, stats=stats, split=False)
     report = prepare_shards(
         docs,
         tokenizer,

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.data.corpus import Document, IngestStats
+from attnlab.data.corpus import Document, IngestStats, as_sentences
 from attnlab.data.protocol import tokenizer_fingerprint, vocab_size_of
 
 FORMAT_NAME = "attnlab-token-shards"
@@ -96,8 +96,10 @@ def tokenize_chunk(
     """Tokenise a list of documents into flat arrays (one ``encode_batch`` call, numpy afterwards).
 
     Tokens whose word id is ``None`` (special tokens a post-processor added) are dropped; sentences
-    longer than ``max_sentence_tokens`` are truncated and counted.
+    longer than ``max_sentence_tokens`` are truncated and counted. :class:`~attnlab.data.corpus.Paragraphs`
+    are split into sentences first.
     """
+    chunk = [as_sentences(doc) for doc in chunk]
     texts = [s for doc in chunk for s in doc]
     n = len(texts)
     encs = _encode(tokenizer, texts)
