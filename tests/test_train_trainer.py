@@ -275,3 +275,15 @@ def test_config_needs_exactly_one_length() -> None:
     with pytest.raises(ValueError, match="exactly one"):
         TrainerConfig(max_steps=3, epochs=1)
     assert json.dumps(TrainerConfig(max_steps=3).to_dict())  # serialisable for trainer_state.json
+
+
+@pytest.mark.slow
+def test_compiled_model_trains_and_saves_the_plain_names(tmp_path) -> None:
+    from safetensors import safe_open
+
+    trainer = lm_trainer(tmp_path, 2, compile=True)
+    trainer.train()
+    with safe_open(str(trainer.last_checkpoint / "model.safetensors"), framework="pt") as f:
+        keys = set(f.keys())
+    assert keys and not any("_orig_mod" in k for k in keys)
+    assert keys | {"head.weight"} == set(TinyLM().state_dict())
