@@ -1,4 +1,4 @@
-"""The data pipeline end to end: shards -> instances -> masking -> collate -> the trainer's loader -> a model."""
+"""The data pipeline end to end: shards, instances, masking, collate, the trainer's loader, a model."""
 
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ def dataset(tmp_path_factory):
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(200)]
     docs = [
-        [" ".join(rng.choice(words, size=int(rng.integers(3, 12)))) + "." for _ in range(int(rng.integers(2, 9)))]
+        [
+            " ".join(rng.choice(words, size=int(rng.integers(3, 12)))) + "."
+            for _ in range(int(rng.integers(2, 9)))
+        ]
         for _ in range(30)
     ]
     tok = TinyTokenizer(vocab_size=V)
@@ -67,7 +70,12 @@ def test_batches_feed_the_pretraining_model(dataset):
     models = pytest.importorskip("attnlab.models")
     pre = pytest.importorskip("attnlab.models.pretraining")
     cfg = models.EncoderConfig(
-        vocab_size=V, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_position_embeddings=64
+        vocab_size=V,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
     )
     model = pre.EncoderForPreTraining.from_config(cfg, pair_head=True)
     batch = PretrainingCollator(pad_id=SPECIAL.pad)([dataset[i] for i in range(8)])

@@ -250,7 +250,8 @@ def _spans(starts, ends, budget: int, probs: np.ndarray, rng: np.random.Generato
     end) keeps the realised lengths distributed as sampled, except near the end of the budget: spans
     that would overshoot it are shortened (whole words), as SpanBERT stops at 15%. That shortens the
     mean realised span noticeably when the budget is small (~3.6 words at T=512, ~3 at T=128, against
-    3.8 drawn). When no start fits l words, the longest free run is used.
+    3.8 drawn). When no start fits l words, the longest free run is used; only starts whose first word
+    fits in the remaining budget are considered.
     """
     n_words = len(starts)
     word_idx = np.arange(n_words)
@@ -258,20 +259,23 @@ def _spans(starts, ends, budget: int, probs: np.ndarray, rng: np.random.Generato
     covered = np.zeros(n_words, dtype=bool)
     spans: list[tuple[int, int]] = []
     used = 0
-    while used < budget:
+    drawn = rng.choice(len(probs), size=budget, p=probs) + 1  # at most `budget` spans: each takes >= 1 token
+    for length in drawn.tolist():
+        if used >= budget:
+            break
         free = ~covered
         run_ends = ~np.append(contiguous[:-1] & free[1:], False)  # w is the last word of its free run
         last_of_run = np.minimum.accumulate(np.where(run_ends, word_idx, n_words)[::-1])[::-1]
         run = np.where(free, last_of_run - word_idx + 1, 0)  # free words from w on, (W,)
-        if run.max(initial=0) == 0:
+        startable = (run > 0) & (ends - starts <= budget - used)  # free, and its first word fits the budget
+        if not startable.any():
             break
-        length = min(int(rng.choice(len(probs), p=probs)) + 1, int(run.max()))
-        w = int(rng.choice(np.flatnonzero(run >= length)))
+        length = min(length, int(run[startable].max()))
+        fits = np.flatnonzero(startable & (run >= length))
+        w = int(fits[rng.integers(len(fits))])
         last = w + length - 1
-        while last >= w and used + ends[last] - starts[w] > budget:
+        while used + ends[last] - starts[w] > budget:
             last -= 1  # the budget is nearly spent: shorten the span, whole words only
-        if last < w:  # not even its first word fits
-            break
         covered[w : last + 1] = True
         spans.append((int(starts[w]), int(ends[last])))
         used += int(ends[last] - starts[w])
