@@ -373,6 +373,29 @@ def test_legacy_pytorch_model_bin_with_tf_names(tmp_path: Path) -> None:
     _assert_same(_our_outputs(ours, batch), _hf_outputs(hf_model, batch), "legacy bin")
 
 
+def test_head_checkpoint_without_base_prefix_and_sharded(tmp_path: Path) -> None:
+    """Base keys without "bert." next to head keys, split over two safetensors shards with an index."""
+    from safetensors.torch import save_file
+
+    from attnlab.cli.models import _describe
+
+    hf_model = _save_tiny_hf(tmp_path, "BertForMaskedLM")
+    (tmp_path / "model.safetensors").unlink()
+    state = {k.removeprefix("bert."): v.contiguous() for k, v in hf_model.state_dict().items()}
+    state.pop("cls.predictions.decoder.weight")  # tied, as HF saves it
+    names = sorted(state)
+    shards = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    for shard, keys in shards.items():
+        save_file({k: state[k] for k in keys}, tmp_path / shard)
+    index = {"metadata": {}, "weight_map": {k: shard for shard, keys in shards.items() for k in keys}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    ours = load_hf(tmp_path)
+    assert type(ours).__name__ == "EncoderForPreTraining" and ours.pair_head is None
+    batch = _inputs("bert")
+    _assert_same(_our_outputs(ours, batch), _hf_outputs(hf_model, batch), "unprefixed, sharded")
+    assert _describe(str(tmp_path))["architecture"].startswith("BertForMaskedLM")
+
+
 def test_legacy_bin_with_code_is_refused(tmp_path: Path) -> None:
     _save_tiny_hf(tmp_path)
     (tmp_path / "model.safetensors").unlink()

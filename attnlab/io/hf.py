@@ -593,11 +593,16 @@ def describe_hf(directory: str | os.PathLike) -> tuple[str, str, Any]:
     config_path = directory / CONFIG_NAME
     hf = read_json(config_path)
     family = _family(hf.get("model_type"), str(config_path))
-    single = directory / WEIGHTS_NAME
+    single, index = directory / WEIGHTS_NAME, directory / SHARDED_INDEX_NAME
     if single.is_file():
         with safe_open(str(single), framework="pt") as f:
             keys: dict[str, None] = dict.fromkeys(f.keys())
         source = str(single)
+    elif index.is_file():
+        weight_map = read_json(index).get("weight_map")
+        if not isinstance(weight_map, dict):
+            raise CheckpointError(f"{index}: missing object field 'weight_map'")
+        keys, source = dict.fromkeys(weight_map), str(index)
     else:
         tensors, source = read_hf_weights(directory)
         keys = dict.fromkeys(tensors)
