@@ -116,7 +116,12 @@ def check_files(files: Sequence[str | os.PathLike[str]]) -> list[str]:
         raise ValueError("no training files given: expected at least one path")
     missing = [p for p in paths if not os.path.exists(p)]
     if missing:
-        raise FileNotFoundError(f"training file(s) not found: {', '.join(missing)}")
+        shown = ", ".join(repr(p) if len(p) <= 200 else repr(p[:200]) + "..." for p in missing[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise FileNotFoundError(
+            f"training file(s) not found: {shown}{more} (a list or tuple of strings is read as file names; "
+            "pass texts as an iterator, e.g. iter(texts), or use train_from_iterator)"
+        )
     not_files = [p for p in paths if not os.path.isfile(p)]
     if not_files:
         raise ValueError(f"training path(s) are not regular files: {', '.join(not_files)}")

@@ -52,12 +52,10 @@ __all__ = [
     "BpeTrainer",
     "WordPieceTrainer",
     "UnigramTrainer",
+    "make_trainer",
     "train_tokenizer",
     "TRAINER_KINDS",
 ]
-
-Corpus = "str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Iterable[str]"
-
 
 def _is_file_list(corpus: Any) -> bool:
     if isinstance(corpus, (str, os.PathLike)):
@@ -479,6 +477,105 @@ class UnigramTrainer(Trainer):
 TRAINER_KINDS = ("wordpiece", "bpe", "byte_level_bpe", "unigram")
 
 
+_DEFAULT_SPECIALS = {
+    "wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+    "bpe": ["<unk>"],
+    "byte_level_bpe": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+    "unigram": ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"],
+}
+_DEFAULT_LOWERCASE = {"wordpiece": True, "bpe": False, "byte_level_bpe": False, "unigram": True}
+_UNK = {"wordpiece": "[UNK]", "bpe": "<unk>", "byte_level_bpe": None, "unigram": "<unk>"}
+
+
+def _specials(kind: str, given: Sequence[str] | None) -> list[str]:
+    """The user's special tokens in their order, then any the kind's template needs that they left out."""
+    names = list(dict.fromkeys(given)) if given else []
+    for t in _DEFAULT_SPECIALS[kind]:
+        if t not in names:
+            names.append(t)
+    return names
+
+
+def _pipeline(kind: str, model: Any, specials: list[str], lowercase: bool) -> Tokenizer:
+    """The factory pipeline of ``kind`` around ``model`` (a trained model, or a placeholder for counting)."""
+    from . import decoders, normalizers, pre_tokenizers
+    from .tokenizer import Tokenizer, bert_wordpiece, byte_level_bpe, sentencepiece_unigram
+
+    required = _DEFAULT_SPECIALS[kind]
+    if kind == "wordpiece":
+        tok = bert_wordpiece(model, lowercase=lowercase)
+    elif kind == "byte_level_bpe":
+        tok = byte_level_bpe(model, template="roberta", special_tokens=required)
+    elif kind == "unigram":
+        tok = sentencepiece_unigram(model, lowercase=lowercase, template="albert", special_tokens=required)
+    else:  # Sennrich's BPE: BERT-style clean-up and split, "</w>" ends words
+        tok = Tokenizer(
+            model,
+            normalizer=normalizers.BertNormalizer(lowercase=lowercase, strip_accents=False),
+            pre_tokenizer=pre_tokenizers.BertPreTokenizer(),
+            decoder=decoders.BPEDecoder(suffix="</w>"),
+            special_tokens=required,
+        )
+    extra = [t for t in specials if t not in required]
+    if extra:
+        tok.add_special_tokens(extra)
+    return tok
+
+
+def _placeholder(kind: str, specials: list[str]) -> Any:
+    """A model holding only the special tokens (and bytes), so the factory can build the pipeline to count."""
+    from .models import BPE, Unigram, WordPiece
+    from .pre_tokenizers import bytes_to_unicode
+
+    vocab = {t: i for i, t in enumerate(specials)}
+    if kind == "wordpiece":
+        return WordPiece(vocab, unk_token="[UNK]")
+    if kind == "unigram":
+        return Unigram([(t, 0.0) for t in specials], unk_id=specials.index("<unk>"))
+    if kind == "byte_level_bpe":
+        for c in bytes_to_unicode().values():
+            vocab.setdefault(c, len(vocab))
+        return BPE(vocab, [])
+    return BPE(vocab, [], unk_token="<unk>", end_of_word_suffix="</w>")
+
+
+def make_trainer(
+    kind: str,
+    vocab_size: int,
+    *,
+    special_tokens: Sequence[str] | None = None,
+    min_frequency: int | None = None,
+    limit_alphabet: int | None = None,
+    show_progress: bool = True,
+    processes: int | None = None,
+    pre_tokenize: PreTokenize | None = None,
+    **trainer_kwargs: Any,
+) -> Trainer:
+    """The trainer ``train_tokenizer`` uses for ``kind`` (exposed to train on ready word counts)."""
+    if kind not in TRAINER_KINDS:
+        raise ValueError(f"kind must be one of {', '.join(TRAINER_KINDS)}; got {kind!r}")
+    specials = _specials(kind, special_tokens)
+    common: dict[str, Any] = dict(
+        vocab_size=vocab_size, special_tokens=specials, show_progress=show_progress,
+        processes=processes, pre_tokenize=pre_tokenize, **trainer_kwargs,
+    )  # fmt: skip
+    if min_frequency is not None:
+        common["min_frequency"] = min_frequency
+    if kind == "wordpiece":
+        if limit_alphabet is not None:
+            common["limit_alphabet"] = limit_alphabet
+        return WordPieceTrainer(unk_token="[UNK]", **common)
+    if kind == "unigram":
+        return UnigramTrainer(unk_token="<unk>", limit_alphabet=limit_alphabet, **common)
+    if kind == "byte_level_bpe":
+        from .pre_tokenizers import bytes_to_unicode
+
+        if limit_alphabet is not None:
+            raise ValueError("limit_alphabet does not apply to byte_level_bpe: its alphabet is the 256 bytes")
+        return BpeTrainer(initial_alphabet=list(bytes_to_unicode().values()), **common)
+    return BpeTrainer(unk_token="<unk>", end_of_word_suffix="</w>", limit_alphabet=limit_alphabet, **common)
+
+
 def train_tokenizer(
     kind: str,
     files: Any,
@@ -492,31 +589,40 @@ def train_tokenizer(
     processes: int | None = None,
     **trainer_kwargs: Any,
 ) -> Tokenizer:
-    """Train a whole tokenizer of a given kind on files (or an iterable of texts).
+    """Train a whole tokenizer of a given kind on files (a path or list of paths) or an iterable of texts.
 
-    ``kind`` picks the field's pipeline:
+    ``kind`` picks the field's pipeline, the same one the factories build:
 
-    =================  ===================================================  ==========================
-    kind               pipeline                                             special tokens (default)
-    =================  ===================================================  ==========================
-    ``wordpiece``      BERT: clean, (lowercase, strip accents), split on    ``[PAD] [UNK] [CLS] [SEP]
-                       whitespace and punctuation; WordPiece ``##``         [MASK]``
-    ``bpe``            Sennrich: (lowercase), split on whitespace and       ``<unk>``
-                       punctuation; BPE with ``</w>`` ends of words
-    ``byte_level_bpe`` RoBERTa: GPT-2 byte-level pre-tokeniser, 256-byte    ``<s> <pad> </s> <unk>
-                       alphabet, never unknown                              <mask>``
-    ``unigram``        ALBERT/XLNet-style SentencePiece: Metaspace ``▁``    ``<pad> <unk> [CLS] [SEP]
-                                                                            [MASK]``
-    =================  ===================================================  ==========================
+    ==================  ======================================================  ==========================
+    kind                pipeline                                                special tokens (always)
+    ==================  ======================================================  ==========================
+    ``wordpiece``       ``bert_wordpiece``: clean, (lowercase + strip accents),  ``[PAD] [UNK] [CLS] [SEP]
+                        whitespace/punctuation split, WordPiece ``##``           [MASK]``
+    ``bpe``             Sennrich: BERT clean-up, (lowercase), whitespace/        ``<unk>``
+                        punctuation split, BPE with ``</w>``, BPE decoder
+    ``byte_level_bpe``  ``byte_level_bpe`` (RoBERTa template): GPT-2 bytes,      ``<s> <pad> </s> <unk>
+                        256-symbol alphabet, never unknown                      <mask>``
+    ``unigram``         ``sentencepiece_unigram`` (ALBERT): NFKD, (lowercase),   ``<pad> <unk> [CLS] [SEP]
+                        Metaspace ``▁``                                         [MASK]``
+    ==================  ======================================================  ==========================
 
-    Extra keyword arguments go to the trainer.
+    ``special_tokens`` come first, in the order given, followed by those the template needs that are missing.
+    ``lowercase=None`` takes the kind's default (``True`` for wordpiece and unigram). Extra keyword arguments
+    go to the trainer (e.g. ``max_token_length``, ``shrinking_factor``).
     """
-    from . import pipeline_for_training
-
     if kind not in TRAINER_KINDS:
         raise ValueError(f"kind must be one of {', '.join(TRAINER_KINDS)}; got {kind!r}")
-    return pipeline_for_training.train(
-        kind, files, vocab_size, lowercase=lowercase, min_frequency=min_frequency,
-        special_tokens=special_tokens, limit_alphabet=limit_alphabet, show_progress=show_progress,
-        processes=processes, **trainer_kwargs,
+    if lowercase is None:
+        lowercase = _DEFAULT_LOWERCASE[kind]
+    if kind == "byte_level_bpe" and lowercase:
+        raise ValueError("byte_level_bpe keeps text as bytes: lowercase is not supported")
+    specials = _specials(kind, special_tokens)
+    counter = _pipeline(kind, _placeholder(kind, specials), specials, lowercase)
+    trainer = make_trainer(
+        kind, vocab_size, special_tokens=specials, min_frequency=min_frequency, limit_alphabet=limit_alphabet,
+        show_progress=show_progress, processes=processes, pre_tokenize=counter.pre_tokenize_str,
+        **trainer_kwargs,
     )  # fmt: skip
+    model = trainer.train(files)
+    tokenizer = _pipeline(kind, model, specials, lowercase)
+    return tokenizer
