@@ -284,3 +284,15 @@ def test_splitting_in_workers_gives_the_same_shards(tmp_path):
     prepare_shards(unsplit, tok, tmp_path / "workers", workers=2, chunk_chars=100)
     assert files_of(tmp_path / "main") == files_of(tmp_path / "workers")
     assert ShardedCorpus(tmp_path / "workers").n_sentences == 200
+
+
+def test_pickling_maps_the_files_again(prepared):
+    import pickle
+
+    corpus = ShardedCorpus(prepared)
+    blob = pickle.dumps(corpus)
+    assert len(blob) < 1000  # the directory, not the token arrays
+    again = pickle.loads(blob)
+    assert isinstance(again.shards[0].ids, np.memmap)
+    assert np.array_equal(again.shards[0].ids, corpus.shards[0].ids)
+    assert np.array_equal(again.doc_start, corpus.doc_start)

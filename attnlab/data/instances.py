@@ -125,7 +125,7 @@ class PretrainingInstances:
         self.seed, self.dupe_factor, self.static = seed, dupe_factor, static
         self.epoch = 0
         self.stats = InstanceStats(documents=corpus.n_documents)
-        # (n_blocks, 5) int64: shard, first sentence, end sentence (exclusive), target length, global document
+        # (n_blocks, 5) int32: shard, first sentence, end sentence (exclusive), target length, global document
         self.blocks = self._layout()
         self.stats.blocks = len(self.blocks)
         if len(self.blocks) == 0:
@@ -137,7 +137,6 @@ class PretrainingInstances:
             raise ValueError(
                 f"{corpus.directory}: NSP needs at least 2 documents to draw a random B, found 1"
             )
-        self._sent_lens = [np.diff(np.asarray(s.sent_offsets)) for s in corpus.shards]
 
     # ----------------------------------------------------------------------------------------- layout
 
@@ -170,7 +169,8 @@ class PretrainingInstances:
                     else:
                         self._segments(blocks, rng, sh, lens, s0, s1, doc_base + d)
             doc_base += shard.n_documents
-        out = np.asarray(blocks, dtype=np.int64).reshape(-1, 5)
+        # int32 halves the table (26M blocks for 3.3B tokens at length 128); indices are per shard
+        out = np.asarray(blocks, dtype=np.int32).reshape(-1, 5)
         if self.fmt in ("segment_pair", "sop"):
             single = out[:, 2] - out[:, 1] == 1
             self.stats.single_sentence_blocks = int(single.sum())
@@ -178,7 +178,7 @@ class PretrainingInstances:
             for sh, shard in enumerate(c.shards):
                 rows = out[:, 0] == sh
                 so = np.asarray(shard.sent_offsets)
-                n_tokens[rows] = so[out[rows, 2]] - so[out[rows, 1]]
+                n_tokens[rows] = so[out[rows, 2].astype(np.int64)] - so[out[rows, 1].astype(np.int64)]
             self.stats.blocks_truncated = int((single & (n_tokens > self.max_tokens)).sum())
         return out
 
@@ -289,7 +289,7 @@ class PretrainingInstances:
         if self.fmt == "sentence_pair":
             last = first + 1
         else:
-            cum = np.cumsum(self._sent_lens[sh][first:d1])
+            cum = np.cumsum(np.diff(np.asarray(c.shards[sh].sent_offsets[first : d1 + 1])))
             last = first + min(int(np.searchsorted(cum, want)), d1 - first - 1) + 1
         so = c.shards[sh].sent_offsets
         return sh, int(so[first]), int(so[last])

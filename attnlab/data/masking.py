@@ -250,8 +250,8 @@ def _spans(starts, ends, budget: int, probs: np.ndarray, rng: np.random.Generato
     end) keeps the realised lengths distributed as sampled, except near the end of the budget: spans
     that would overshoot it are shortened (whole words), as SpanBERT stops at 15%. That shortens the
     mean realised span when the budget is small (measured with words of 1-4 tokens: ~3.4 words at
-    T=512, ~2.6 at T=128, against 3.8 drawn; ~3.8 at T=4096). When no start fits l words, the longest free run is used; only starts whose first word
-    fits in the remaining budget are considered.
+    T=512, ~2.6 at T=128, against 3.8 drawn; ~3.8 at T=4096). When no start fits l words, the longest
+    free run is used; only starts whose first word fits in the remaining budget are considered.
     """
     n_words = len(starts)
     word_idx = np.arange(n_words)

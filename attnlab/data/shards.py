@@ -569,6 +569,14 @@ class ShardedCorpus:
         else:
             self.doc_start = self.doc_end = np.zeros(0, np.int64)
 
+    def __getstate__(self) -> dict:
+        # Pickling a memmap would copy the whole shard (e.g. into every DataLoader worker under the
+        # spawn/forkserver start methods); pickle the directory and map the files again instead.
+        return {"directory": str(self.directory)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["directory"], check_ids=False)
+
     def _check(self, shard: Shard, info: dict, check_ids: bool) -> None:
         def fail(kind: str, what: str) -> None:
             raise CorruptShardError(f"{self.directory / f'{shard.name}.{kind}.bin'}: {what}")
