@@ -398,7 +398,8 @@ def test_train_on_files_equals_train_from_counts(tmp_path):
 def _generated_lines(seed: int = 7, n: int = 1500) -> list[str]:
     lines = _sentences(seed, n)
     rng = random.Random(seed)
-    extras = ["naïve café", "Zürich", "日本語", "emoji 🙂!", "x² ≠ y³", "tab\there", "über-cool", "don't", "#42"]
+    extras = ["naïve café", "Zürich", "日本語", "emoji 🙂!", "x² ≠ y³", "tab\there", "über-cool", "don't",
+              "#42"]
     return [line + " " + rng.choice(extras) if rng.random() < 0.2 else line for line in lines]
 
 
@@ -483,8 +484,8 @@ def test_unigram_compared_with_hf_trainer():
     lines = [line.lower() for line in _sentences(8, 800)]
     ours = train_tokenizer("unigram", iter(lines), 200, show_progress=False)
     hf = tokenizers.Tokenizer(tokenizers.models.Unigram())
-    hf.normalizer = tokenizers.normalizers.Sequence(
-        [tokenizers.normalizers.NFKD(), tokenizers.normalizers.StripAccents(), tokenizers.normalizers.Lowercase()])
+    norms = tokenizers.normalizers
+    hf.normalizer = norms.Sequence([norms.NFKD(), norms.StripAccents(), norms.Lowercase()])
     hf.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace()
     hf.train_from_iterator(lines, tokenizers.trainers.UnigramTrainer(
         vocab_size=200, special_tokens=["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"], unk_token="<unk>",
