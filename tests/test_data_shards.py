@@ -296,3 +296,13 @@ def test_pickling_maps_the_files_again(prepared):
     assert isinstance(again.shards[0].ids, np.memmap)
     assert np.array_equal(again.shards[0].ids, corpus.shards[0].ids)
     assert np.array_equal(again.doc_start, corpus.doc_start)
+
+
+def test_spawned_workers_give_the_same_shards(tmp_path):
+    tok = TinyTokenizer()
+    docs = make_docs(60, seed=6)
+    prepare_shards(docs, tok, tmp_path / "fork", workers=1, chunk_chars=300, shard_tokens=500)
+    prepare_shards(
+        docs, tok, tmp_path / "spawn", workers=2, chunk_chars=300, shard_tokens=500, start_method="spawn"
+    )
+    assert files_of(tmp_path / "fork") == files_of(tmp_path / "spawn")

@@ -281,3 +281,24 @@ def test_two_phase_schedule():
     assert [p.max_length for p in two_phase_schedule(10, short_fraction=1.0).phases] == [128]
     with pytest.raises(ValueError):
         two_phase_schedule(0)
+
+
+@pytest.mark.data
+def test_instances_over_real_books(tmp_path):
+    from pathlib import Path
+
+    from attnlab.data.corpus import read_documents
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "books" / "en"
+    if not root.exists():
+        pytest.skip("shared books corpus not available")
+    tok = TinyTokenizer()
+    prepare_shards(read_documents(sorted(root.iterdir())[:3], "text", split=False), tok, tmp_path, workers=2)
+    corpus = ShardedCorpus(tmp_path, tokenizer=tok)
+    for fmt in ("segment_pair", "sop", "full_sentences", "doc_sentences", "sentence_pair"):
+        for max_length in (128, 512):
+            ds = PretrainingInstances(corpus, SPECIAL, fmt, max_length=max_length, seed=0)
+            lengths = [len(ds[i]["input_ids"]) for i in range(0, len(ds), max(1, len(ds) // 200))]
+            assert max(lengths) <= max_length
+            if fmt in ("full_sentences", "sop"):
+                assert np.median(lengths) > 0.8 * max_length  # packed close to the target

@@ -303,6 +303,7 @@ def prepare_shards(
     max_sentence_tokens: int | None = 510,
     ingest_stats: IngestStats | None = None,
     overwrite: bool = False,
+    start_method: str | None = None,
 ) -> PrepareReport:
     """Tokenise ``documents`` into memory-mapped shards under ``out_dir``; resume if a run was cut short.
 
@@ -315,6 +316,8 @@ def prepare_shards(
         max_sentence_tokens: longer sentences are truncated and counted (510 fits ``[CLS] s [SEP]`` in 512).
         ingest_stats: the :class:`IngestStats` the reader fills; copied into the index.
         overwrite: delete a previous preparation in ``out_dir`` instead of resuming it.
+        start_method: ``multiprocessing`` start method of the workers (default: the platform's). With
+            "spawn"/"forkserver" the tokenizer is pickled to each worker once.
     """
     t0 = time.perf_counter()
     out = Path(out_dir)
@@ -382,7 +385,9 @@ def prepare_shards(
             for digest, chunk in chunk_iter:
                 yield digest, tokenize_chunk(tokenizer, chunk, **kwargs)
             return
-        with mp.get_context().Pool(workers, initializer=_init_worker, initargs=(tokenizer, kwargs)) as pool:
+        with mp.get_context(start_method).Pool(
+            workers, initializer=_init_worker, initargs=(tokenizer, kwargs)
+        ) as pool:
             pending: deque = deque()
             for digest, chunk in chunk_iter:
                 pending.append((digest, pool.apply_async(_work, (chunk,))))
