@@ -15,11 +15,19 @@ from attnlab.models.pretraining import (
     ReplacedTokenOutput,
     masked_lm_loss,
 )
+from attnlab.models.task_heads import (
+    TASK_ARCHITECTURES,
+    EncoderForMultipleChoice,
+    EncoderForQuestionAnswering,
+    EncoderForSequenceClassification,
+    EncoderForTokenClassification,
+)
 
 ARCHITECTURES: dict[str, type] = {
     "Encoder": Encoder,
     "EncoderForPreTraining": EncoderForPreTraining,
     "ReplacedTokenDetection": ReplacedTokenDetection,
+    **TASK_ARCHITECTURES,  # fine-tuning heads (attnlab.models.task_heads)
 }
 
 __all__ = [
@@ -28,7 +36,11 @@ __all__ = [
     "SHARING",
     "Encoder",
     "EncoderConfig",
+    "EncoderForMultipleChoice",
     "EncoderForPreTraining",
+    "EncoderForQuestionAnswering",
+    "EncoderForSequenceClassification",
+    "EncoderForTokenClassification",
     "EncoderOutput",
     "MaskedLMHead",
     "Pooler",
@@ -37,6 +49,7 @@ __all__ = [
     "ReplacedTokenHead",
     "ReplacedTokenOutput",
     "SentencePairHead",
+    "TASK_ARCHITECTURES",
     "count_parameters",
     "get_preset",
     "init_bert_weights",

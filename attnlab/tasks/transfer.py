@@ -1,0 +1,275 @@
+"""Pre-trained encoders into task models, and any saved model back for inference.
+
+`load_task_model(directory, architecture, **options)` starts fine-tuning from a checkpoint directory:
+
+- an attnlab checkpoint of the same task architecture (a fine-tuned model) loads whole;
+- any other attnlab checkpoint (``Encoder``, ``EncoderForPreTraining``, ``ReplacedTokenDetection``, another
+  task model) or a HF transformers directory (BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT; via
+  `attnlab.io.load_hf`) gives its encoder; the task head -- and a pooler the checkpoint lacks -- is
+  initialised fresh (BERT's N(0, 0.02)) and a warning names every fresh parameter.
+
+`load_model(directory)` loads what a directory holds for inference: attnlab checkpoints of every
+registered architecture, HF base / masked-LM / pre-training directories (`attnlab.io.load_hf`), and HF
+task checkpoints whose head attnlab can represent exactly:
+
+==============================  ===================================================  ===================
+HF class                        HF head weights                                      attnlab
+==============================  ===================================================  ===================
+*ForSequenceClassification      BERT, ALBERT: ``classifier``; RoBERTa:               EncoderForSequence-
+                                ``classifier.dense`` (loaded as the pooler: same     Classification
+                                tanh(dense(h[CLS])) at inference) + ``out_proj``
+*ForTokenClassification         ``classifier`` (every family)                        ...TokenClassification
+*ForQuestionAnswering           ``qa_outputs`` (every family)                        ...QuestionAnswering
+*ForMultipleChoice              pooler + ``classifier`` (BERT, ALBERT, RoBERTa)      ...MultipleChoice
+==============================  ===================================================  ===================
+
+ELECTRA's and DistilBERT's classification heads (a gelu / ReLU dense layer) have no exact attnlab
+counterpart and raise an error that says so. RoBERTa's classification head applies dropout before its
+dense layer too; that only changes training, not inference (a named deviation).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.io.checkpoint import (
+    CONFIG_NAME,
+    WEIGHTS_NAME,
+    CheckpointError,
+    load_pretrained,
+    load_state_checked,
+    read_checkpoint_config,
+    read_json,
+    read_safetensors,
+    resolve_dtype,
+)
+from attnlab.io.hf import is_hf_directory, load_hf, read_hf_weights
+from attnlab.models import ARCHITECTURES, TASK_ARCHITECTURES, Encoder
+
+# HF class-name suffix -> attnlab architecture
+HF_TASK_SUFFIXES: dict[str, str] = {
+    "ForSequenceClassification": "EncoderForSequenceClassification",
+    "ForTokenClassification": "EncoderForTokenClassification",
+    "ForQuestionAnswering": "EncoderForQuestionAnswering",
+    "ForMultipleChoice": "EncoderForMultipleChoice",
+}
+
+
+def _architecture_name(architecture: str | type) -> str:
+    name = architecture if isinstance(architecture, str) else architecture.__name__
+    if name not in TASK_ARCHITECTURES:
+        raise ValueError(f"unknown task architecture {name!r}; valid: {', '.join(TASK_ARCHITECTURES)}")
+    return name
+
+
+def _is_attnlab_directory(directory: Path) -> bool:
+    path = directory / CONFIG_NAME
+    if not path.is_file():
+        return False
+    try:
+        return read_json(path).get("format") == "attnlab"
+    except (CheckpointError, OSError):
+        return False
+
+
+def _check_directory(directory: str | os.PathLike) -> Path:
+    d = Path(directory)
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such model directory")
+    if not (d / CONFIG_NAME).is_file():
+        raise FileNotFoundError(
+            f"{d / CONFIG_NAME}: missing; a model directory holds config.json and weights"
+        )
+    return d
+
+
+def _hf_task(hf: Mapping[str, Any]) -> str | None:
+    """The attnlab task architecture a HF config's ``architectures`` names, or None."""
+    for cls_name in hf.get("architectures") or []:
+        for suffix, ours in HF_TASK_SUFFIXES.items():
+            if str(cls_name).endswith(suffix):
+                return ours
+    return None
+
+
+def _hf_labels(hf: Mapping[str, Any]) -> tuple[int, list[str] | None]:
+    id2label = hf.get("id2label")
+    if isinstance(id2label, Mapping) and id2label:
+        try:
+            ordered = [str(id2label[k]) for k in sorted(id2label, key=lambda k: int(k))]
+        except (TypeError, ValueError):
+            raise CheckpointError(
+                f"{CONFIG_NAME}: id2label keys must be integers, got {list(id2label)}"
+            ) from None
+        default = all(name == f"LABEL_{i}" for i, name in enumerate(ordered))
+        return len(ordered), None if default else ordered
+    return int(hf.get("num_labels", 2)), None
+
+
+def _encoder_state(directory: Path) -> tuple[Any, dict[str, Tensor], str]:
+    """``(EncoderConfig, encoder state dict, description)`` of an attnlab or HF directory."""
+    if _is_attnlab_directory(directory):
+        arch, _, config, _ = read_checkpoint_config(directory)
+        tensors, _ = read_safetensors(directory / WEIGHTS_NAME)
+        if arch == "Encoder":
+            state = dict(tensors)
+        else:
+            state = {k[len("encoder.") :]: v for k, v in tensors.items() if k.startswith("encoder.")}
+            if not state:
+                raise CheckpointError(f"{directory / WEIGHTS_NAME}: no encoder.* weights in this {arch}")
+        return config, state, f"attnlab {arch}"
+    if is_hf_directory(directory):
+        encoder = load_hf(directory, architecture="Encoder")
+        hf = read_json(directory / CONFIG_NAME)
+        return encoder.config, encoder.state_dict(), f"HF {hf.get('model_type')} {hf.get('architectures')}"
+    raise CheckpointError(
+        f'{directory / CONFIG_NAME}: neither an attnlab checkpoint ("format": "attnlab") nor a HF '
+        'transformers config ("model_type")'
+    )
+
+
+def _load_encoder_into(model: nn.Module, state: Mapping[str, Tensor], source: str) -> list[str]:
+    """Copy ``state`` into ``model.encoder``; returns the encoder keys the state lacked (left as initialised).
+
+    Only a pooler may be missing (the task needs one the checkpoint has not got); any other missing or
+    unexpected key, or a shape mismatch, raises with the names and shapes.
+    """
+    encoder: Encoder = model.encoder
+    expected = encoder.state_dict()
+    missing = [k for k in expected if k not in state]  # other than the pooler: named by load_state_checked
+    filled = dict(state)
+    for key in missing:
+        if key.startswith("pooler."):
+            filled[key] = expected[key]
+    if not encoder.config.add_pooler:
+        filled = {k: v for k, v in filled.items() if not k.startswith("pooler.")}
+    load_state_checked(encoder, filled, source=source, architecture="Encoder", config=encoder.config)
+    return [f"encoder.{k}" for k in missing if k.startswith("pooler.")]
+
+
+def load_task_model(
+    directory: str | os.PathLike,
+    architecture: str | type,
+    *,
+    device: str | torch.device = "cpu",
+    **options: Any,
+) -> nn.Module:
+    """A task model whose encoder comes from ``directory`` (attnlab or HF), in train mode on ``device``.
+
+    ``options`` go to the architecture's ``from_config`` (``num_labels``, ``labels``,
+    ``classifier_dropout``). A checkpoint of the same architecture loads whole when ``options`` agree
+    with the saved ones (a changed label set re-initialises the head, with a warning).
+    """
+    name = _architecture_name(architecture)
+    cls = ARCHITECTURES[name]
+    d = _check_directory(directory)
+    if _is_attnlab_directory(d):
+        arch, saved, _, _ = read_checkpoint_config(d)
+        if arch == name and all(saved.get(k) == v for k, v in options.items()):
+            return load_pretrained(d, device=device).train()
+    elif is_hf_directory(d) and _hf_task(read_json(d / CONFIG_NAME)) == name:
+        model = load_model(d)
+        same = all(model.options.get(k) == v for k, v in options.items())
+        if same:
+            return model.to(device).train()
+    config, state, what = _encoder_state(d)
+    model = cls.from_config(config, **options)
+    fresh_pooler = _load_encoder_into(model, state, source=f"{d} ({what})")
+    fresh = fresh_pooler + model.head_state_keys()
+    warnings.warn(
+        f"{name} from {d} ({what}): the encoder's weights are loaded; newly initialised (train them): "
+        f"{', '.join(fresh)}",
+        stacklevel=2,
+    )
+    return model.to(device).train()
+
+
+def _load_hf_task(d: Path, hf: Mapping[str, Any], name: str, dtype: torch.dtype | None) -> nn.Module:
+    """A HF *For{task} checkpoint as the attnlab task model (see the table in the module docstring)."""
+    family = str(hf.get("model_type"))
+    encoder = load_hf(d, architecture="Encoder")
+    raw, source = read_hf_weights(d)
+    prefix = f"{family}."
+    heads = {k: v for k, v in raw.items() if not k.startswith(prefix) and not k.endswith("position_ids")}
+    config = encoder.config
+    head: dict[str, Tensor] = {}
+    options: dict[str, Any] = {}
+    if name in ("EncoderForSequenceClassification", "EncoderForTokenClassification"):
+        n, labels = _hf_labels(hf)
+        options = {"num_labels": n, "labels": labels}
+    if name == "EncoderForQuestionAnswering":
+        head = {
+            "qa_outputs.weight": heads.get("qa_outputs.weight"),
+            "qa_outputs.bias": heads.get("qa_outputs.bias"),
+        }
+    elif name == "EncoderForSequenceClassification" and "classifier.out_proj.weight" in heads:
+        if family != "roberta":
+            raise CheckpointError(
+                f"{source}: {family}'s classification head (dense -> "
+                f"{'gelu' if family == 'electra' else 'activation'} -> out_proj) has no exact attnlab "
+                "counterpart; load it with load_task_model to fine-tune a fresh head instead"
+            )
+        head = {
+            "encoder.pooler.dense.weight": heads.get("classifier.dense.weight"),
+            "encoder.pooler.dense.bias": heads.get("classifier.dense.bias"),
+            "classifier.weight": heads.get("classifier.out_proj.weight"),
+            "classifier.bias": heads.get("classifier.out_proj.bias"),
+        }
+    elif "pre_classifier.weight" in heads:
+        raise CheckpointError(
+            f"{source}: DistilBERT's classification head (pre_classifier -> ReLU -> classifier) has no exact "
+            "attnlab counterpart; load it with load_task_model to fine-tune a fresh head instead"
+        )
+    else:
+        head = {
+            "classifier.weight": heads.get("classifier.weight"),
+            "classifier.bias": heads.get("classifier.bias"),
+        }
+    absent = [k for k, v in head.items() if v is None]
+    if absent:
+        raise CheckpointError(
+            f"{source}: config.json names {hf.get('architectures')} but the weights lack the head "
+            f"({', '.join(absent)}); found non-encoder keys: {', '.join(sorted(heads)[:12]) or 'none'}"
+        )
+    model = ARCHITECTURES[name].from_config(config, **options)
+    state = {f"encoder.{k}": v for k, v in encoder.state_dict().items()}
+    for key in model.state_dict():  # a pooler the HF class lacks must come from the head weights
+        if key.startswith("encoder.pooler.") and key not in state and key not in head:
+            raise CheckpointError(f"{source}: {hf.get('architectures')} needs a pooler, but {key} is missing")
+    state.update(head)
+    load_state_checked(model, state, source=source, architecture=f"{name} (from HF {family})", config=config)
+    if dtype is None:
+        floats = {t.dtype for t in raw.values() if t.is_floating_point()}
+        dtype = floats.pop() if len(floats) == 1 else None
+    if dtype is not None:
+        model.to(dtype=dtype)
+    return model
+
+
+def load_model(
+    directory: str | os.PathLike,
+    dtype: str | torch.dtype | None = None,
+    device: str | torch.device = "cpu",
+) -> nn.Module:
+    """Whatever model ``directory`` holds (attnlab or HF, heads included), in eval mode on ``device``."""
+    d = _check_directory(directory)
+    target = resolve_dtype(dtype)
+    if _is_attnlab_directory(d):
+        return load_pretrained(d, dtype=target, device=device)
+    if is_hf_directory(d):
+        hf = read_json(d / CONFIG_NAME)
+        task = _hf_task(hf)
+        if task is not None:
+            return _load_hf_task(d, hf, task, target).to(device).eval()
+        return load_hf(d, dtype=target, device=device)
+    raise CheckpointError(
+        f'{d / CONFIG_NAME}: neither an attnlab checkpoint ("format": "attnlab") nor a HF '
+        'transformers config ("model_type")'
+    )
