@@ -255,6 +255,38 @@ def test_attnlab_to_hf(name: str, hf_class: str, tmp_path: Path) -> None:
     _assert_same(expected, _hf_outputs(hf_model.eval(), batch), f"{name} attnlab -> {hf_class}")
 
 
+UNTIED = ["bert", "roberta", "albert", "electra", "distilbert"]
+
+
+@pytest.mark.parametrize("name", UNTIED)
+def test_untied_decoder_both_directions(name: str, tmp_path: Path) -> None:
+    """tie_word_embeddings=false: HF's decoder (weight and bias) is its own; attnlab's tie_weights=False."""
+    make_config, classes, config = CASES[name]
+    hf_class = next(c for c in classes if c.endswith("ForMaskedLM"))
+    hf_config = make_config()
+    hf_config.tie_word_embeddings = False
+    torch.manual_seed(0)
+    hf_model = getattr(transformers, hf_class)(hf_config).eval()
+    _perturb(hf_model, seed=8)
+    hf_model.save_pretrained(tmp_path / "hf")
+    ours = load_hf(tmp_path / "hf")
+    assert ours.mlm_head.decoder.weight is not ours.encoder.embeddings.word.weight
+    batch = _inputs(name)
+    _assert_same(_our_outputs(ours, batch), _hf_outputs(hf_model, batch), f"untied {name} -> attnlab")
+
+    ours = ARCHITECTURES["EncoderForPreTraining"].from_config(config, tie_weights=False).eval()
+    _perturb(ours, seed=9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the pooler HF's *ForMaskedLM has not
+        save_hf(ours, tmp_path / "out", family=name)
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["tie_word_embeddings"] is False
+    back, info = getattr(transformers, hf_class).from_pretrained(tmp_path / "out", output_loading_info=True)
+    assert not {k: v for k, v in info.items() if v}, info
+    expected = _our_outputs(ours, batch)
+    expected.pop("pooled_output", None)
+    _assert_same(expected, _hf_outputs(back.eval(), batch), f"untied attnlab -> {hf_class}")
+
+
 def test_automodel_loads_the_export(tmp_path: Path) -> None:
     """``AutoModelForPreTraining`` / ``AutoModelForMaskedLM`` pick the exported class from config.json."""
     _, _, config = CASES["bert"]

@@ -494,8 +494,8 @@ def config_from_hf(hf: Mapping[str, Any], *, source: str = CONFIG_NAME, add_pool
         raise CheckpointError(f"{source}: {e}") from e
 
 
-def _normalise_hf_keys(state: Mapping[str, Any], family: Family, source: str) -> dict[str, Any]:
-    """Drop saved buffers, rename TF-era ``gamma``/``beta``, fold duplicate keys into the ones they copy.
+def _normalise_hf_keys(state: Mapping[str, Any], family: Family) -> dict[str, Any]:
+    """Drop saved buffers, rename TF-era ``gamma``/``beta``, fold the decoder's bias into the head's.
 
     Values are tensors, or None when only the key names are known (`describe_hf`).
     """
@@ -507,13 +507,9 @@ def _normalise_hf_keys(state: Mapping[str, Any], family: Family, source: str) ->
         out[key] = value
     for alias, target in family.hf_aliases.items():
         if alias in out:
-            value = out.pop(alias)
-            if target not in out:
-                out[target] = value
-            elif isinstance(value, Tensor) and not torch.equal(out[target], value):
-                raise CheckpointError(
-                    f"{source}: {alias} differs from {target}; attnlab keeps one output bias"
-                )
+            # HF's forward adds the decoder's bias; tied, it is the same tensor as ``target``. Untied
+            # (tie_word_embeddings=false) it is the one in use and ``target`` is left unused.
+            out[target] = out.pop(alias)
     return out
 
 
@@ -606,7 +602,7 @@ def describe_hf(directory: str | os.PathLike) -> tuple[str, str, Any]:
     else:
         tensors, source = read_hf_weights(directory)
         keys = dict.fromkeys(tensors)
-    keys = _normalise_hf_keys(keys, family, source)
+    keys = _normalise_hf_keys(keys, family)
     base, rest = _split_base(keys, family)
     kind, config = _plan(hf, family, set(base), set(rest), None, str(config_path), source)
     return family.classes.get(kind, "?"), KINDS[kind][0], config
@@ -630,11 +626,13 @@ def load_hf(
     hf = read_json(config_path)
     family = _family(hf.get("model_type"), str(config_path))
     raw, weights_source = read_hf_weights(directory)
-    state = _normalise_hf_keys(raw, family, weights_source)
+    state = _normalise_hf_keys(raw, family)
 
     base, rest = _split_base(state, family)
     kind, config = _plan(hf, family, set(base), set(rest), architecture, str(config_path), weights_source)
     name, options, _ = KINDS[kind]
+    if kind in ("mlm", "pretraining") and hf.get("tie_word_embeddings") is False:
+        options = {**options, "tie_weights": False}  # a decoder of its own, as HF then has
     if architecture == "Encoder":
         rest = {}  # the heads of a checkpoint read as the encoder alone
 
@@ -714,10 +712,6 @@ def _kind_of(model: nn.Module) -> str:
     if name == "ReplacedTokenDetection":
         return "rtd"
     if name == "EncoderForPreTraining":
-        if options.get("tie_weights") is False:
-            raise CheckpointError(
-                "HF families tie the MLM decoder to the word embeddings; this model is untied"
-            )
         return "pretraining" if options.get("pair_head") else "mlm"
     raise CheckpointError(f"attnlab architecture {name!r} has no HF transformers counterpart")
 
@@ -788,7 +782,9 @@ def _export_problems(config: Any, family: Family, kind: str) -> list[str]:
     return problems
 
 
-def config_to_hf(config: Any, family_name: str, kind: str, dtype: torch.dtype) -> dict[str, Any]:
+def config_to_hf(
+    config: Any, family_name: str, kind: str, dtype: torch.dtype, tied: bool = True
+) -> dict[str, Any]:
     """The HF ``config.json`` dict for ``config`` as ``family_name``'s ``kind`` class."""
     family = FAMILIES[family_name]
     hf: dict[str, Any] = {"model_type": family.model_type, "architectures": [family.classes[kind]]}
@@ -804,7 +800,7 @@ def config_to_hf(config: Any, family_name: str, kind: str, dtype: torch.dtype) -
         hf["inner_group_num"] = 1
     if family.sinusoidal_field:
         hf[family.sinusoidal_field] = config.position_embedding == "sinusoidal"
-    hf["tie_word_embeddings"] = True
+    hf["tie_word_embeddings"] = tied
     hf["dtype"] = dtype_name(dtype)
     return hf
 
@@ -824,6 +820,7 @@ def to_hf(
     if config is None:
         raise TypeError(f"{type(model).__name__} has no `config`; not an attnlab model")
     kind = _kind_of(model)
+    untied = kind in ("mlm", "pretraining") and architecture_of(model)[1].get("tie_weights") is False
     family_name = family or infer_family(config, kind)
     if family_name not in FAMILIES:
         raise ValueError(f"unknown HF family {family_name!r}; valid: {', '.join(FAMILIES)}")
@@ -869,9 +866,14 @@ def to_hf(
         key = table.to_hf(f"{prefix}embeddings.position.weight")
         tensors[key] = table_values.to(target or torch.float32)
 
+    if untied:
+        # Untied, HF's decoder keeps a bias of its own too, and that is the one its forward adds.
+        for alias, source in fam.hf_aliases.items():
+            if source in tensors:
+                tensors[alias] = tensors[source].clone()
     floats = {t.dtype for t in tensors.values() if t.is_floating_point()}
     stored = target or (floats.pop() if len(floats) == 1 else torch.float32)
-    return config_to_hf(config, family_name, kind, stored), tensors
+    return config_to_hf(config, family_name, kind, stored, tied=not untied), tensors
 
 
 def save_hf(
