@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> PrepareReport:
     )
     ap.add_argument("--text-field", default="text", help="JSON lines: the field holding the text")
     ap.add_argument("--workers", type=int, default=None, help="tokenising processes (default: all cores)")
-    ap.add_argument("--chunk-chars", type=int, default=1 << 20)
+    ap.add_argument("--chunk-chars", type=int, default=1 << 18)
     ap.add_argument("--shard-tokens", type=int, default=1 << 26)
     ap.add_argument("--max-sentence-tokens", type=int, default=510)
     ap.add_argument("--overwrite", action="store_true", help="start again instead of resuming")

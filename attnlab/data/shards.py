@@ -298,7 +298,7 @@ def prepare_shards(
     out_dir: str | os.PathLike,
     *,
     workers: int | None = None,
-    chunk_chars: int = 1 << 20,
+    chunk_chars: int = 1 << 18,
     shard_tokens: int = 1 << 26,
     max_sentence_tokens: int | None = 510,
     ingest_stats: IngestStats | None = None,
@@ -311,7 +311,8 @@ def prepare_shards(
         documents: an iterable of documents (lists of sentences), e.g. :func:`read_documents`.
         tokenizer: anything satisfying :class:`~attnlab.data.protocol.TokenizerLike`.
         workers: processes tokenising in parallel (default: all cores). Output does not depend on it.
-        chunk_chars: characters per unit of parallel work (whole documents; memory per worker).
+        chunk_chars: characters per unit of parallel work (whole documents). A worker holds its chunk's
+            encodings: ~100 MB per 1M characters with a pure-Python tokenizer, hence 256K by default.
         shard_tokens: a shard closes once it holds at least this many tokens (64M tokens = 128 MB uint16).
         max_sentence_tokens: longer sentences are truncated and counted (510 fits ``[CLS] s [SEP]`` in 512).
         ingest_stats: the :class:`IngestStats` the reader fills; copied into the index.
