@@ -147,10 +147,12 @@ class PretrainingInstances:
 
     def _layout(self) -> np.ndarray:
         rng = np.random.default_rng([self.seed, _STREAM_LAYOUT])
-        blocks: list[tuple[int, int, int, int, int]] = []
+        parts: list[np.ndarray] = []
         c = self.corpus
         doc_base = 0
         for sh, shard in enumerate(c.shards):
+            # one shard's blocks as Python tuples at a time (a whole corpus of them would not fit)
+            blocks: list[tuple[int, int, int, int, int]] = []
             lens = np.diff(np.asarray(shard.sent_offsets)).tolist()
             doc_offsets = np.asarray(shard.doc_offsets).tolist()
             if self.fmt == "full_sentences":
@@ -169,8 +171,9 @@ class PretrainingInstances:
                     else:
                         self._segments(blocks, rng, sh, lens, s0, s1, doc_base + d)
             doc_base += shard.n_documents
-        # int32 halves the table (26M blocks for 3.3B tokens at length 128); indices are per shard
-        out = np.asarray(blocks, dtype=np.int32).reshape(-1, 5)
+            # int32 halves the table (26M blocks for 3.3B tokens at length 128); indices are per shard
+            parts.append(np.asarray(blocks, dtype=np.int32).reshape(-1, 5))
+        out = np.concatenate(parts) if parts else np.zeros((0, 5), np.int32)
         if self.fmt in ("segment_pair", "sop"):
             single = out[:, 2] - out[:, 1] == 1
             self.stats.single_sentence_blocks = int(single.sum())
