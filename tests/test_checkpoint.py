@@ -339,6 +339,12 @@ def test_explain_shape_without_a_table_entry_guesses_by_value() -> None:
     assert "dim 1: config hidden_size = 32, checkpoint has 64" in text
 
 
+def test_explain_shape_mlm_head_norm_blames_the_embedding_size() -> None:
+    config = dataclasses.replace(TINY, embedding_size=16)
+    text = explain_shape("mlm_head.norm.weight", (16,), (32,), config)
+    assert "config embedding_size (or hidden_size when embedding_size is None) = 16, checkpoint has 32" in text
+
+
 def test_read_safetensors_missing_file(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no such weights file"):
         read_safetensors(tmp_path / "x.safetensors")

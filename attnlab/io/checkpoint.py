@@ -282,7 +282,7 @@ def build_model(
 
 # Which EncoderConfig field sets each dimension of a parameter, by the end of its state-dict name.
 # "E" stands for embedding_size (hidden_size when None).
-_SHAPE_FIELDS: list[tuple[str, tuple[str, ...]]] = [
+_SHAPE_FIELDS: list[tuple[str, tuple[str | None, ...]]] = [
     (r"embeddings\.word\.weight$", ("vocab_size", "E")),
     (r"embeddings\.position\.weight$", ("max_position_embeddings", "E")),
     (r"embeddings\.token_type\.weight$", ("type_vocab_size", "E")),
@@ -294,14 +294,14 @@ _SHAPE_FIELDS: list[tuple[str, tuple[str, ...]]] = [
     (r"feed_forward\.\d+\.layer\.up\.weight$", ("intermediate_size", "hidden_size")),
     (r"feed_forward\.\d+\.layer\.up\.bias$", ("intermediate_size",)),
     (r"feed_forward\.\d+\.layer\.down\.weight$", ("hidden_size", "intermediate_size")),
-    (r"\.norm\.(weight|bias)$", ("hidden_size",)),
-    (r"final_norm\.(weight|bias)$", ("hidden_size",)),
-    (r"pooler\.dense\.weight$", ("hidden_size", "hidden_size")),
     (r"mlm_head\.dense\.weight$", ("E", "hidden_size")),
     (r"mlm_head\.dense\.bias$", ("E",)),
     (r"mlm_head\.norm\.(weight|bias)$", ("E",)),
     (r"mlm_head\.decoder\.weight$", ("vocab_size", "E")),
     (r"mlm_head\.bias$", ("vocab_size",)),
+    (r"\.norm\.(weight|bias)$", ("hidden_size",)),
+    (r"final_norm\.(weight|bias)$", ("hidden_size",)),
+    (r"pooler\.dense\.weight$", ("hidden_size", "hidden_size")),
     (r"(pair_head|rtd_head)\.\w+\.weight$", (None, "hidden_size")),
     (r"\.(weight|bias)$", ("hidden_size",)),
 ]
@@ -375,7 +375,12 @@ def load_state_checked(
     for alias, src in aliases.items():
         if alias not in tensors and src in tensors:
             tensors[alias] = tensors[src]
-        elif alias in tensors and src in tensors and not torch.equal(tensors[alias], tensors[src]):
+        elif (
+            alias in tensors
+            and src in tensors
+            and tensors[alias].shape == tensors[src].shape
+            and not torch.equal(tensors[alias], tensors[src])
+        ):
             raise CheckpointError(
                 f"{source}: {alias} is tied to {src} in {architecture}, "
                 "but the checkpoint holds different values"

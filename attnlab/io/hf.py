@@ -9,16 +9,13 @@ Each family is one `Family` record of data: the HF class per kind of model, the 
 the state-dict layout as ``{attnlab module path: HF module path}`` (``{j}`` = sub-layer index). One
 generic translator serves all five; no family has code of its own.
 
-Kinds of model and their attnlab architectures:
+Kinds of model (HF classes -> attnlab architecture):
 
-====================  ==========================================  ===================================
-kind                  HF classes                                  attnlab
-====================  ==========================================  ===================================
-``base``              BertModel, RobertaModel, AlbertModel, ...   ``Encoder``
-``mlm``               *ForMaskedLM (ELECTRA: the generator)       ``EncoderForPreTraining``
-``pretraining``       BertForPreTraining (NSP), AlbertFor... (SOP)  ``EncoderForPreTraining(pair_head)``
-``rtd``               ElectraForPreTraining (the discriminator)   ``ReplacedTokenDetection``
-====================  ==========================================  ===================================
+- ``base``: BertModel, RobertaModel, AlbertModel, ElectraModel, DistilBertModel -> ``Encoder``;
+- ``mlm``: *ForMaskedLM (for ELECTRA, the generator) -> ``EncoderForPreTraining``;
+- ``pretraining``: BertForPreTraining (NSP), AlbertForPreTraining (SOP)
+  -> ``EncoderForPreTraining`` with ``pair_head=True``;
+- ``rtd``: ElectraForPreTraining (the discriminator) -> ``ReplacedTokenDetection``.
 
 Reading decides the kind from the weights present (the ``architectures`` field of real checkpoints
 often names less than the file holds: bert-base-uncased says BertForMaskedLM and carries the NSP head).
