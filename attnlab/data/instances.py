@@ -258,26 +258,23 @@ class PretrainingInstances:
 
     def _single(self, sh: int, s0: int, s1: int) -> dict[str, np.ndarray | int]:
         shard = self.corpus.shards[sh]
-        so = shard.sent_offsets
-        doc_starts = set(np.asarray(shard.doc_offsets[:-1]).tolist())
-        ids_parts, ws_parts, sp_parts = [], [], []
-        for i in range(s0, s1):
-            if i > s0 and i in doc_starts:  # FULL-SENTENCES: extra separator between documents
-                ids_parts.append(np.array([self.special.sep]))
-                ws_parts.append(np.array([True]))
-                sp_parts.append(np.array([True]))
-            ids, ws = self._tokens(sh, int(so[i]), int(so[i + 1]))
-            ids_parts.append(ids)
-            ws_parts.append(ws)
-            sp_parts.append(np.zeros(len(ids), dtype=bool))
+        so, do = shard.sent_offsets, shard.doc_offsets
+        lo, hi = int(so[s0]), int(so[s1])
+        ids, ws = self._tokens(sh, lo, hi)
+        # FULL-SENTENCES: an extra separator where a document starts inside the block
+        inner = np.asarray(do[np.searchsorted(do, s0, "right") : np.searchsorted(do, s1, "left")])
+        at = np.asarray(so[inner], dtype=np.int64) - lo  # (n_sep,) token positions of the new documents
+        ids = np.insert(ids, at, self.special.sep)
+        ws = np.insert(ws, at, True)
+        sp = np.zeros(len(ids), dtype=bool)
+        sp[at + np.arange(len(at))] = True
         m = self.max_tokens  # only a lone over-long sentence is cut here
-        ids, ws, sp = (np.concatenate(p)[:m] for p in (ids_parts, ws_parts, sp_parts))
-        input_ids = np.concatenate([[self.special.cls], ids, [self.special.sep]]).astype(np.int64)
+        input_ids = np.concatenate([[self.special.cls], ids[:m], [self.special.sep]]).astype(np.int64)
         return {
             "input_ids": input_ids,
             "token_type_ids": np.zeros_like(input_ids),
-            "word_starts": np.concatenate([[True], ws, [True]]),
-            "special_tokens_mask": np.concatenate([[True], sp, [True]]),
+            "word_starts": np.concatenate([[True], ws[:m], [True]]),
+            "special_tokens_mask": np.concatenate([[True], sp[:m], [True]]),
         }
 
     def _random_segment(self, rng: np.random.Generator, doc: int, want: int) -> tuple[int, int, int]:
