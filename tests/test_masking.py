@@ -246,9 +246,11 @@ def instances(tmp_path_factory):
 
 def test_static_masks_are_identical_across_epochs_dynamic_are_not(instances):
     m = masker(strategy="whole_word")
-    static = MaskedDataset(instances, m, seed=1, static=True)
+    with pytest.raises(ValueError, match="static masking over instances that change each epoch"):
+        MaskedDataset(instances, m, seed=1, static=True)
     instances.static = True
     try:
+        static = MaskedDataset(instances, m, seed=1, static=True)
         static.set_epoch(0)
         e0 = [static[i]["input_ids"].tolist() for i in range(len(static))]
         static.set_epoch(1)

@@ -311,6 +311,11 @@ class MaskedDataset:
     """
 
     def __init__(self, dataset: Any, masker: Masker, *, seed: int = 0, static: bool = False) -> None:
+        if static and getattr(dataset, "static", None) is False:
+            raise ValueError(
+                "static masking over instances that change each epoch: build the instances with static=True "
+                "(and dupe_factor=k for BERT's k differently masked copies)"
+            )
         self.dataset, self.masker, self.seed, self.static = dataset, masker, seed, static
         self.epoch = 0
 
