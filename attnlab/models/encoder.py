@@ -59,6 +59,13 @@ def init_bert_weights(module: nn.Module, std: float) -> None:
         nn.init.zeros_(module.bias)
 
 
+def _can_read_values(t: Tensor) -> bool:
+    """Whether value checks (which read tensor data back to Python) may run: not on the meta device
+    (no data) and not while ``torch.compile`` traces (they would break the graph). On an accelerator
+    they cost one small synchronisation per forward."""
+    return t.device.type != "meta" and not torch.compiler.is_compiling()
+
+
 def _layer_plan(config: EncoderConfig) -> tuple[tuple[int, int], ...]:
     shared_attention = config.sharing in ("all", "attention")
     shared_ffn = config.sharing in ("all", "ffn")
@@ -144,7 +151,8 @@ class Encoder(nn.Module):
                 f"input_ids: sequence length {input_ids.size(1)} exceeds the maximum {c.max_sequence_length} "
                 f"(max_position_embeddings={c.max_position_embeddings}, position_offset={c.position_offset})"
             )
-        if input_ids.numel() and input_ids.device.type != "meta":
+        inspect_values = _can_read_values(input_ids)
+        if input_ids.numel() and inspect_values:
             lo, hi = torch.aminmax(input_ids)
             lo, hi = int(lo), int(hi)
             if lo < 0 or hi >= c.vocab_size:
@@ -170,7 +178,7 @@ class Encoder(nn.Module):
                 raise ValueError(
                     "token_type_ids given, but this encoder has no segment embeddings (type_vocab_size=0)"
                 )
-            if token_type_ids.numel() and token_type_ids.device.type != "meta":
+            if token_type_ids.numel() and inspect_values:
                 lo, hi = (int(v) for v in torch.aminmax(token_type_ids))
                 if lo < 0 or hi >= c.type_vocab_size:
                     raise ValueError(
@@ -189,7 +197,7 @@ class Encoder(nn.Module):
             keep = attention_mask
         else:
             keep = attention_mask != 0
-        if attention_mask.device.type != "meta" and bool(keep.all()):
+        if _can_read_values(keep) and bool(keep.all()):
             return None
         return to_additive(keep[:, None, None, :], dtype)
 
