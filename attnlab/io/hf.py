@@ -710,7 +710,10 @@ def _kind_of(model: nn.Module) -> str:
         return "rtd"
     if name == "EncoderForPreTraining":
         return "pretraining" if options.get("pair_head") else "mlm"
-    raise CheckpointError(f"attnlab architecture {name!r} has no HF transformers counterpart")
+    raise CheckpointError(
+        f"save_hf exports Encoder, EncoderForPreTraining and ReplacedTokenDetection, not {name}; "
+        "export its encoder (model.encoder) instead"
+    )
 
 
 def infer_family(config: Any, kind: str) -> str:
