@@ -174,3 +174,29 @@ def test_unsplit_documents_split_later(tmp_path):
     sentences = tmp_path / "s.txt"
     sentences.write_text("Kept. As is.\n")
     assert list(read_documents(sentences, "sentences", split=False)) == [["Kept. As is."]]
+
+
+def test_hf_datasets_records_become_documents(monkeypatch):
+    import sys
+    import types
+
+    calls = {}
+
+    def load_dataset(name, config, split, streaming, **kwargs):
+        calls.update(name=name, config=config, split=split, streaming=streaming, **kwargs)
+        return [{"text": "One. Two.\n\nThree."}, {"text": "  "}, {"text": "Four."}]
+
+    monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(load_dataset=load_dataset))
+    stats = IngestStats()
+    docs = list(read_hf_dataset("wikitext", config="wikitext-103-raw-v1", stats=stats, revision="main"))
+    assert docs == [["One.", "Two.", "Three."], ["Four."]]
+    assert calls == {
+        "name": "wikitext",
+        "config": "wikitext-103-raw-v1",
+        "split": "train",
+        "streaming": True,
+        "revision": "main",
+    }
+    assert (stats.documents, stats.empty_documents) == (2, 1)
+    with pytest.raises(ValueError, match=r"wikitext\[train\] record 0: no field 'body'; fields: \['text'\]"):
+        next(read_hf_dataset("wikitext", text_field="body"))
