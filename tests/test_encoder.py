@@ -320,8 +320,11 @@ def test_replaced_token_detection() -> None:
 
 
 def test_architectures_registry() -> None:
-    assert set(ARCHITECTURES) == {"Encoder", "EncoderForPreTraining", "ReplacedTokenDetection"}
-    for name, cls in ARCHITECTURES.items():
+    core = {"Encoder", "EncoderForPreTraining", "ReplacedTokenDetection"}
+    assert core <= set(ARCHITECTURES)  # task heads (attnlab.models.task_heads) register there too
+    assert all(callable(getattr(cls, "from_config", None)) for cls in ARCHITECTURES.values())
+    for name in sorted(core):
+        cls = ARCHITECTURES[name]
         model = cls.from_config(TINY)
         assert isinstance(model, cls) and model.config == TINY, name
     assert ARCHITECTURES["EncoderForPreTraining"].from_config(TINY, pair_head=True).pair_head is not None
