@@ -1,0 +1,301 @@
+"""The paper's training recipe (Vaswani et al. 2017, section 5) on attnlab's `Trainer`, checkpoint averaging,
+and model directories.
+
+- Optimiser (5.3): Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9, no weight decay.
+- Schedule (5.3, eq. 3): lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), warmup = 4000
+  (``schedule="transformer"``, the optimiser's lr 1.0 multiplies it).
+- Regularisation (5.4): dropout 0.1 and label smoothing 0.1 live in the model config.
+- Batches (5.1): ~25000 source and 25000 target tokens (`TokenBatchLoader`).
+- Averaging (6.1): "for the base models, we used a single model obtained by averaging the last 5
+  checkpoints, which were written at 10-minute intervals" (big: last 20).
+
+A model directory holds ``config.json`` (`Seq2SeqConfig`), ``model.safetensors`` and ``tokenizer.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+
+from attnlab.tokenizers import Tokenizer
+from attnlab.train import Trainer, TrainerConfig, list_checkpoints, load_model, save_model, set_seed
+from attnlab.train.checkpoint import MODEL_FILE
+
+from .config import Seq2SeqConfig
+from .data import (
+    TokenBatchLoader,
+    encode_pairs,
+    read_parallel,
+    special_ids,
+    train_joint_bpe,
+)
+from .model import Seq2Seq, build_model
+
+CONFIG_FILE = "config.json"
+TOKENIZER_FILE = "tokenizer.json"
+
+
+def paper_trainer_config(
+    d_model: int,
+    max_steps: int,
+    output_dir: str | Path,
+    warmup: int = 4000,
+    lr_scale: float = 1.0,
+    **overrides: Any,
+) -> TrainerConfig:
+    """`TrainerConfig` with the paper's Adam and schedule; ``lr_scale`` multiplies eq. (3) (1: the paper)."""
+    settings: dict[str, Any] = dict(
+        max_steps=max_steps,
+        optimizer="adamw",
+        weight_decay=0.0,  # plain Adam: AdamW without decay is Adam
+        betas=(0.9, 0.98),
+        eps=1e-9,
+        lr=lr_scale,
+        schedule="transformer",
+        d_model=d_model,
+        warmup=warmup,
+        clip_norm=None,  # the paper does not clip
+        output_dir=output_dir,
+    )
+    settings.update(overrides)
+    return TrainerConfig(**settings)
+
+
+# --------------------------------------------------------------------------- checkpoint averaging
+
+
+def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of state dicts with the same keys and shapes (accumulated in float64)."""
+    if not states:
+        raise ValueError("average_state_dicts: no state dicts given")
+    keys = list(states[0])
+    for i, s in enumerate(states[1:], start=1):
+        if list(s) != keys and set(s) != set(keys):
+            missing = sorted(set(keys) ^ set(s))[:5]
+            raise ValueError(f"average_state_dicts: state {i} has different keys (e.g. {missing})")
+    out = {}
+    for k in keys:
+        first = states[0][k]
+        if not first.is_floating_point():
+            out[k] = first.clone()
+            continue
+        total = torch.zeros(first.shape, dtype=torch.float64)
+        for i, s in enumerate(states):
+            if s[k].shape != first.shape:
+                raise ValueError(
+                    f"average_state_dicts: {k!r} is {tuple(s[k].shape)} in state {i}, "
+                    f"not {tuple(first.shape)}"
+                )
+            total += s[k].double()
+        out[k] = (total / len(states)).to(first.dtype)
+    return out
+
+
+def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
+    """Average the weights of checkpoint directories (or ``model.safetensors`` files).
+
+    Tied tensors are stored once by attnlab's checkpoints; the averaged dict holds them once too and loads
+    with `load_model`-style aliasing (see `load_averaged`).
+    """
+    files = [Path(p) / MODEL_FILE if Path(p).is_dir() else Path(p) for p in paths]
+    for f in files:
+        if not f.is_file():
+            raise FileNotFoundError(f"{f}: no such weights file")
+    return average_state_dicts([load_file(str(f)) for f in files])
+
+
+def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
+    """The newest ``n`` checkpoints under ``run_dir/checkpoints`` (or ``run_dir`` itself), oldest first."""
+    run_dir = Path(run_dir)
+    found = list_checkpoints(run_dir / "checkpoints") or list_checkpoints(run_dir)
+    if not found:
+        raise FileNotFoundError(f"{run_dir}: no checkpoints (step-* directories) found")
+    if n < 1:
+        raise ValueError(f"number of checkpoints to average must be >= 1, got {n}")
+    return found[-n:]
+
+
+def load_averaged(model: Seq2Seq, paths: Sequence[str | Path]) -> None:
+    """Load the average of checkpoints ``paths`` into ``model`` (ties preserved)."""
+    averaged = average_checkpoints(paths)
+    state = model.state_dict()
+    missing = [k for k in state if k not in averaged]
+    # Tied weights (shared embeddings) are saved under one name: fill the aliases from their source.
+    for key in missing:
+        tensor = state[key]
+        source = next(
+            (k for k, v in state.items() if k in averaged and v.data_ptr() == tensor.data_ptr()), None
+        )
+        if source is None:
+            raise KeyError(f"averaged checkpoints have no {key!r}")
+        averaged[key] = averaged[source]
+    model.load_state_dict(averaged)
+
+
+# --------------------------------------------------------------------------- model directories
+
+
+def save_pretrained(model: Seq2Seq, tokenizer: Tokenizer, directory: str | Path) -> Path:
+    """Write ``config.json``, ``model.safetensors`` and ``tokenizer.json`` into ``directory``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    model.config.save(directory / CONFIG_FILE)
+    save_model(model, directory / MODEL_FILE)
+    tokenizer.save(str(directory / TOKENIZER_FILE))
+    return directory
+
+
+def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> tuple[Seq2Seq, Tokenizer]:
+    """The model and tokenizer of a directory written by `save_pretrained` (model in eval mode)."""
+    directory = Path(directory)
+    for name in (CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE):
+        if not (directory / name).is_file():
+            raise FileNotFoundError(
+                f"{directory}: missing {name} (expected a directory written by translate-train)"
+            )
+    config = Seq2SeqConfig.load(directory / CONFIG_FILE)
+    model = build_model(config)
+    load_model(model, directory / MODEL_FILE)
+    tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ValueError(
+            f"{directory}: tokenizer.json has {tokenizer.vocab_size} tokens, config.json vocab_size is "
+            f"{config.vocab_size}"
+        )
+    return model.to(device).eval(), tokenizer
+
+
+# --------------------------------------------------------------------------- the training entry
+
+
+@dataclass
+class TranslationRun:
+    model_dir: Path
+    steps: int
+    report: dict[str, Any]
+
+
+def time_limit_callback(minutes: float) -> Callable[[Trainer, dict[str, Any]], None]:
+    """A `Trainer` callback that ends the run at the first step boundary after ``minutes`` (it lowers
+    ``trainer.total_steps`` to the current step; the trainer then evaluates and saves as at a normal end)."""
+    deadline = time.monotonic() + 60.0 * minutes
+
+    def callback(trainer: Trainer, record: dict[str, Any]) -> None:
+        if time.monotonic() >= deadline:
+            trainer.total_steps = trainer.step
+
+    return callback
+
+
+def train_translation(
+    src_train: str | Path,
+    tgt_train: str | Path,
+    output_dir: str | Path,
+    config_overrides: dict[str, Any] | None = None,
+    preset_name: str = "transformer-base",
+    vocab_size: int = 8000,
+    max_length: int = 256,
+    max_tokens: int = 4096,
+    max_steps: int = 100_000,
+    minutes: float | None = None,
+    warmup: int = 4000,
+    lr_scale: float = 1.0,
+    average_last: int = 5,
+    save_every: int = 1000,
+    seed: int = 0,
+    src_valid: str | Path | None = None,
+    tgt_valid: str | Path | None = None,
+    trainer_overrides: dict[str, Any] | None = None,
+    log: Callable[[str], None] = print,
+) -> TranslationRun:
+    """Learn a joint BPE, train a Transformer with the paper's recipe, average the last checkpoints and write
+    the model directory ``output_dir/model``. Returns its path, the steps done and a data report."""
+    from .config import preset
+
+    output_dir = Path(output_dir)
+    train = read_parallel(src_train, tgt_train)
+    log(train.report())
+    tokenizer = train_joint_bpe([*train.source, *train.target], vocab_size)
+    ids = special_ids(tokenizer)
+    encoded = encode_pairs(tokenizer, train, max_length)
+    log(f"{len(encoded)} training pairs, {encoded.too_long} filtered for more than {max_length} tokens")
+    overrides = dict(config_overrides or {})
+    overrides.update(
+        vocab_size=tokenizer.vocab_size,
+        pad_token_id=ids["pad"],
+        bos_token_id=ids["bos"],
+        eos_token_id=ids["eos"],
+        max_positions=max(overrides.get("max_positions", 0), max_length + 64),
+    )
+    config = preset(preset_name, **overrides)
+    set_seed(seed)
+    model = build_model(config)
+    log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters, {config}")
+    loader = TokenBatchLoader(encoded.examples, max_tokens, ids["pad"], config.start_token_id, seed=seed)
+    eval_batches = None
+    if src_valid is not None and tgt_valid is not None:
+        valid = read_parallel(src_valid, tgt_valid)
+        valid_enc = encode_pairs(tokenizer, valid, max_length)
+        eval_batches = list(
+            TokenBatchLoader(valid_enc.examples, max_tokens, ids["pad"], config.start_token_id, shuffle=False)
+        )
+    trainer_settings = dict(
+        save_every=save_every, keep_last=max(average_last, 1), seed=seed, log_every=10, eval_every=0
+    )
+    trainer_settings.update(trainer_overrides or {})
+    tconfig = paper_trainer_config(
+        config.d_model, max_steps, output_dir, warmup, lr_scale, **trainer_settings
+    )
+    callbacks = [time_limit_callback(minutes)] if minutes is not None else []
+    trainer = Trainer(model, tconfig, loader, eval_data=eval_batches, callbacks=callbacks)
+    result = trainer.train()
+    checkpoints = last_checkpoints(output_dir, average_last)
+    if len(checkpoints) > 1:
+        log(f"averaging {len(checkpoints)} checkpoints: {', '.join(p.name for p in checkpoints)}")
+        load_averaged(model, checkpoints)
+    model_dir = save_pretrained(model.cpu(), tokenizer, output_dir / "model")
+    report = {
+        "lines": train.lines,
+        "pairs": len(train),
+        "skipped_empty": train.skipped_empty,
+        "too_long": encoded.too_long,
+        "batches_per_epoch": len(loader),
+        "steps": result.step,
+        "averaged": [p.name for p in checkpoints],
+        "eval": result.eval_metrics,
+    }
+    (output_dir / "data_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return TranslationRun(model_dir, result.step, report)
+
+
+def translate_texts(
+    model: Seq2Seq,
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_length_offset: int = 50,
+    batch_size: int = 64,
+) -> list[str]:
+    """Translate sentences to detokenised text (``beam_size=1``: greedy). Empty inputs give empty outputs."""
+    from .data import encode_text
+    from .decoding import translate_ids
+
+    keep = [i for i, t in enumerate(texts) if t.strip()]
+    sources = encode_text(tokenizer, [texts[i].strip() for i in keep])
+    limit = model.config.max_positions
+    for i, s in zip(keep, sources):
+        if len(s) > limit:
+            raise ValueError(f"input sentence {i + 1} has {len(s)} tokens, more than max_positions={limit}")
+    hyps = translate_ids(model, sources, beam_size, alpha, max_length_offset, batch_size=batch_size)
+    out = [""] * len(texts)
+    for i, ids in zip(keep, hyps):
+        out[i] = tokenizer.decode(ids)
+    return out
