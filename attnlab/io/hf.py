@@ -662,7 +662,7 @@ def load_hf(
         )
         config = dataclasses.replace(config, position_embedding="learned")
 
-    model = build_model(name, config, options)
+    model = build_model(name, config, options, init=False)
     load_state_checked(
         model, ours, source=weights_source, architecture=f"{name} (from {family.model_type})", config=config
     )
