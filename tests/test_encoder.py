@@ -420,6 +420,8 @@ def test_bad_masks_and_lengths(encoder: Encoder) -> None:
         encoder(ids, token_type_ids=torch.full_like(ids, 2))
     with pytest.raises(ValueError, match="sequence length 65 exceeds the maximum 64"):
         encoder(torch.ones(1, 65, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"position_ids: position 64 out of range; must be in \[0, 63\]"):
+        encoder(ids, position_ids=torch.arange(56, 65)[None])
     roberta = Encoder(VARIANTS["roberta"])
     with pytest.raises(ValueError, match=r"sequence length 63 exceeds the maximum 62 .*position_offset=2"):
         roberta(torch.ones(1, 63, dtype=torch.long))
@@ -436,9 +438,11 @@ def test_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
 
     parser = argparse.ArgumentParser()
     demo.register(parser.add_subparsers())
-    args = parser.parse_args(["demo", "--vocab-size", "50", "--batch-size", "2", "--seq-len", "8"])
+    args = parser.parse_args(
+        ["demo", "--preset", "bert-tiny", "--vocab-size", "50", "--batch-size", "2", "--seq-len", "8"]
+    )
     assert args.func(args) == 0
     printed = capsys.readouterr().out
-    assert "last_hidden_state (2, 8, 256)" in printed
+    assert "last_hidden_state (2, 8, 128)" in printed
     assert "MLM decoder tied to the word embedding: True" in printed
     assert "albert-xxlarge" in printed and "222,595,584" in printed

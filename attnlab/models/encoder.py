@@ -171,6 +171,14 @@ class Encoder(nn.Module):
                 f"position_ids: expected last dimension {input_ids.size(1)} (T), "
                 f"got shape {tuple(position_ids.shape)}"
             )
+        if position_ids is not None and position_ids.numel() and inspect_values:
+            lo, hi = (int(v) for v in torch.aminmax(position_ids))
+            if lo < 0 or hi >= c.max_position_embeddings:
+                raise ValueError(
+                    f"position_ids: position {hi if hi >= c.max_position_embeddings else lo} out of range; "
+                    f"must be in [0, {c.max_position_embeddings - 1}] "
+                    f"(max_position_embeddings={c.max_position_embeddings})"
+                )
         if token_type_ids is not None:
             if token_type_ids.dtype.is_floating_point or token_type_ids.dtype == torch.bool:
                 raise TypeError(f"token_type_ids: expected an integer tensor, got {token_type_ids.dtype}")
