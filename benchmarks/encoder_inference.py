@@ -19,11 +19,18 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-import torch
+# Run as a script, Python puts benchmarks/ first on sys.path, where a sibling script's name (e.g.
+# tokenizers.py) would shadow the library of that name that transformers imports. Benchmarks import
+# nothing from each other, so the folder is taken off the path.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
 
-from attnlab.io import to_hf
-from attnlab.models import Encoder, get_preset
+import torch  # noqa: E402
+
+from attnlab.io import to_hf  # noqa: E402
+from attnlab.models import Encoder, get_preset  # noqa: E402
 
 
 def _int_list(text: str) -> list[int]:
