@@ -1,0 +1,830 @@
+"""BERT's fine-tuning recipe over the shared `attnlab.train.Trainer`.
+
+The recipe (Devlin et al. 2019, section 4 and appendix A.3; the lecture's "dropout 0.1, 2-4 epochs,
+lr one of 5e-5, 3e-5, 2e-5"): AdamW (weight decay 0.01, never on biases and LayerNorm), 10% linear
+warm-up then linear decay, batch 32, dropout 0.1 on the classifier, 2 to 4 epochs. Evaluation on dev after
+every epoch; the best epoch's model is kept (``<run>/best``: config.json, model.safetensors,
+tokenizer.json). An optional sweep over learning rates (and seeds) keeps the learning rate with the best
+median dev score (BERT: "we selected the best fine-tuning learning rate on the Dev set"), and reports
+every run with its seed.
+
+A task is a `TaskSpec`: how to read its splits from a directory, which head it needs, how examples become
+features (`attnlab.tasks.features`), and how predictions are scored (`attnlab.metrics`). `TASKS` holds the
+GLUE tasks, CoNLL-2003, SQuAD v1.1 / v2.0, SWAG and ``generic`` (CSV / TSV / JSON-lines tables).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from attnlab.tasks.examples import TokenExample
+from attnlab.tasks.features import (
+    Feature,
+    FeatureDataset,
+    FeatureReport,
+    batches,
+    classification_features,
+    collate,
+    multiple_choice_features,
+    pad_id_of,
+    qa_features,
+    token_classification_features,
+)
+
+logger = logging.getLogger(__name__)
+
+LEARNING_RATES = (5e-5, 3e-5, 2e-5)  # BERT appendix A.3 (Adam lr for fine-tuning)
+
+KINDS = ("classification", "regression", "token", "qa", "multiple_choice")
+ARCHITECTURE_OF_KIND = {
+    "classification": "EncoderForSequenceClassification",
+    "regression": "EncoderForSequenceClassification",
+    "token": "EncoderForTokenClassification",
+    "qa": "EncoderForQuestionAnswering",
+    "multiple_choice": "EncoderForMultipleChoice",
+}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# tasks
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One fine-tuning task.
+
+    ``kind`` picks the head and the features; ``labels`` are the class names (None: read from the training
+    data, e.g. CoNLL tags, or regression); ``metric`` is the dev score the sweep and the best-epoch
+    selection maximise; ``files`` maps split names to file-name candidates inside the task directory.
+    """
+
+    name: str
+    kind: str
+    labels: tuple[str, ...] | None = None
+    metric: str = "accuracy"
+    files: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    version_2: bool = False  # SQuAD 2.0: unanswerable questions, null odds
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"TaskSpec.kind: expected one of {KINDS}, got {self.kind!r}")
+
+    @property
+    def architecture(self) -> str:
+        return ARCHITECTURE_OF_KIND[self.kind]
+
+
+def _glue_spec(name: str, metric: str) -> TaskSpec:
+    from attnlab.tasks.loaders.glue import glue_task
+
+    g = glue_task(name)
+    dev = ("dev_matched.tsv",) if name == "mnli" else ("dev.tsv",)
+    return TaskSpec(
+        name,
+        "regression" if g.is_regression else "classification",
+        g.labels,
+        metric,
+        (("train", ("train.tsv", "train.reconstructed.tsv")), ("dev", dev), ("test", ("test.tsv",))),
+    )
+
+
+# Dev metric each task's best epoch and learning rate are chosen by (BERT Table 1 reports F1 for MRPC
+# and QQP, Spearman for STS-B, Matthews correlation for CoLA, accuracy elsewhere).
+TASKS: dict[str, TaskSpec] = {
+    **{
+        name: _glue_spec(name, metric)
+        for name, metric in (
+            ("sst2", "accuracy"),
+            ("cola", "mcc"),
+            ("mrpc", "f1"),
+            ("stsb", "spearman"),
+            ("rte", "accuracy"),
+            ("wnli", "accuracy"),
+            ("qnli", "accuracy"),
+            ("qqp", "f1"),
+            ("mnli", "accuracy"),
+        )
+    },
+    "conll2003": TaskSpec(
+        "conll2003", "token", None, "f1",
+        (("train", ("train.txt", "eng.train")), ("dev", ("valid.txt", "dev.txt", "eng.testa")),
+         ("test", ("test.txt", "eng.testb"))),
+    ),
+    "squad": TaskSpec(
+        "squad", "qa", None, "f1",
+        (("train", ("train-v1.1.json", "train.json")), ("dev", ("dev-v1.1.json", "dev.json"))),
+    ),
+    "squad2": TaskSpec(
+        "squad2", "qa", None, "f1",
+        (("train", ("train-v2.0.json", "train.json")), ("dev", ("dev-v2.0.json", "dev.json"))),
+        version_2=True,
+    ),
+    "swag": TaskSpec(
+        "swag", "multiple_choice", None, "accuracy",
+        (("train", ("train.csv",)), ("dev", ("val.csv", "dev.csv")), ("test", ("test.csv",))),
+    ),
+    "generic": TaskSpec(
+        "generic", "classification", None, "accuracy",
+        (("train", ("train.csv", "train.tsv", "train.jsonl")), ("dev", ("dev.csv", "dev.tsv", "dev.jsonl"))),
+    ),
+}  # fmt: skip
+
+
+def get_task(name: str) -> TaskSpec:
+    key = name.lower().replace("-", "")
+    aliases = {"sst": "sst2", "stsb": "stsb", "sts": "stsb", "conll": "conll2003", "squadv2": "squad2"}
+    key = aliases.get(key, key)
+    if key not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid: {', '.join(TASKS)}")
+    return TASKS[key]
+
+
+def split_path(spec: TaskSpec, data_dir: str | os.PathLike, split: str) -> Path:
+    """The file of ``split`` in ``data_dir`` (the first candidate name that exists)."""
+    names = dict(spec.files).get(split)
+    if names is None:
+        raise ValueError(f"{spec.name} has no split {split!r}; it has {[s for s, _ in spec.files]}")
+    for name in names:
+        path = Path(data_dir) / name
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"{data_dir}: no {split} file for {spec.name} (looked for {', '.join(names)})")
+
+
+@dataclass(frozen=True)
+class GenericColumns:
+    """Columns of a ``generic`` table task (`attnlab.tasks.loaders.load_table`)."""
+
+    text_a: str = "sentence"
+    text_b: str | None = None
+    label: str = "label"
+    regression: bool = False
+
+
+def load_split(
+    spec: TaskSpec, data_dir: str | os.PathLike, split: str, columns: GenericColumns | None = None
+) -> list:
+    """Examples of one split through the task's loader; the loader's report is logged."""
+    from attnlab.tasks import loaders
+
+    path = split_path(spec, data_dir, split)
+    if spec.kind in ("classification", "regression") and spec.name != "generic":
+        examples = loaders.load_glue(spec.name, path, labelled=None if split == "test" else True)
+    elif spec.name == "generic":
+        c = columns or GenericColumns()
+        examples = loaders.load_table(
+            path, c.text_a, c.text_b, c.label, label_type="float" if c.regression else "str"
+        )
+    elif spec.kind == "token":
+        examples = loaders.load_conll(path)
+    elif spec.kind == "qa":
+        examples = loaders.load_squad(path)
+    else:
+        examples = loaders.load_swag(path)
+    logger.info("%s", examples.report.summary())
+    return examples
+
+
+def task_labels(spec: TaskSpec, train_examples: Sequence[Any], regression: bool = False) -> list[str] | None:
+    """Class names: the spec's, else those of the training data (CoNLL tags with "O" first, then sorted)."""
+    if spec.labels is not None:
+        return list(spec.labels)
+    if spec.kind in ("qa", "multiple_choice") or regression or spec.kind == "regression":
+        return None
+    seen: set[str] = set()
+    for ex in train_examples:
+        if isinstance(ex, TokenExample):
+            seen.update(ex.tags)
+        elif ex.label is not None:
+            seen.add(str(ex.label))
+    if not seen:
+        raise ValueError(f"{spec.name}: the training data has no labels")
+    return sorted(seen, key=lambda t: (t != "O", t[2:] if t[:2] in ("B-", "I-") else t, t))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# features and scoring per kind
+
+
+def build_features(
+    spec: TaskSpec,
+    tokenizer: Any,
+    examples: Sequence[Any],
+    labels: Sequence[str] | None,
+    *,
+    training: bool,
+    max_length: int,
+    with_token_types: bool,
+    stride: int = 128,
+    max_query_length: int = 64,
+    regression: bool = False,
+) -> tuple[list[Feature], FeatureReport]:
+    report = FeatureReport(spec.name)
+    label_to_id = {name: i for i, name in enumerate(labels)} if labels else None
+    kind = "regression" if regression else spec.kind
+    if kind in ("classification", "regression"):
+        feats = classification_features(
+            tokenizer, examples, max_length, label_to_id, kind == "regression", with_token_types, report
+        )
+    elif kind == "token":
+        feats = token_classification_features(
+            tokenizer, examples, label_to_id, max_length, min(stride, max_length // 4), False,
+            with_token_types, report,
+        )  # fmt: skip
+    elif kind == "qa":
+        feats = qa_features(
+            tokenizer, examples, max_length, stride, max_query_length, training, with_token_types, report
+        )
+    else:
+        feats = multiple_choice_features(tokenizer, examples, max_length, with_token_types, report)
+    report.log()
+    return feats, report
+
+
+class TaskEvaluator:
+    """Turns model outputs on the dev features (in order) into the task's metrics.
+
+    Use as the Trainer's streaming ``metric_fn`` (``update(output, batch)`` / ``compute()`` / ``reset()``)
+    or on its own (`evaluate_features`). ``on_result(metrics)`` is called after each ``compute`` (the
+    best-epoch keeper hooks in there).
+    """
+
+    def __init__(
+        self,
+        spec: TaskSpec,
+        features: Sequence[Feature],
+        examples: Sequence[Any],
+        labels: Sequence[str] | None,
+        regression: bool = False,
+        on_result: Callable[[dict[str, float]], None] | None = None,
+        null_threshold: float = 0.0,
+    ) -> None:
+        self.spec = spec
+        self.features = list(features)
+        self.examples = list(examples)
+        self.labels = list(labels) if labels else None
+        self.regression = regression or spec.kind == "regression"
+        self.on_result = on_result
+        self.null_threshold = null_threshold
+        self.last_predictions: Any = None
+        self.reset()
+
+    def reset(self) -> None:
+        self._outputs: list[dict[str, np.ndarray]] = []
+
+    def update(self, output: Any, batch: Any) -> None:
+        keys = ("start_logits", "end_logits") if self.spec.kind == "qa" else ("logits",)
+        self._outputs.append({k: getattr(output, k).detach().float().cpu().numpy() for k in keys})
+
+    def _stack(self, key: str) -> list[np.ndarray]:
+        rows: list[np.ndarray] = []
+        for out in self._outputs:
+            rows.extend(out[key])
+        if len(rows) != len(self.features):
+            raise RuntimeError(
+                f"TaskEvaluator: {len(rows)} outputs for {len(self.features)} features; the evaluation data "
+                "must be the evaluator's features, in order"
+            )
+        return rows
+
+    def compute(self) -> dict[str, float]:
+        metrics, self.last_predictions = score(self)
+        if self.on_result is not None:
+            self.on_result(metrics)
+        return metrics
+
+
+def score(ev: TaskEvaluator) -> tuple[dict[str, float], Any]:
+    """(metrics, predictions) from an evaluator's collected outputs."""
+    from attnlab import metrics as M
+    from attnlab.tasks.ner_alignment import merge_window_predictions
+    from attnlab.tasks.qa_postprocess import QAWindow, postprocess_predictions, predictions_dict
+
+    spec = ev.spec
+    if spec.kind == "qa":
+        starts, ends = ev._stack("start_logits"), ev._stack("end_logits")
+        windows = []
+        for f, s, e in zip(ev.features, starts, ends):
+            n = len(f.inputs["input_ids"])  # drop the padding columns
+            windows.append(QAWindow(f.example_id, s[:n], e[:n], f.offsets, f.cls_index))
+        preds = postprocess_predictions(
+            ev.examples, windows, version_2=spec.version_2, null_threshold=ev.null_threshold
+        )
+        texts = predictions_dict(preds)
+        if spec.version_2:
+            from attnlab.tasks.qa_postprocess import null_odds_dict
+
+            out = M.squad_v2_scores(texts, ev.examples, null_odds_dict(preds))
+            result = {"exact": out["exact"], "f1": out["f1"]}
+            result.update({k: out[k] for k in ("best_exact", "best_f1", "best_f1_thresh") if k in out})
+        else:
+            out = M.squad_v1_scores(texts, ev.examples)
+            result = {"exact_match": out["exact_match"], "f1": out["f1"]}
+        return result, texts
+    logits = ev._stack("logits")
+    if spec.kind == "token":
+        assert ev.labels is not None
+        grouped: dict[int, list[tuple[list, list]]] = {}
+        for f, lg in zip(ev.features, logits):
+            n = len(f.inputs["input_ids"])
+            grouped.setdefault(f.example_index, []).append((f.word_ids, lg[:n].argmax(-1).tolist()))
+        y_true, y_pred = [], []
+        for i, ex in enumerate(ev.examples):
+            ids = merge_window_predictions(grouped.get(i, []), len(ex.words), default=0)
+            y_true.append(list(ex.tags))
+            y_pred.append(_repair_iob2([ev.labels[k] for k in ids]))
+        out = M.ner_metrics(y_true, y_pred)
+        return {k: out[k] for k in ("precision", "recall", "f1", "accuracy")}, y_pred
+    if ev.regression:
+        preds = [float(lg.reshape(-1)[0]) for lg in logits]
+        gold = [float(ex.label) for ex in ev.examples]
+    else:
+        preds = [int(np.argmax(lg)) for lg in logits]
+        if spec.kind == "multiple_choice":
+            gold = [int(ex.label) for ex in ev.examples]
+        else:
+            assert ev.labels is not None
+            index = {name: i for i, name in enumerate(ev.labels)}
+            gold = [index[str(ex.label)] for ex in ev.examples]
+    if spec.name in TASKS and spec.name not in ("generic", "swag"):
+        try:
+            return M.glue_metrics(spec.name, preds, gold), preds
+        except ValueError as e:  # a constant prediction makes correlations undefined (an untrained model)
+            if not ev.regression:
+                raise
+            logger.warning("%s: %s; reporting 0 correlation", spec.name, e)
+            return {"pearson": 0.0, "spearman": 0.0, "score": 0.0}, preds
+    if ev.regression:
+        try:
+            return {"pearson": M.pearson(preds, gold), "spearman": M.spearman(preds, gold)}, preds
+        except ValueError:
+            return {"pearson": 0.0, "spearman": 0.0}, preds
+    return {"accuracy": M.accuracy(preds, gold)}, preds
+
+
+def _repair_iob2(tags: list[str]) -> list[str]:
+    """An ``I-X`` that does not continue an ``X`` entity becomes ``B-X`` (predictions can be ill-formed)."""
+    out, previous = [], "O"
+    for tag in tags:
+        if tag.startswith("I-") and (previous == "O" or previous[2:] != tag[2:]):
+            tag = "B-" + tag[2:]
+        out.append(tag)
+        previous = tag
+    return out
+
+
+@torch.no_grad()
+def evaluate_features(
+    model: nn.Module, evaluator: TaskEvaluator, batch_size: int = 32, pad_id: int = 0, device: str = "cpu"
+) -> dict[str, float]:
+    """Run ``model`` over the evaluator's features (in order) and score them."""
+    was_training = model.training
+    model.eval().to(device)
+    evaluator.reset()
+    try:
+        for batch in batches(evaluator.features, batch_size, pad_id):
+            batch = {
+                k: v.to(device) for k, v in batch.items() if k not in ("start_positions", "end_positions")
+            }
+            batch.pop("labels", None)
+            evaluator.update(model(**batch), batch)
+    finally:
+        model.train(was_training)
+    return evaluator.compute()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the recipe
+
+
+@dataclass
+class FinetuneConfig:
+    """BERT's fine-tuning hyper-parameters, plus limits for small machines."""
+
+    learning_rates: tuple[float, ...] = (3e-5,)  # several = a sweep; BERT's set is LEARNING_RATES
+    seeds: tuple[int, ...] = (0,)  # several = the median over seeds is reported (and decides the sweep)
+    epochs: float = 3.0  # BERT: 2 to 4
+    batch_size: int = 32
+    warmup: float = 0.1  # fraction of the steps
+    weight_decay: float = 0.01
+    dropout: float = 0.1  # on the classifier (the encoder keeps its config's dropout)
+    max_length: int = 128  # tokens per sequence (QA: use 384)
+    stride: int = 128  # QA: overlap of consecutive passage windows, in tokens
+    max_query_length: int = 64  # QA: longer questions are cut (and counted)
+    max_train_examples: int | None = None  # the first N training examples only
+    max_eval_examples: int | None = None  # the first N dev examples only
+    minutes: float | None = None  # wall-clock budget per run; training stops (and is evaluated) after it
+    precision: str = "fp32"
+    device: str = "auto"
+    eval_batch_size: int = 64
+    output_dir: str | os.PathLike = "runs/finetune"
+    keep_best: bool = True  # write the best epoch's model to <run>/best
+    progress_bar: bool = False
+    tensorboard: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.learning_rates or any(not (lr > 0) for lr in self.learning_rates):
+            raise ValueError(f"FinetuneConfig.learning_rates: positive numbers, got {self.learning_rates!r}")
+        if not self.seeds:
+            raise ValueError("FinetuneConfig.seeds: at least one seed")
+        if not (self.epochs > 0):
+            raise ValueError(f"FinetuneConfig.epochs: a positive number, got {self.epochs!r}")
+        if not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ValueError(f"FinetuneConfig.batch_size: a positive int, got {self.batch_size!r}")
+        if not 0.0 <= self.warmup < 1.0:
+            raise ValueError(f"FinetuneConfig.warmup: a fraction in [0, 1), got {self.warmup!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"FinetuneConfig.dropout: a probability in [0, 1), got {self.dropout!r}")
+        for name in ("max_train_examples", "max_eval_examples"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"FinetuneConfig.{name}: a positive int or None, got {value!r}")
+        if self.minutes is not None and not (self.minutes > 0):
+            raise ValueError(f"FinetuneConfig.minutes: a positive number or None, got {self.minutes!r}")
+
+
+@dataclass
+class ModelSource:
+    """Where a run's model starts: a checkpoint directory (attnlab or HF), or a preset's config (random
+    initialisation). The tokenizer comes from the directory unless given."""
+
+    directory: str | os.PathLike | None = None
+    config: Any = None  # an EncoderConfig for random initialisation
+    tokenizer: Any = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if (self.directory is None) == (self.config is None):
+            raise ValueError("ModelSource: give exactly one of directory and config")
+        if self.tokenizer is None:
+            if self.directory is None:
+                raise ValueError("ModelSource: random initialisation needs a tokenizer")
+            from attnlab.tokenizers import load_tokenizer
+
+            self.tokenizer = load_tokenizer(self.directory)
+        if not self.name:
+            self.name = str(self.directory) if self.directory is not None else "random init"
+
+    def build(
+        self, spec: TaskSpec, labels: Sequence[str] | None, dropout: float, regression: bool
+    ) -> nn.Module:
+        from attnlab.models import ARCHITECTURES
+
+        options: dict[str, Any] = {}
+        if spec.kind in ("classification", "regression", "token"):
+            n = 1 if regression or spec.kind == "regression" else len(labels or ())
+            options = {"num_labels": n, "labels": None if n == 1 else list(labels or ())}
+        if spec.kind != "qa":
+            options["classifier_dropout"] = dropout
+        if self.directory is not None:
+            import warnings
+
+            from attnlab.tasks.transfer import load_task_model
+
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model = load_task_model(self.directory, spec.architecture, **options)
+            for w in caught:
+                logger.warning("%s", w.message)
+            return model
+        return ARCHITECTURES[spec.architecture].from_config(self.config, **options).train()
+
+    @property
+    def model_config(self) -> Any:
+        if self.config is not None:
+            return self.config
+        from attnlab.io.checkpoint import read_checkpoint_config
+        from attnlab.io.hf import describe_hf, is_hf_directory
+
+        if is_hf_directory(self.directory):
+            return describe_hf(self.directory)[2]
+        return read_checkpoint_config(self.directory)[2]
+
+
+@dataclass
+class RunResult:
+    """One fine-tuning run (one learning rate, one seed)."""
+
+    learning_rate: float
+    seed: int
+    epochs: list[dict[str, float]] = field(default_factory=list)  # dev metrics after each evaluation
+    best: dict[str, float] = field(default_factory=dict)
+    best_step: int = 0
+    steps: int = 0
+    minutes: float = 0.0
+    stopped_by_time: bool = False
+    best_dir: str | None = None
+
+    def score(self, metric: str) -> float:
+        return float(self.best.get(f"eval_{metric}", self.best.get(metric, float("nan"))))
+
+
+@dataclass
+class FinetuneResult:
+    """A sweep: every run, the chosen learning rate, the median over seeds of its best dev scores."""
+
+    task: str
+    metric: str
+    runs: list[RunResult]
+    learning_rate: float
+    median: float
+    train_examples: int
+    eval_examples: int
+    best_dir: str | None
+    feature_reports: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class _BestKeeper:
+    """Saves the model (and tokenizer) whenever the dev metric improves."""
+
+    def __init__(self, model: nn.Module, tokenizer: Any, metric: str, directory: Path | None) -> None:
+        self.model, self.tokenizer, self.metric, self.directory = model, tokenizer, metric, directory
+        self.best: dict[str, float] = {}
+        self.history: list[dict[str, float]] = []
+        self.best_step = 0
+        self.trainer: Any = None
+
+    def __call__(self, metrics: dict[str, float]) -> None:
+        step = self.trainer.step if self.trainer is not None else len(self.history)
+        record = {"step": step, **metrics}
+        self.history.append(record)
+        value = metrics.get(self.metric, float("nan"))
+        best = self.best.get(self.metric, -math.inf)
+        if not self.best or (not math.isnan(value) and value > best):
+            self.best, self.best_step = dict(metrics), step
+            if self.directory is not None:
+                save_model_dir(self.model, self.tokenizer, self.directory)
+
+
+def save_model_dir(model: nn.Module, tokenizer: Any, directory: str | os.PathLike) -> Path:
+    """``save_pretrained`` plus the tokenizer's ``tokenizer.json`` (and vocab.txt / vocab.json when it has
+    them), so the directory serves `load_model` and `attnlab.tokenizers.load_tokenizer` alike."""
+    from attnlab.io import save_pretrained
+    from attnlab.tokenizers.files import save_vocab_files
+
+    directory = Path(directory)
+    save_pretrained(model, directory)
+    if tokenizer is not None:
+        tokenizer.save(directory / "tokenizer.json")
+        try:
+            save_vocab_files(tokenizer, directory)
+        except ValueError:
+            pass  # a Unigram model has no classic vocabulary file; tokenizer.json is enough
+    return directory
+
+
+def _stop_after(minutes: float | None, flag: dict[str, bool]) -> Callable[[Any, dict[str, Any]], None]:
+    start = time.monotonic()
+
+    def callback(trainer: Any, record: dict[str, Any]) -> None:
+        if minutes is not None and time.monotonic() - start > 60.0 * minutes and not flag["stop"]:
+            flag["stop"] = True
+            # The Trainer stops (saving a checkpoint) at the next step boundary when this flag is set, as on
+            # SIGTERM; it has no public stop() yet.
+            import signal
+
+            trainer._stop_signal = signal.SIGTERM
+
+    return callback
+
+
+def run_once(
+    spec: TaskSpec,
+    source: ModelSource,
+    train_features: Sequence[Feature],
+    evaluator: TaskEvaluator,
+    labels: Sequence[str] | None,
+    cfg: FinetuneConfig,
+    learning_rate: float,
+    seed: int,
+    output_dir: Path,
+    regression: bool = False,
+) -> RunResult:
+    """One run of the recipe: build the model (seeded), train ``cfg.epochs`` with evaluation after every
+    epoch, keep the best epoch. Returns its metrics; the best model is in ``output_dir/best``."""
+    from attnlab.train import Trainer, TrainerConfig, set_seed
+
+    set_seed(seed)
+    model = source.build(spec, labels, cfg.dropout, regression)
+    pad = pad_id_of(source.tokenizer, model.config.pad_token_id)
+    dataset = FeatureDataset(train_features)
+    steps_per_epoch = math.ceil(len(dataset) / cfg.batch_size)
+    tcfg = TrainerConfig(
+        epochs=cfg.epochs,
+        batch_size=cfg.batch_size,
+        optimizer="adamw",
+        lr=learning_rate,
+        weight_decay=cfg.weight_decay,
+        eps=1e-6,
+        schedule="linear",
+        warmup=cfg.warmup,
+        clip_norm=1.0,
+        precision=cfg.precision,
+        device=cfg.device,
+        log_every=max(1, steps_per_epoch // 4),
+        eval_every=steps_per_epoch,
+        save_every=0,
+        keep_last=1,
+        output_dir=output_dir,
+        seed=seed,
+        tensorboard=cfg.tensorboard,
+        progress_bar=cfg.progress_bar,
+        plot=False,
+        drop_last=False,
+        extra={"task": spec.name, "model": source.name, "seed": seed, "lr": learning_rate},
+    )
+    keeper = _BestKeeper(model, source.tokenizer, spec.metric, output_dir / "best" if cfg.keep_best else None)
+    evaluator.on_result = keeper
+    eval_batches = list(batches(evaluator.features, cfg.eval_batch_size, pad))
+    for b in eval_batches:  # labels stay (eval loss); QA dev features carry no positions
+        b.pop("start_positions", None)
+        b.pop("end_positions", None)
+    flag = {"stop": False}
+    trainer = Trainer(
+        model,
+        tcfg,
+        dataset,
+        eval_data=eval_batches,
+        metric_fn=evaluator,
+        collate_fn=lambda items: collate(items, pad),
+        callbacks=[_stop_after(cfg.minutes, flag)],
+    )
+    keeper.trainer = trainer
+    start = time.monotonic()
+    result = trainer.train()
+    if not keeper.history or keeper.history[-1]["step"] != trainer.step:
+        trainer.evaluate()  # stopped by the time limit before an epoch's end: score what was reached
+    minutes = (time.monotonic() - start) / 60.0
+    best = {k.removeprefix("eval_"): v for k, v in keeper.best.items()}
+    epochs = [{k.removeprefix("eval_"): v for k, v in h.items()} for h in keeper.history]
+    return RunResult(
+        learning_rate=learning_rate,
+        seed=seed,
+        epochs=epochs,
+        best=best,
+        best_step=keeper.best_step,
+        steps=result.step,
+        minutes=minutes,
+        stopped_by_time=flag["stop"],
+        best_dir=str(output_dir / "best") if cfg.keep_best else None,
+    )
+
+
+def finetune_examples(
+    spec: TaskSpec,
+    source: ModelSource,
+    train_examples: Sequence[Any],
+    dev_examples: Sequence[Any],
+    cfg: FinetuneConfig,
+    regression: bool = False,
+    labels: Sequence[str] | None = None,
+) -> FinetuneResult:
+    """The recipe on given examples: one run per (learning rate, seed); the learning rate with the best
+    median dev score wins; its best run's model is copied to ``cfg.output_dir/best``."""
+    train_examples = list(train_examples)[: cfg.max_train_examples]
+    dev_examples = list(dev_examples)[: cfg.max_eval_examples]
+    if not train_examples or not dev_examples:
+        raise ValueError(f"{spec.name}: {len(train_examples)} training and {len(dev_examples)} dev examples")
+    labels = list(labels) if labels is not None else task_labels(spec, train_examples, regression)
+    config = source.model_config
+    max_length = min(cfg.max_length, config.max_sequence_length)
+    with_types = config.type_vocab_size > 0
+    common = dict(
+        max_length=max_length, with_token_types=with_types, stride=cfg.stride,
+        max_query_length=cfg.max_query_length, regression=regression,
+    )  # fmt: skip
+    train_features, train_report = build_features(
+        spec, source.tokenizer, train_examples, labels, training=True, **common
+    )
+    dev_features, dev_report = build_features(
+        spec, source.tokenizer, dev_examples, labels, training=False, **common
+    )
+    out = Path(cfg.output_dir)
+    runs: list[RunResult] = []
+    for lr in cfg.learning_rates:
+        for seed in cfg.seeds:
+            run_dir = out / f"lr{lr:g}-seed{seed}"
+            evaluator = TaskEvaluator(spec, dev_features, dev_examples, labels, regression)
+            run = run_once(
+                spec, source, train_features, evaluator, labels, cfg, lr, seed, run_dir, regression
+            )
+            logger.info(
+                "%s lr=%g seed=%d: best %s = %.4f", spec.name, lr, seed, spec.metric, run.score(spec.metric)
+            )
+            runs.append(run)
+    by_lr = {lr: [r.score(spec.metric) for r in runs if r.learning_rate == lr] for lr in cfg.learning_rates}
+    medians = {lr: statistics.median(v) for lr, v in by_lr.items()}
+    chosen = max(medians, key=lambda lr: -math.inf if math.isnan(medians[lr]) else medians[lr])
+    best_run = max(
+        (r for r in runs if r.learning_rate == chosen),
+        key=lambda r: -math.inf if math.isnan(r.score(spec.metric)) else r.score(spec.metric),
+    )
+    best_dir = None
+    if cfg.keep_best and best_run.best_dir and Path(best_run.best_dir).is_dir():
+        best_dir = out / "best"
+        if best_dir.exists():
+            shutil.rmtree(best_dir)
+        shutil.copytree(best_run.best_dir, best_dir)
+        best_dir = str(best_dir)
+    result = FinetuneResult(
+        task=spec.name,
+        metric=spec.metric,
+        runs=runs,
+        learning_rate=chosen,
+        median=medians[chosen],
+        train_examples=len(train_examples),
+        eval_examples=len(dev_examples),
+        best_dir=best_dir,
+        feature_reports={"train": train_report.summary(), "dev": dev_report.summary()},
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "results.json", "w", encoding="utf-8") as f:
+        json.dump(result.to_dict(), f, indent=2)
+    return result
+
+
+def finetune(
+    task: str | TaskSpec,
+    data_dir: str | os.PathLike,
+    source: ModelSource,
+    cfg: FinetuneConfig,
+    columns: GenericColumns | None = None,
+) -> FinetuneResult:
+    """Load the task's train and dev splits from ``data_dir`` and run `finetune_examples`."""
+    spec = get_task(task) if isinstance(task, str) else task
+    train = load_split(spec, data_dir, "train", columns)
+    dev = load_split(spec, data_dir, "dev", columns)
+    regression = bool(columns and columns.regression)
+    return finetune_examples(spec, source, train, dev, cfg, regression=regression)
+
+
+def evaluate_directory(
+    task: str | TaskSpec,
+    model_dir: str | os.PathLike,
+    examples: Sequence[Any],
+    max_length: int = 128,
+    stride: int = 128,
+    max_query_length: int = 64,
+    batch_size: int = 64,
+    device: str = "cpu",
+) -> dict[str, float]:
+    """Score a fine-tuned model directory (attnlab or HF task checkpoint) on labelled examples."""
+    from attnlab.tasks.transfer import load_model
+    from attnlab.tokenizers import load_tokenizer
+
+    spec = get_task(task) if isinstance(task, str) else task
+    model = load_model(model_dir, device=device)
+    tokenizer = load_tokenizer(model_dir)
+    labels = getattr(model, "options", {}).get("labels")
+    regression = getattr(model, "options", {}).get("num_labels") == 1
+    if spec.kind in ("classification", "token") and not labels and not regression:
+        labels = task_labels(spec, examples)
+    config = model.config
+    feats, report = build_features(
+        spec, tokenizer, examples, labels, training=False,
+        max_length=min(max_length, config.max_sequence_length), with_token_types=config.type_vocab_size > 0,
+        stride=stride, max_query_length=max_query_length, regression=regression,
+    )  # fmt: skip
+    evaluator = TaskEvaluator(spec, feats, examples, labels, regression)
+    pad = pad_id_of(tokenizer, config.pad_token_id)
+    return evaluate_features(model, evaluator, batch_size, pad, device)
+
+
+__all__ = [
+    "LEARNING_RATES",
+    "TASKS",
+    "FinetuneConfig",
+    "FinetuneResult",
+    "GenericColumns",
+    "ModelSource",
+    "RunResult",
+    "TaskEvaluator",
+    "TaskSpec",
+    "evaluate_directory",
+    "evaluate_features",
+    "finetune",
+    "finetune_examples",
+    "get_task",
+    "load_split",
+    "run_once",
+    "save_model_dir",
+    "task_labels",
+]
