@@ -3,12 +3,13 @@
 Every row of the paper's model-variation table (Table 3 in the arXiv version: rows (A)-(E)) is the base
 preset plus overrides of the fields below::
 
-    (A) num_heads=1, d_k=512          (B) d_k=16           (C) num_layers=2, d_model=256, d_k=32, d_ff=1024
-    (D) dropout=0.0, label_smoothing=0.2                   (E) position_embedding="learned"
+    (A) num_heads=1                 (B) d_k=16               (C) num_layers=2, d_model=256, d_ff=1024
+    (D) dropout=0.0, label_smoothing=0.2                     (E) position_embedding="learned"
 
-``d_k`` is the per-head size of queries, keys and values (d_k = d_v in the paper); by default
-``d_model // num_heads``. With ``d_k * num_heads != d_model`` (row B) the projections are
-``d_model -> num_heads * d_k`` and back.
+``d_k`` / ``d_v`` are the per-head sizes of queries and keys / of values, by default ``d_model // num_heads``.
+Row (A) changes h with d_k = d_v = d_model / h; row (B) changes d_k alone (its parameter counts, 60M and
+58M, are those of smaller query/key projections with d_v kept at 64). When the heads do not tile d_model
+the projections are ``d_model -> num_heads * d_k`` (``d_v``) and back.
 
 Parameter counting convention (`count_parameters`): every trainable tensor once, biases and LayerNorm
 gains included, the joint source/target/output embedding counted once (it is one tensor), sinusoidal
@@ -48,7 +49,8 @@ class Seq2SeqConfig:
     d_model: int = 512
     d_ff: int = 2048
     num_heads: int = 8
-    d_k: int | None = None  # per-head query/key/value size; None: d_model // num_heads
+    d_k: int | None = None  # per-head query/key size; None: d_model // num_heads
+    d_v: int | None = None  # per-head value size; None: d_model // num_heads (row B varies d_k only)
 
     # --- regularisation (section 5.4)
     dropout: float = 0.1  # P_drop: each sub-layer output before the residual add, and the embedding sums
@@ -79,13 +81,15 @@ class Seq2SeqConfig:
                 "Seq2SeqConfig.num_decoder_layers: expected a positive int or None, "
                 f"got {self.num_decoder_layers!r}"
             )
-        if self.d_k is None and self.d_model % self.num_heads != 0:
+        if (self.d_k is None or self.d_v is None) and self.d_model % self.num_heads != 0:
             raise ValueError(
                 f"Seq2SeqConfig: d_model={self.d_model} is not divisible by num_heads={self.num_heads}; "
-                "give d_k explicitly"
+                "give d_k and d_v explicitly"
             )
-        if self.d_k is not None and (not isinstance(self.d_k, int) or self.d_k < 1):
-            raise ValueError(f"Seq2SeqConfig.d_k: expected a positive int or None, got {self.d_k!r}")
+        for name in ("d_k", "d_v"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"Seq2SeqConfig.{name}: expected a positive int or None, got {value!r}")
         for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
@@ -105,7 +109,13 @@ class Seq2SeqConfig:
     # --- derived values
     @property
     def head_dim(self) -> int:
+        """d_k: the per-head query/key size."""
         return self.d_k if self.d_k is not None else self.d_model // self.num_heads
+
+    @property
+    def value_dim(self) -> int:
+        """d_v: the per-head value size."""
+        return self.d_v if self.d_v is not None else self.d_model // self.num_heads
 
     @property
     def decoder_layers(self) -> int:
@@ -191,8 +201,9 @@ def count_parameters(config: Seq2SeqConfig) -> int:
 
     Checked against the built model's ``numel`` in the tests, and against the paper's Table 3.
     """
-    h, f, inner = config.d_model, config.d_ff, config.num_heads * config.head_dim
-    attention = 3 * (h * inner + inner) + inner * h + h
+    h, f = config.d_model, config.d_ff
+    qk, v = config.num_heads * config.head_dim, config.num_heads * config.value_dim
+    attention = 2 * (h * qk + qk) + (h * v + v) + (v * h + h)
     ffn = h * f + f + f * h + h
     norm = 2 * h
     encoder_layer = attention + ffn + 2 * norm

@@ -41,28 +41,33 @@ class Seq2SeqOutput:
 
 
 class ProjectedMultiHeadAttention(MultiHeadAttention):
-    """Multi-head attention whose heads do not tile H: ``H -> N * D -> H`` (Table 3 row B, d_k != H / N).
+    """Multi-head attention whose heads do not tile H (Table 3 rows A/B with d_k, d_v != H / N).
 
-    The shared `MultiHeadAttention` ties the head size to H / N; this subclass only swaps its four projections
-    for rectangular ones (its forward reshapes with ``self.dim`` = N * D and ends with the ``output`` H map).
+    Queries and keys: ``H -> N * d_k``; values ``H -> N * d_v``; output ``N * d_v -> H``. The shared
+    `MultiHeadAttention` ties every head size to H / N; this subclass swaps its four projections for
+    rectangular ones and splits heads by the projected width (its forward then reshapes the heads'
+    output with ``self.dim`` = N * d_v and applies ``output``).
     """
 
-    def __init__(self, dim: int, num_heads: int, head_dim: int, dropout: float = 0.0) -> None:
-        inner = num_heads * head_dim
-        super().__init__(inner, num_heads, dropout)
+    def __init__(self, dim: int, num_heads: int, key_dim: int, value_dim: int, dropout: float = 0.0) -> None:
+        super().__init__(num_heads * value_dim, num_heads, dropout)
         self.model_dim = dim
-        self.query = nn.Linear(dim, inner)
-        self.key = nn.Linear(dim, inner)
-        self.value = nn.Linear(dim, inner)
-        self.output = nn.Linear(inner, dim)
+        self.query = nn.Linear(dim, num_heads * key_dim)
+        self.key = nn.Linear(dim, num_heads * key_dim)
+        self.value = nn.Linear(dim, num_heads * value_dim)
+        self.output = nn.Linear(num_heads * value_dim, dim)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(B, T, N * D) -> (B, N, T, D) with D the projection's own head size (d_k or d_v)."""
+        b, t, _ = x.shape
+        return x.view(b, t, self.num_heads, -1).transpose(1, 2)
 
 
 def make_attention(config: Seq2SeqConfig) -> MultiHeadAttention:
-    if config.head_dim * config.num_heads == config.d_model:
-        return MultiHeadAttention(config.d_model, config.num_heads, config.attention_dropout)
-    return ProjectedMultiHeadAttention(
-        config.d_model, config.num_heads, config.head_dim, config.attention_dropout
-    )
+    n, h = config.num_heads, config.d_model
+    if config.head_dim * n == h and config.value_dim * n == h:
+        return MultiHeadAttention(h, n, config.attention_dropout)
+    return ProjectedMultiHeadAttention(h, n, config.head_dim, config.value_dim, config.attention_dropout)
 
 
 class Seq2SeqEmbedding(nn.Module):
