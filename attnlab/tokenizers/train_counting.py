@@ -72,7 +72,7 @@ def _pieces(pre_tokenize: PreTokenize | None, text: str) -> list[str]:
     return [p if isinstance(p, str) else p[0] for p in out]
 
 
-def is_chunk_compositional(pre_tokenize: PreTokenize | None, lines: Iterable[str], limit: int = 2000) -> bool:
+def is_chunk_compositional(pre_tokenize: PreTokenize | None, lines: Iterable[str], limit: int = 1000) -> bool:
     """Whether pre-tokenising each line equals pre-tokenising its whitespace chunks one by one.
 
     Checked on at most ``limit`` lines; ``True`` means the per-chunk cache used by the counters gives exactly
@@ -222,7 +222,7 @@ def _merge_results(
     return total
 
 
-def _sample_lines(paths: Sequence[str], limit: int = 2000, max_bytes: int = 1 << 20) -> list[str]:
+def _sample_lines(paths: Sequence[str], limit: int = 1000, max_bytes: int = 1 << 20) -> list[str]:
     lines: list[str] = []
     for path in paths:
         with open(path, "rb") as f:

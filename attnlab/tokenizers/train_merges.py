@@ -27,7 +27,6 @@ trainer does, so the two agree on merge order wherever a corpus has ties.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -162,164 +161,134 @@ class MergeState:
 class _LikelihoodQueue:
     """The best WordPiece pair, ``freq(ab) / (freq(a) freq(b))``, without re-scoring all pairs per merge.
 
-    Merging ``(x, y)`` lowers ``freq(x)`` and ``freq(y)``, raising the score of every pair that holds them;
-    for a frequent symbol that is thousands of pairs per merge. Those pairs are re-scored lazily instead:
+    Merging ``(x, y)`` lowers ``freq(x)`` and ``freq(y)`` and so raises the score of every pair holding
+    them: for a frequent symbol, thousands of pairs per merge. The score factors, which avoids that:
 
-    * ``ref[s]`` is ``freq(s)`` when ``s``'s pairs were last scored (its *refresh*), ``ratio(s) =
-      ref[s] / freq(s) >= 1``; a symbol whose ratio exceeds 1 is *dirty*.
-    * The newest heap entry of a pair ``(a, b)`` was pushed after both symbols' refreshes, so its score
-      ``r`` satisfies ``true score <= r * ratio(a) * ratio(b)`` (pair counts only fall, symbol counts too).
-    * ``maxrec[s]`` bounds the newest entries of ``s``'s pairs, so every pair holding a dirty ``d`` has a
-      true score ``<= maxrec[d] * ratio(d) * R`` where ``R`` bounds every ratio: symbols are refreshed
-      eagerly once their ratio passes ``R`` (or when they have few pairs, which is cheap).
-    * The top of the pair heap is accepted when its score is exact and beats the largest such bound of the
-      dirty symbols (a heap of its own); otherwise that dirty symbol is refreshed and the search repeats.
+    * every pair is filed under one of its two symbols, its *hub* (the one with more pairs when the pair
+      appears); a hub's heap orders its pairs by ``freq(ab) / freq(other)``, which does not involve the
+      hub's own frequency;
+    * a global heap holds, per hub, its best pair's score ``key / freq(hub)``.
 
-    Frequent symbols (low scores, many pairs) then stay dirty for long stretches at no cost, and the pair
-    chosen is exactly the arg max, ties broken towards the smaller ``(a, b)``.
+    When ``freq(s)`` falls, the pairs filed under ``s`` keep their order: one global entry is pushed for
+    ``s``. Only the pairs where ``s`` is the *other* symbol (few, since hubs are the busy symbols) are
+    pushed again. All heaps are lazy: an entry's recorded value is never below the truth (any rise is
+    pushed when it happens), stale entries are corrected when they reach the top. The pair chosen is
+    exactly the arg max, ties broken towards the smaller ``(a, b)``.
     """
-
-    R = 2.0  # eager refresh threshold on ratio(s)
-    SMALL = 32  # symbols with at most this many pairs are refreshed at once
 
     def __init__(self, state: MergeState, min_frequency: int) -> None:
         self.state = state
         self.min_count = max(min_frequency, 1)
-        self.ref: dict[int, int] = dict(state.sym_counts)
-        self.dirty: set[int] = set()
-        self.dirty_heap: list[tuple[float, int]] = []
         self._rebuild()
 
     def _rebuild(self) -> None:
         state, m = self.state, self.min_count
-        sc = state.sym_counts
-        maxrec: dict[int, float] = {}
-        heap: list[tuple[float, int]] = []
+        self.hub_of: dict[int, int] = {}
+        self.heaps: dict[int, list[tuple[float, int]]] = {}
+        self.others: dict[int, set[int]] = {}  # symbol -> pairs filed under the other symbol (or (s, s))
+        self.top: list[tuple[float, int, int]] = []
+        self.entries = 0
         for k, c in state.pair_counts.items():
+            if c >= m:
+                self._push_pair(k, c)
+        self.top.sort()  # a sorted list is a heap
+
+    def _hub(self, k: int) -> int:
+        hub = self.hub_of.get(k)
+        if hub is None:
+            a, b = k >> _SHIFT, k & _MASK
+            pairs_of = self.state.pairs_of
+            hub = a if len(pairs_of.get(a, ())) >= len(pairs_of.get(b, ())) else b
+            self.hub_of[k] = hub
+            other = b if hub == a else a
+            os_ = self.others.get(other)
+            if os_ is None:
+                self.others[other] = {k}
+            else:
+                os_.add(k)
+        return hub
+
+    def _push_pair(self, k: int, c: int) -> None:
+        """File pair ``k`` (count ``c``) with its exact key, and offer it to the global heap."""
+        hub = self._hub(k)
+        a, b = k >> _SHIFT, k & _MASK
+        sc = self.state.sym_counts
+        other = b if hub == a else a
+        h = self.heaps.get(hub)
+        if h is None:
+            h = self.heaps[hub] = []
+        heapq.heappush(h, (-(c / sc[other]), k))
+        heapq.heappush(self.top, (-(c / (sc[a] * sc[b])), k, hub))
+        self.entries += 2
+
+    def _group_best(self, hub: int) -> int | None:
+        """The best live pair filed under ``hub`` (stale tops corrected on the way), or ``None``."""
+        h = self.heaps.get(hub)
+        if not h:
+            return None
+        pair_counts, sc, m = self.state.pair_counts, self.state.sym_counts, self.min_count
+        while h:
+            neg, k = h[0]
+            c = pair_counts.get(k, 0)
             if c < m:
+                heapq.heappop(h)  # gone, or too rare for good: pair counts only fall
                 continue
             a, b = k >> _SHIFT, k & _MASK
-            v = c / (sc[a] * sc[b])
-            heap.append((-v, k))
-            if v > maxrec.get(a, 0.0):
-                maxrec[a] = v
-            if v > maxrec.get(b, 0.0):
-                maxrec[b] = v
-        heapq.heapify(heap)
-        self.heap = heap
-        self.maxrec = maxrec
-        self.ref = {s: c for s, c in sc.items() if c > 0}
-        self.dirty.clear()
-        self.dirty_heap = []
+            key = c / sc[b if hub == a else a]
+            if key != -neg:
+                heapq.heapreplace(h, (-key, k))
+                continue
+            return k
+        return None
 
-    def _ratio(self, s: int) -> float:
-        c = self.state.sym_counts.get(s, 0)
-        return math.inf if c <= 0 else self.ref.get(s, c) / c
-
-    def _push(self, k: int, v: float) -> None:
-        heapq.heappush(self.heap, (-v, k))
-        maxrec = self.maxrec
-        for s in (k >> _SHIFT, k & _MASK):
-            if v > maxrec.get(s, 0.0):
-                maxrec[s] = v
-                if s in self.dirty:
-                    heapq.heappush(self.dirty_heap, (-v * self._ratio(s), s))
-
-    def _refresh(self, s: int) -> None:
-        state = self.state
-        pair_counts, sc = state.pair_counts, state.sym_counts
-        self.dirty.discard(s)
-        self.ref[s] = sc.get(s, 0)
-        self.maxrec[s] = 0.0
-        ps = state.pairs_of.get(s)
-        if not ps:
-            return
-        dead = []
-        m = self.min_count
-        heap, maxrec, dirty = self.heap, self.maxrec, self.dirty
-        push = heapq.heappush
-        best = 0.0
-        for k in ps:  # the _push loop, inlined: this is the trainer's hottest code
-            c = pair_counts.get(k, 0)
-            if c <= 0:
-                dead.append(k)
-            elif c >= m:
-                a, b = k >> _SHIFT, k & _MASK
-                v = c / (sc[a] * sc[b])
-                push(heap, (-v, k))
-                if v > best:
-                    best = v
-                other = b if a == s else a
-                if v > maxrec.get(other, 0.0):
-                    maxrec[other] = v
-                    if other in dirty:
-                        push(self.dirty_heap, (-v * self._ratio(other), other))
-        if best > maxrec.get(s, 0.0):
-            maxrec[s] = best
-        ps.difference_update(dead)
+    def _offer_group(self, hub: int) -> None:
+        k = self._group_best(hub)
+        if k is not None:
+            a, b = k >> _SHIFT, k & _MASK
+            sc = self.state.sym_counts
+            heapq.heappush(self.top, (-(self.state.pair_counts[k] / (sc[a] * sc[b])), k, hub))
+            self.entries += 1
 
     def after_merge(self, a: int, b: int, new: int, changes: dict[int, int]) -> None:
         state = self.state
-        pair_counts, sc = state.pair_counts, state.sym_counts
-        ref = self.ref
-        ref[new] = max(ref.get(new, 0), sc.get(new, 0))
-        m = self.min_count
+        pair_counts, m = state.pair_counts, self.min_count
         for k, d in changes.items():
-            if d > 0:  # a pair with the new symbol: score it exactly now
+            if d > 0:  # appeared or grew (the pairs around the new symbol): file with the exact key
                 c = pair_counts.get(k, 0)
                 if c >= m:
-                    self._push(k, c / (sc[k >> _SHIFT] * sc[k & _MASK]))
-        for s in (a, b):
-            ratio = self._ratio(s)
-            if ratio <= 1.0:
-                continue
-            ps = state.pairs_of.get(s)
-            if ratio > self.R or not ps or len(ps) <= self.SMALL:
-                self._refresh(s)
-            else:
-                self.dirty.add(s)
-                heapq.heappush(self.dirty_heap, (-self.maxrec.get(s, 0.0) * ratio, s))
-        if len(self.heap) > 4 * len(pair_counts) + 4096:  # drop stale entries now and then
+                    self._push_pair(k, c)
+        for s in {a, b}:
+            if state.sym_counts.get(s, 0) <= 0:
+                continue  # merged away entirely: all its pairs are gone
+            self._offer_group(s)  # its own pairs: same order, higher scores
+            ks = self.others.get(s)
+            if ks:
+                dead = []
+                for k in ks:  # pairs where s is the other symbol: their keys rose
+                    c = pair_counts.get(k, 0)
+                    if c <= 0:
+                        dead.append(k)
+                    elif c >= m:
+                        self._push_pair(k, c)
+                ks.difference_update(dead)
+        if self.entries > 4 * len(pair_counts) + 8192:  # drop stale entries now and then
             self._rebuild()
 
     def pop_best(self) -> int | None:
-        """The key of the best pair (removed from the queue), or ``None`` when no pair qualifies."""
-        state = self.state
-        pair_counts, sc = state.pair_counts, state.sym_counts
-        heap, dirty_heap = self.heap, self.dirty_heap
-        m = self.min_count
-        while heap:
-            neg, k = heap[0]
-            c = pair_counts.get(k, 0)
-            if c < m:
-                heapq.heappop(heap)  # gone or too rare: pair counts only fall, it never qualifies again
+        """The key of the best pair, or ``None`` when no pair qualifies."""
+        top, sc, pair_counts = self.top, self.state.sym_counts, self.state.pair_counts
+        while top:
+            neg, k, hub = top[0]
+            best = self._group_best(hub)
+            if best is None:
+                heapq.heappop(top)
                 continue
-            v = c / (sc[k >> _SHIFT] * sc[k & _MASK])
-            if v != -neg:
-                heapq.heappop(heap)
-                self._push(k, v)
-                continue
-            # Exact; could a pair of a dirty symbol beat it? Refresh the most suspect one and look again.
-            refreshed = False
-            while dirty_heap:
-                dneg, s = dirty_heap[0]
-                if s not in self.dirty:
-                    heapq.heappop(dirty_heap)
-                    continue
-                bound = self.maxrec.get(s, 0.0) * self._ratio(s)
-                if bound < -dneg:
-                    heapq.heapreplace(dirty_heap, (-bound, s))
-                    continue
-                if bound * self.R < v:
-                    break
-                heapq.heappop(dirty_heap)
-                self._refresh(s)
-                refreshed = True
-                break
-            if refreshed:
-                continue
-            heapq.heappop(heap)
-            return k
+            a, b = best >> _SHIFT, best & _MASK
+            v = pair_counts[best] / (sc[a] * sc[b])
+            if v == -neg and best == k:
+                heapq.heappop(top)
+                return best
+            heapq.heapreplace(top, (-v, best, hub))
         return None
 
 
