@@ -1,0 +1,289 @@
+"""``attnlab finetune``, ``attnlab evaluate``, ``attnlab predict``: BERT's fine-tuning recipe, inference.
+
+    attnlab finetune --task sst2 --data-dir data/glue/SST-2 --model runs/bert/best --output-dir runs/sst2
+    attnlab finetune --task mrpc --data-dir data/glue/MRPC --model bert-mini --tokenizer tok/ --sweep
+    attnlab finetune --task squad --data-dir data/squad --model hf/bert-base-uncased --max-length 384
+    attnlab evaluate --task sst2 --data-dir data/glue/SST-2 --model runs/sst2/best
+    attnlab predict qa runs/squad/best --question "What does NUS mean?" --text "The National ..."
+    attnlab predict ner runs/conll/best --file sentences.txt > entities.jsonl
+
+``--model`` is a checkpoint directory (attnlab or HF transformers) or, when no checkpoint exists, a preset
+name (``attnlab info`` lists them) for random initialisation with ``--tokenizer``. ``predict`` writes one
+JSON object per input line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+PREDICT_KINDS = ("fill-mask", "qa", "ner", "classify", "embed")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from attnlab.tasks.finetune import LEARNING_RATES, TASKS
+
+    ft = subparsers.add_parser(
+        "finetune",
+        help="fine-tune a checkpoint (or a randomly initialised preset) on a task",
+        description="BERT's fine-tuning recipe: AdamW, 10%% warm-up then linear decay, dropout 0.1, "
+        "batch 32, 2-4 epochs, dev evaluation after every epoch, the best epoch kept in OUTPUT_DIR/best.",
+    )
+    ft.add_argument("--task", required=True, choices=sorted(TASKS), help="the task")
+    ft.add_argument("--data-dir", required=True, help="directory with the task's train and dev files")
+    ft.add_argument(
+        "--model", required=True, metavar="DIR_OR_PRESET", help="checkpoint directory or preset name"
+    )
+    ft.add_argument("--tokenizer", help="tokenizer directory (default: the model directory)")
+    ft.add_argument("--output-dir", default=None, help="where runs go (default: runs/finetune-TASK)")
+    ft.add_argument("--lr", type=float, nargs="+", default=None, help="learning rate(s) (default 3e-5)")
+    ft.add_argument(
+        "--sweep", action="store_true", help=f"sweep BERT's learning rates {list(LEARNING_RATES)}"
+    )
+    ft.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], help="seeds; the median over them is reported"
+    )
+    ft.add_argument("--epochs", type=float, default=3.0, help="epochs (BERT: 2 to 4; default 3)")
+    ft.add_argument("--batch-size", type=int, default=32)
+    ft.add_argument("--warmup", type=float, default=0.1, help="warm-up fraction of the steps (default 0.1)")
+    ft.add_argument("--weight-decay", type=float, default=0.01)
+    ft.add_argument("--dropout", type=float, default=0.1, help="classifier dropout (default 0.1)")
+    ft.add_argument("--max-length", type=int, default=None, help="tokens per sequence (default 128; QA 384)")
+    ft.add_argument("--stride", type=int, default=128, help="QA: overlap of passage windows in tokens")
+    ft.add_argument("--max-query-length", type=int, default=64, help="QA: longer questions are cut")
+    ft.add_argument("--max-train-examples", type=int, default=None, help="use the first N training examples")
+    ft.add_argument("--max-eval-examples", type=int, default=None, help="use the first N dev examples")
+    ft.add_argument("--minutes", type=float, default=None, help="wall-clock budget per run")
+    ft.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    ft.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
+    ft.add_argument("--progress", action="store_true", help="show progress bars")
+    _generic_args(ft)
+    ft.set_defaults(func=run_finetune)
+
+    ev = subparsers.add_parser(
+        "evaluate",
+        help="score a fine-tuned model directory on a task's dev (or other labelled) split",
+        description="Load a fine-tuned model (attnlab or HF task checkpoint) and its tokenizer and print "
+        "the task's metrics.",
+    )
+    ev.add_argument("--task", required=True, choices=sorted(TASKS))
+    ev.add_argument("--data-dir", required=True)
+    ev.add_argument("--model", required=True, metavar="DIR")
+    ev.add_argument("--split", default="dev", help="split to score (default: dev)")
+    ev.add_argument("--max-eval-examples", type=int, default=None)
+    ev.add_argument("--max-length", type=int, default=None)
+    ev.add_argument("--stride", type=int, default=128)
+    ev.add_argument("--max-query-length", type=int, default=64)
+    ev.add_argument("--batch-size", type=int, default=64)
+    ev.add_argument("--device", default="cpu")
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+    _generic_args(ev)
+    ev.set_defaults(func=run_evaluate)
+
+    pr = subparsers.add_parser(
+        "predict",
+        help="run a pipeline (fill-mask, qa, ner, classify, embed) on text, writing JSON lines",
+        description="Inputs come from --text or from --file (one per line; '-' = standard input). For qa, a "
+        'line is a JSON object {"question", "context"} or \'question<TAB>context\' (or --question with '
+        "--text as the passage); for classify with --pair, 'A<TAB>B'.",
+    )
+    pr.add_argument("kind", choices=PREDICT_KINDS)
+    pr.add_argument("model", metavar="MODEL_DIR", help="an attnlab or HF model directory with its tokenizer")
+    src = pr.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="one input")
+    src.add_argument("--file", help="one input per line ('-' reads standard input)")
+    pr.add_argument("--question", help="qa: the question (--text is then the passage)")
+    pr.add_argument("--pair", action="store_true", help="classify: inputs are 'A<TAB>B' sentence pairs")
+    pr.add_argument("--top-k", type=int, default=None, help="fill-mask / qa / classify: how many answers")
+    pr.add_argument("--pooling", default="cls", choices=("cls", "mean"), help="embed: pooling")
+    pr.add_argument("--word", help="embed: return this word's vector in context instead of the pooled one")
+    pr.add_argument("--aggregation", default="simple", choices=("simple", "none"), help="ner: group entities")
+    pr.add_argument("--version-2", action="store_true", help="qa: allow the null answer (SQuAD 2.0 models)")
+    pr.add_argument("--max-length", type=int, default=None)
+    pr.add_argument("--batch-size", type=int, default=16)
+    pr.add_argument("--device", default="cpu")
+    pr.add_argument("--output", help="write the JSON lines here instead of standard output")
+    pr.set_defaults(func=run_predict)
+
+
+def _generic_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("generic task (CSV / TSV / JSON-lines tables)")
+    g.add_argument("--text-a", default="sentence", help="first text column (default: sentence)")
+    g.add_argument("--text-b", default=None, help="second text column, for pairs")
+    g.add_argument("--label-column", default="label", help="label column (default: label)")
+    g.add_argument("--regression", action="store_true", help="float labels, MSE loss, correlation metrics")
+
+
+def _fail(message: str) -> int:
+    print(f"attnlab: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _columns(args: argparse.Namespace) -> Any:
+    from attnlab.tasks.finetune import GenericColumns
+
+    return GenericColumns(args.text_a, args.text_b, args.label_column, args.regression)
+
+
+def _source(args: argparse.Namespace) -> Any:
+    """A checkpoint directory, or a preset built for the tokenizer's vocabulary."""
+    from attnlab.models import PRESETS, get_preset
+    from attnlab.tasks.features import pad_id_of
+    from attnlab.tasks.finetune import ModelSource
+    from attnlab.tokenizers import load_tokenizer
+
+    tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
+    if Path(args.model).is_dir():
+        return ModelSource(directory=args.model, tokenizer=tokenizer)
+    if args.model in PRESETS:
+        if tokenizer is None:
+            raise ValueError(
+                f"--model {args.model} is a preset (random initialisation): give --tokenizer DIR"
+            )
+        config = get_preset(args.model, vocab_size=tokenizer.vocab_size, pad_token_id=pad_id_of(tokenizer, 0))
+        return ModelSource(config=config, tokenizer=tokenizer, name=f"{args.model} (random init)")
+    raise ValueError(f"--model {args.model!r} is neither a directory nor a preset ({', '.join(PRESETS)})")
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    import logging
+
+    from attnlab.tasks.finetune import LEARNING_RATES, FinetuneConfig, finetune, get_task
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    spec = get_task(args.task)
+    lrs = tuple(LEARNING_RATES) if args.sweep else tuple(args.lr or (3e-5,))
+    try:
+        source = _source(args)
+        cfg = FinetuneConfig(
+            learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
+            warmup=args.warmup, weight_decay=args.weight_decay, dropout=args.dropout,
+            max_length=args.max_length or (384 if spec.kind == "qa" else 128), stride=args.stride,
+            max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,
+            max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
+            device=args.device, output_dir=args.output_dir or f"runs/finetune-{spec.name}",
+            progress_bar=args.progress,
+        )  # fmt: skip
+        result = finetune(spec, args.data_dir, source, cfg, _columns(args))
+    except (ValueError, FileNotFoundError) as e:
+        return _fail(str(e))
+    print(f"{'lr':>8} {'seed':>5} {'steps':>6} {'min':>6}  best {spec.metric}")
+    for r in result.runs:
+        print(f"{r.learning_rate:8.0e} {r.seed:5d} {r.steps:6d} {r.minutes:6.2f}  {r.score(spec.metric):.4f}")
+    print(
+        f"{spec.name}: lr {result.learning_rate:g}, median dev {spec.metric} over "
+        f"{len(args.seeds)} seed(s) = {result.median:.4f} "
+        f"({result.train_examples} train / {result.eval_examples} dev examples); "
+        f"best model: {result.best_dir}; all runs: {Path(cfg.output_dir) / 'results.json'}"
+    )
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from attnlab.tasks.finetune import evaluate_directory, get_task, load_split
+
+    spec = get_task(args.task)
+    try:
+        examples = load_split(spec, args.data_dir, args.split, _columns(args))[: args.max_eval_examples]
+        metrics = evaluate_directory(
+            spec, args.model, examples, max_length=args.max_length or (384 if spec.kind == "qa" else 128),
+            stride=args.stride, max_query_length=args.max_query_length, batch_size=args.batch_size,
+            device=args.device,
+        )  # fmt: skip
+    except (ValueError, FileNotFoundError) as e:
+        return _fail(str(e))
+    if args.json:
+        print(json.dumps({"task": spec.name, "split": args.split, "examples": len(examples), **metrics}))
+    else:
+        for key, value in metrics.items():
+            print(f"{spec.name} {args.split} {key}: {value:.4f}")
+    return 0
+
+
+def _inputs(args: argparse.Namespace) -> list[Any]:
+    if args.text is not None:
+        lines = [args.text]
+    elif args.file == "-":
+        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
+    else:
+        with open(args.file, encoding="utf-8") as f:
+            lines = [line for line in f.read().splitlines() if line.strip()]
+    if args.kind == "qa":
+        out = []
+        for n, line in enumerate(lines, 1):
+            if args.question is not None:
+                out.append((args.question, line))
+            elif line.lstrip().startswith("{"):
+                obj = json.loads(line)
+                if not isinstance(obj, dict) or not {"question", "context"} <= set(obj):
+                    raise ValueError(f"{args.file}:{n}: expected a JSON object with 'question' and 'context'")
+                out.append((obj["question"], obj["context"]))
+            elif "\t" in line:
+                q, c = line.split("\t", 1)
+                out.append((q, c))
+            else:
+                where = f"{args.file}:{n}" if args.file else "--text"
+                raise ValueError(f"{where}: qa needs --question, or 'question<TAB>context' / JSON lines")
+        return out
+    if args.kind == "classify" and args.pair:
+        out = []
+        for n, line in enumerate(lines, 1):
+            if "\t" not in line:
+                raise ValueError(f"{args.file or '--text'}:{n}: --pair expects 'A<TAB>B'")
+            out.append(tuple(line.split("\t", 1)))
+        return out
+    return lines
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from attnlab.tasks.pipelines import pipeline
+
+    names = {"fill-mask": "fill-mask", "qa": "question-answering", "ner": "ner",
+             "classify": "text-classification", "embed": "embeddings"}  # fmt: skip
+    try:
+        inputs = _inputs(args)
+        pipe = pipeline(
+            names[args.kind],
+            args.model,
+            device=args.device,
+            batch_size=args.batch_size,
+            max_length=args.max_length,
+        )
+        records = []
+        if args.kind == "fill-mask":
+            outs = pipe(inputs, top_k=args.top_k or 5)
+            records = [{"text": t, "predictions": o} for t, o in zip(inputs, outs)]
+        elif args.kind == "qa":
+            outs = pipe(inputs, top_k=args.top_k or 1, version_2=args.version_2)
+            records = [{"question": q, "context": c, "answer": o} for (q, c), o in zip(inputs, outs)]
+        elif args.kind == "ner":
+            outs = pipe(inputs, aggregation=args.aggregation)
+            records = [{"text": t, "entities": o} for t, o in zip(inputs, outs)]
+        elif args.kind == "classify":
+            outs = pipe(inputs, top_k=args.top_k)
+            records = [
+                {"text": t if isinstance(t, str) else list(t), "labels": o} for t, o in zip(inputs, outs)
+            ]
+        else:
+            if args.word:
+                records = [{"text": t, "word": args.word, "vector": pipe.word_vector(t, args.word).tolist()}
+                           for t in inputs]  # fmt: skip
+            else:
+                vectors = pipe(inputs, pooling=args.pooling)
+                records = [
+                    {"text": t, "pooling": args.pooling, "vector": v.tolist()}
+                    for t, v in zip(inputs, vectors)
+                ]
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        return _fail(str(e))
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    finally:
+        if args.output:
+            out.close()
+    return 0
