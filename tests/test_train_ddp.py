@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 from pathlib import Path
 
@@ -61,6 +62,34 @@ def _worker(rank: int, world_size: int, port: int, root: str) -> None:
         cleanup_distributed()
 
 
+def _signal_worker(rank: int, world_size: int, port: int, root: str, phase: str) -> None:
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    torch.set_num_threads(1)
+    setup_distributed()
+    try:
+        set_seed(100)
+        model = TinyMLP()
+        trainer = Trainer(model, _config(Path(root) / "run", MICRO_BATCH), RegressionDataset())
+        if phase == "cut" and rank == 1:  # only rank 1 is signalled, after its step-2 all-reduce
+            trainer.callbacks.append(
+                lambda t, r: os.kill(os.getpid(), signal.SIGTERM) if r["step"] == 2 else None
+            )
+        if phase == "resume":
+            trainer.resume("latest")
+        result = trainer.train()
+        (Path(root) / f"{phase}{rank}.json").write_text(json.dumps([result.step, result.interrupted]))
+        if rank == 0 and phase == "resume":
+            save_model(model, Path(root) / "resumed.safetensors")
+    finally:
+        cleanup_distributed()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -109,3 +138,32 @@ def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_pat
     trainer_state = json.loads((rank0 / "checkpoints" / "step-000005" / "trainer_state.json").read_text())
     assert trainer_state["examples_seen"] == STEPS * ACCUM * MICRO_BATCH * 2  # counted over both ranks
     assert [r["step"] for r in logged if r["kind"] == "eval"] == [STEPS]
+
+
+def test_a_signal_to_one_rank_stops_all_ranks_at_the_same_step_and_resume_continues(tmp_path) -> None:
+    for phase in ("cut", "resume"):
+        mp.start_processes(
+            _signal_worker,
+            args=(2, _free_port(), str(tmp_path), phase),
+            nprocs=2,
+            join=True,
+            start_method="fork",
+        )
+    # rank 1's flag travels with step 3's all-reduce: both ranks save step 3 and return
+    assert [json.loads((tmp_path / f"cut{r}.json").read_text()) for r in (0, 1)] == [[3, True], [3, True]]
+    state = json.loads((tmp_path / "run" / "checkpoints" / "step-000003" / "trainer_state.json").read_text())
+    assert state["interrupted_by"] == "SIGTERM"
+    assert [json.loads((tmp_path / f"resume{r}.json").read_text()) for r in (0, 1)] == [[STEPS, False]] * 2
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        set_seed(100)
+        single = TinyMLP()
+        Trainer(single, _config(tmp_path / "single", 2 * MICRO_BATCH), RegressionDataset()).train()
+    finally:
+        torch.set_num_threads(threads)
+    resumed = TinyMLP()
+    load_model(resumed, tmp_path / "resumed.safetensors")
+    diffs = [(a - b).abs().max().item() for a, b in zip(single.parameters(), resumed.parameters())]
+    assert max(diffs) <= 1e-6, diffs

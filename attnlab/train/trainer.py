@@ -170,7 +170,8 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
         self._plain_epoch = 0  # epoch / position for plain iterables (a ResumableLoader keeps its own)
         self._plain_position = 0
-        self._stop_signal: int | None = None
+        self._stop_signal: int | None = None  # set by the signal handler
+        self._stop_now = False  # decided once per step from the all-reduced flag
         self._logger: RunLogger | None = None
 
     # ------------------------------------------------------------------ set-up helpers
@@ -346,7 +347,11 @@ class Trainer:
         self.step += 1
         self.examples_seen += int(totals[1])
         self.tokens_seen += int(totals[2])
-        if totals[3] > 0 and self._stop_signal is None:
+        # Under DDP, stop only on the flag every rank saw in this all-reduce: a signal that lands on one
+        # rank after its contribution is acted on one step later by all ranks together (else the others
+        # would hang in the next collective). One process stops at the boundary that follows the signal.
+        self._stop_now = totals[3] > 0
+        if self._stop_now and self._stop_signal is None:
             self._stop_signal = signal.SIGTERM  # another rank was signalled
         record: dict[str, Any] = {"step": self.step, "loss": loss_value, "lr": lr, "examples": int(totals[1])}
         record["tokens"] = int(totals[2])
@@ -388,7 +393,7 @@ class Trainer:
                     progress.update(1)
                     for callback in self.callbacks:
                         callback(self, record)
-                    stopping = self._stop_signal is not None
+                    stopping = self._stop_now or (not ctx.is_distributed and self._stop_signal is not None)
                     if cfg.log_every and (
                         self.step % cfg.log_every == 0 or stopping or self.step == self.total_steps
                     ):
