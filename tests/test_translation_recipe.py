@@ -1,0 +1,170 @@
+"""The paper's recipe: label-smoothed loss (by hand), Adam settings, the learning-rate formula at known
+steps, checkpoint averaging, model directories."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlab.tokenizers import Tokenizer
+from attnlab.train import build_optimizer, build_schedule, save_model
+from attnlab.translation import build_model, label_smoothed_cross_entropy
+from attnlab.translation.config import transformer_tiny
+from attnlab.translation.data import train_joint_bpe
+from attnlab.translation.recipe import (
+    average_checkpoints,
+    average_state_dicts,
+    last_checkpoints,
+    load_averaged,
+    load_pretrained,
+    paper_trainer_config,
+    save_pretrained,
+    translate_texts,
+)
+
+# ----------------------------------------------------------------------------------------------- loss
+
+
+def test_label_smoothed_loss_by_hand() -> None:
+    """V = 3, eps = 0.1; token 1 logits (1, 2, 3) label 2; token 2 padding; token 3 logits (5, 1, 1) label 0.
+
+    q = 0.9 * onehot + 0.1 / 3; loss_t = -sum_k q_k log p_k. Token 1: lse = 3 + log(1 + e^-1 + e^-2) =
+    3.40760596, -log p = (2.40760596, 1.40760596, 0.40760596), loss = 0.9 * 0.40760596 + 0.1 * 1.40760596
+    = 0.50760596. Token 3: lse = 5 + log(1 + 2 e^-4) = 5.03597630, -log p = (0.03597630, 4.03597630,
+    4.03597630), loss = 0.9 * 0.03597630 + 0.1 * 2.70264297 = 0.30264297. Mean over the 2 real tokens:
+    0.40512447. The plain NLL mean is (0.40760596 + 0.03597630) / 2 = 0.22179113.
+    """
+    logits = torch.tensor([[[1.0, 2.0, 3.0], [9.0, -9.0, 0.0], [5.0, 1.0, 1.0]]])
+    labels = torch.tensor([[2, -100, 0]])
+    loss, nll, tokens = label_smoothed_cross_entropy(logits, labels, 0.1)
+    assert int(tokens) == 2
+    assert float(loss) == pytest.approx(0.40512447, abs=1e-7)
+    assert float(nll) == pytest.approx(0.22179113, abs=1e-7)
+    # the same definition as PyTorch's uniform label smoothing
+    ref = F.cross_entropy(logits.view(-1, 3), labels.view(-1), ignore_index=-100, label_smoothing=0.1)
+    assert float(loss) == pytest.approx(float(ref), abs=1e-6)
+
+
+def test_loss_ignores_padding_values() -> None:
+    logits = torch.randn(2, 4, 7)
+    labels = torch.tensor([[1, 2, -100, -100], [3, 4, 5, -100]])
+    changed = logits.clone()
+    changed[0, 2:] = 100.0
+    changed[1, 3] = -50.0
+    a = label_smoothed_cross_entropy(logits, labels, 0.1)[0]
+    b = label_smoothed_cross_entropy(changed, labels, 0.1)[0]
+    assert float(a) == pytest.approx(float(b))
+
+
+def test_loss_without_smoothing_is_nll() -> None:
+    logits = torch.randn(2, 3, 5)
+    labels = torch.randint(0, 5, (2, 3))
+    loss, nll, _ = label_smoothed_cross_entropy(logits, labels, 0.0)
+    assert float(loss) == pytest.approx(float(F.cross_entropy(logits.view(-1, 5), labels.view(-1))), abs=1e-6)
+    assert float(loss) == pytest.approx(float(nll))
+
+
+def test_model_loss_uses_config_smoothing() -> None:
+    model = build_model(transformer_tiny(vocab_size=30, dropout=0.0, label_smoothing=0.2))
+    ids = torch.randint(4, 30, (2, 5))
+    labels = torch.randint(4, 30, (2, 4))
+    out = model(ids, torch.ones_like(ids), labels=labels)
+    expected = label_smoothed_cross_entropy(out.logits, labels, 0.2)[0]
+    assert float(out.loss.detach()) == pytest.approx(float(expected.detach()))
+    assert float(out.metrics["target_tokens"]) == 8
+
+
+# ----------------------------------------------------------------------------------------------- optimiser
+
+
+def test_paper_optimizer_and_schedule(tmp_path) -> None:
+    model = build_model(transformer_tiny(vocab_size=30))
+    cfg = paper_trainer_config(d_model=512, max_steps=20_000, output_dir=tmp_path)
+    opt = build_optimizer(model, cfg)
+    assert isinstance(opt, torch.optim.AdamW)
+    for group in opt.param_groups:
+        assert group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9 and group["weight_decay"] == 0.0
+    sched = build_schedule(opt, cfg, cfg.max_steps)
+    lrs = {}
+    for step in range(1, 16_001):
+        if step in (1, 100, 4000, 4001, 16_000):
+            lrs[step] = opt.param_groups[0]["lr"]
+        opt.step()
+        sched.step()
+    # lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), by hand for d_model = 512, warmup = 4000
+    assert lrs[1] == pytest.approx(512**-0.5 * 4000**-1.5, rel=1e-9)  # 1.7469e-7
+    assert lrs[100] == pytest.approx(100 * 512**-0.5 * 4000**-1.5, rel=1e-9)
+    assert lrs[4000] == pytest.approx(6.987712429686844e-4, rel=1e-9)  # the peak, (512 * 4000)^-0.5
+    assert lrs[4001] == pytest.approx(512**-0.5 / math.sqrt(4001), rel=1e-9)
+    assert lrs[16_000] == pytest.approx(6.987712429686844e-4 / 2, rel=1e-9)  # sqrt(4000 / 16000) = 1/2
+
+
+# ----------------------------------------------------------------------------------------------- averaging
+
+
+def _filled(value: float, seed: int = 0):
+    torch.manual_seed(seed)
+    model = build_model(transformer_tiny(vocab_size=30))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(value)
+    return model
+
+
+def test_average_state_dicts() -> None:
+    a = {"w": torch.tensor([1.0, 2.0]), "n": torch.tensor([3])}
+    b = {"w": torch.tensor([3.0, 6.0]), "n": torch.tensor([3])}
+    out = average_state_dicts([a, b])
+    assert out["w"].tolist() == [2.0, 4.0] and out["n"].tolist() == [3]
+    with pytest.raises(ValueError, match="different keys"):
+        average_state_dicts([a, {"w": a["w"]}])
+
+
+def test_checkpoint_averaging(tmp_path) -> None:
+    run = tmp_path / "run" / "checkpoints"
+    for step, value in ((100, 9.0), (200, 1.0), (300, 2.0), (400, 6.0)):
+        d = run / f"step-{step:06d}"
+        d.mkdir(parents=True)
+        save_model(_filled(value), d / "model.safetensors")
+        (d / "trainer_state.json").write_text("{}")
+    chosen = last_checkpoints(tmp_path / "run", 3)
+    assert [p.name for p in chosen] == ["step-000200", "step-000300", "step-000400"]
+    averaged = average_checkpoints(chosen)
+    assert "generator.weight" not in averaged  # tied weights are stored once
+    model = _filled(0.0)
+    load_averaged(model, chosen)
+    for p in model.parameters():
+        assert torch.all(p == 3.0)
+    assert model.generator.weight is model.src_embed.word.weight  # the tie survives
+    with pytest.raises(FileNotFoundError, match="no checkpoints"):
+        last_checkpoints(tmp_path / "empty", 5)
+
+
+# ----------------------------------------------------------------------------------------------- directories
+
+
+def test_save_and_load_pretrained_translates_the_same(tmp_path) -> None:
+    texts = ["ein hund läuft", "a dog runs", "zwei katzen", "two cats", "ein mann", "a man"]
+    tokenizer = train_joint_bpe(texts, vocab_size=300)
+    torch.manual_seed(0)
+    model = build_model(transformer_tiny(vocab_size=tokenizer.vocab_size, dropout=0.0))
+    save_pretrained(model, tokenizer, tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    ]
+    loaded, tok2 = load_pretrained(tmp_path / "m")
+    assert isinstance(tok2, Tokenizer)
+    inputs = ["a dog", "", "zwei 猫"]
+    a = translate_texts(model.eval(), tokenizer, inputs, beam_size=2, max_length_offset=3)
+    b = translate_texts(loaded, tok2, inputs, beam_size=2, max_length_offset=3)
+    assert a == b and a[1] == ""
+
+
+def test_load_pretrained_names_missing_file(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        load_pretrained(tmp_path)
