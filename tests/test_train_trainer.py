@@ -287,3 +287,23 @@ def test_compiled_model_trains_and_saves_the_plain_names(tmp_path) -> None:
         keys = set(f.keys())
     assert keys and not any("_orig_mod" in k for k in keys)
     assert keys | {"head.weight"} == set(TinyLM().state_dict())
+
+
+def test_train_again_after_an_interruption_continues_in_the_same_process(tmp_path) -> None:
+    def make(out):
+        set_seed(0)
+        cfg = TrainerConfig(
+            max_steps=6, batch_size=4, grad_accum_steps=2, output_dir=out, log_every=0,
+            tensorboard=False, progress_bar=False, plot=False,
+        )  # fmt: skip
+        return Trainer(TinyMLP(), cfg, RegressionDataset(40))
+
+    full = make(tmp_path / "full")
+    full.train()
+    cut = make(tmp_path / "cut")
+    cut.callbacks.append(_send_at(3, signal.SIGINT))
+    assert cut.train().interrupted
+    cut.callbacks.clear()
+    assert cut.train().step == 6  # the stop flag is cleared; the loader continues where it stopped
+    _assert_same_weights(full.model, cut.model)
+    assert (tmp_path / "cut" / "log.jsonl").read_text() == ""  # log_every=0 writes no training records

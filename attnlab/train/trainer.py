@@ -112,8 +112,9 @@ class Trainer:
             deterministic. Under DDP a plain iterable must already be sharded by rank.
         eval_data: batches for `evaluate` (same forms; a Dataset is read in order, unsharded).
         metric_fn: extra evaluation metrics. Either a callable ``metric_fn(outputs, batches) -> dict``
-            receiving every evaluation output and batch (tensors on CPU), or an object with
-            ``update(output, batch)`` and ``compute() -> dict`` (and optionally ``reset()``) for streaming.
+            receiving every evaluation output (dataclass outputs as dicts) and batch, tensors moved to the
+            CPU; or an object with ``update(output, batch)`` and ``compute() -> dict`` (and optionally
+            ``reset()``) that streams. Keys come back prefixed ``eval_``.
         collate_fn: list of examples -> batch, when the trainer builds loaders from datasets.
         optimizer, scheduler: override the ones built from the config.
         callbacks: ``callback(trainer, record)`` after every optimizer step (record: step, loss, lr).
@@ -298,9 +299,9 @@ class Trainer:
                 raise TypeError(
                     f"Trainer: a batch must be a mapping for model(**batch), got {type(batch).__name__}"
                 )
-            batch = move_to(batch, self.device)
-            examples += count_examples(batch)
+            examples += count_examples(batch)  # counted before the move: no device synchronisation
             tokens += count_tokens(batch) or 0
+            batch = move_to(batch, self.device)
             last = micro == accum - 1
             # Gradients are all-reduced once per step, on the last micro-batch (DDP's no_sync elsewhere).
             sync = self._ddp.no_sync() if self._ddp is not None and not last else contextlib.nullcontext()
@@ -379,6 +380,7 @@ class Trainer:
             disable=not (ctx.is_main and cfg.progress_bar),
             dynamic_ncols=True,
         )
+        self._stop_signal, self._stop_now = None, False
         self._train_model.train()
         stream = self._batch_stream()
         window: list[dict[str, Any]] = []
@@ -389,7 +391,8 @@ class Trainer:
             with self._signals_caught():
                 while self.step < self.total_steps:
                     record = self._train_step(stream)
-                    window.append(record)
+                    if cfg.log_every:
+                        window.append(record)
                     progress.update(1)
                     for callback in self.callbacks:
                         callback(self, record)
