@@ -37,7 +37,7 @@ def masked_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
         raise ValueError(
             f"labels: expected shape {tuple(logits.shape[:-1])} (B, T), got {tuple(labels.shape)}"
         )
-    flat = labels.reshape(-1)
+    flat = labels.reshape(-1).long()
     loss = F.cross_entropy(
         logits.reshape(-1, logits.size(-1)).float(), flat, ignore_index=IGNORE_INDEX, reduction="sum"
     )
@@ -134,7 +134,7 @@ class EncoderForPreTraining(nn.Module):
                 raise ValueError(
                     f"pair_labels: expected shape ({pair_logits.size(0)},), got {tuple(pair_labels.shape)}"
                 )
-            pair_loss = F.cross_entropy(pair_logits.float(), pair_labels, ignore_index=IGNORE_INDEX)
+            pair_loss = F.cross_entropy(pair_logits.float(), pair_labels.long(), ignore_index=IGNORE_INDEX)
         losses = [v for v in (mlm_loss, pair_loss) if v is not None]
         return PreTrainingOutput(
             loss=sum(losses[1:], losses[0]) if losses else None,
