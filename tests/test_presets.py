@@ -59,8 +59,11 @@ def test_count_parameters_takes_a_config_or_a_model() -> None:
         count_parameters("bert-tiny")
 
 
-# Exact counts of the released models' bare encoders (HF BertModel / RobertaModel / AlbertModel /
-# ElectraModel / DistilBertModel report the same numbers).
+# Exact counts of the released models' bare encoders, as HF BertModel / RobertaModel / AlbertModel /
+# ElectraModel / DistilBertModel report them. Cross-checked against published counts of the same checkpoints:
+# KerasHub's ALBERT presets list 11,683,584 / 17,683,968 / 58,724,864 / 222,595,584, and its ELECTRA
+# backbones (which add a pooler, 256^2 + 256 or 768^2 + 768) list 13,548,800 for both small models,
+# 33,576,960 for the base generator and 109,482,240 for the base discriminator.
 RELEASED = {
     "bert-tiny": 4_385_920,
     "bert-mini": 11_170_560,
