@@ -59,7 +59,7 @@ def test_signal_saves_and_resume_matches_uninterrupted_run(tmp_path, signum) -> 
         output, _ = proc.communicate(timeout=120)
         name = signal.Signals(signum).name
         assert proc.returncode == 0, output
-        assert "interrupted=True" in output and f"{name} received" in output, output
+        assert "interrupted=True" in output and f"{name}: saved" in output, output
         last = latest_checkpoint(out / "checkpoints")
         state = json.loads((last / "trainer_state.json").read_text())
         assert state["interrupted_by"] == name and 2 <= state["step"] < MAX_STEPS

@@ -307,3 +307,14 @@ def test_train_again_after_an_interruption_continues_in_the_same_process(tmp_pat
     assert cut.train().step == 6  # the stop flag is cleared; the loader continues where it stopped
     _assert_same_weights(full.model, cut.model)
     assert (tmp_path / "cut" / "log.jsonl").read_text() == ""  # log_every=0 writes no training records
+
+
+def test_request_stop_saves_and_returns_like_a_signal(tmp_path) -> None:
+    trainer = lm_trainer(tmp_path, 10)
+    trainer.callbacks.append(lambda t, r: t.request_stop("time limit") if r["step"] == 3 else None)
+    result = trainer.train()
+    assert result.interrupted and result.step == 3 and result.last_checkpoint.name == "step-000003"
+    assert (
+        json.loads((result.last_checkpoint / "trainer_state.json").read_text())["interrupted_by"]
+        == "time limit"
+    )

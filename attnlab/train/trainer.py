@@ -171,7 +171,7 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
         self._plain_epoch = 0  # epoch / position for plain iterables (a ResumableLoader keeps its own)
         self._plain_position = 0
-        self._stop_signal: int | None = None  # set by the signal handler
+        self._stop_signal: int | str | None = None  # a signal number (handler) or a reason (request_stop)
         self._stop_now = False  # decided once per step from the all-reduced flag
         self._logger: RunLogger | None = None
 
@@ -271,6 +271,20 @@ class Trainer:
             raise KeyboardInterrupt(f"second {signal.Signals(signum).name}")
         self._stop_signal = signum
 
+    def request_stop(self, reason: str = "stop requested") -> None:
+        """Stop at the next step boundary as on SIGTERM: save a checkpoint and return from `train`.
+
+        Safe under DDP when called on any subset of ranks: the request travels with the step's all-reduce,
+        so every rank stops after the same step (lowering ``total_steps`` on one rank only would hang).
+        """
+        if self._stop_signal is None:
+            self._stop_signal = reason
+
+    def _stop_name(self) -> str | None:
+        if isinstance(self._stop_signal, int):
+            return signal.Signals(self._stop_signal).name
+        return self._stop_signal
+
     @contextlib.contextmanager
     def _signals_caught(self) -> Iterator[None]:
         """SIGINT / SIGTERM set a flag; the loop saves at the next step boundary and returns."""
@@ -353,7 +367,7 @@ class Trainer:
         # would hang in the next collective). One process stops at the boundary that follows the signal.
         self._stop_now = totals[3] > 0
         if self._stop_now and self._stop_signal is None:
-            self._stop_signal = signal.SIGTERM  # another rank was signalled
+            self._stop_signal = "stop on another rank"
         record: dict[str, Any] = {"step": self.step, "loss": loss_value, "lr": lr, "examples": int(totals[1])}
         record["tokens"] = int(totals[2])
         if grad_norm is not None:
@@ -410,9 +424,9 @@ class Trainer:
                     if stopping:
                         interrupted = True
                         if ctx.is_main:
-                            name = signal.Signals(self._stop_signal).name
+                            name = self._stop_name()
                             progress.write(
-                                f"{name} received: saved {self.last_checkpoint} at step {self.step}; stopping"
+                                f"{name}: saved {self.last_checkpoint} at step {self.step}; stopping"
                             )
                         break
             if not interrupted:
@@ -561,7 +575,7 @@ class Trainer:
                 "examples_seen": self.examples_seen,
                 "tokens_seen": self.tokens_seen,
                 "world_size": self.context.world_size,
-                "interrupted_by": signal.Signals(self._stop_signal).name if self._stop_signal else None,
+                "interrupted_by": self._stop_name(),
                 "last_eval": self.last_eval,
                 "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "config": self.config.to_dict(),
