@@ -62,6 +62,10 @@ HF_TASK_SUFFIXES: dict[str, str] = {
 }
 
 
+class UnsupportedHeadError(CheckpointError):
+    """A HF task head attnlab cannot represent exactly (its encoder can still be fine-tuned)."""
+
+
 def _architecture_name(architecture: str | type) -> str:
     name = architecture if isinstance(architecture, str) else architecture.__name__
     if name not in TASK_ARCHITECTURES:
@@ -175,10 +179,13 @@ def load_task_model(
         if arch == name and all(saved.get(k) == v for k, v in options.items()):
             return load_pretrained(d, device=device).train()
     elif is_hf_directory(d) and _hf_task(read_json(d / CONFIG_NAME)) == name:
-        model = load_model(d)
-        same = all(model.options.get(k) == v for k, v in options.items())
-        if same:
-            return model.to(device).train()
+        try:
+            model = load_model(d)
+        except UnsupportedHeadError as e:
+            warnings.warn(f"{e}; its encoder is used with a new head", stacklevel=2)
+        else:
+            if all(model.options.get(k) == v for k, v in options.items()):
+                return model.to(device).train()
     config, state, what = _encoder_state(d)
     model = cls.from_config(config, **options)
     fresh_pooler = _load_encoder_into(model, state, source=f"{d} ({what})")
@@ -211,7 +218,7 @@ def _load_hf_task(d: Path, hf: Mapping[str, Any], name: str, dtype: torch.dtype 
         }
     elif name == "EncoderForSequenceClassification" and "classifier.out_proj.weight" in heads:
         if family != "roberta":
-            raise CheckpointError(
+            raise UnsupportedHeadError(
                 f"{source}: {family}'s classification head (dense -> "
                 f"{'gelu' if family == 'electra' else 'activation'} -> out_proj) has no exact attnlab "
                 "counterpart; load it with load_task_model to fine-tune a fresh head instead"
@@ -223,7 +230,7 @@ def _load_hf_task(d: Path, hf: Mapping[str, Any], name: str, dtype: torch.dtype 
             "classifier.bias": heads.get("classifier.out_proj.bias"),
         }
     elif "pre_classifier.weight" in heads:
-        raise CheckpointError(
+        raise UnsupportedHeadError(
             f"{source}: DistilBERT's classification head (pre_classifier -> ReLU -> classifier) has no exact "
             "attnlab counterpart; load it with load_task_model to fine-tune a fresh head instead"
         )
