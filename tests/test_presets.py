@@ -35,11 +35,18 @@ def formula(c: EncoderConfig) -> int:
     return embeddings + project + n_att * attention + n_ffn * ffn + final + pooler
 
 
+@functools.cache
+def meta_encoder(name: str) -> Encoder:
+    """The preset built on the meta device (no memory, no initialisation work), once per test session."""
+    with torch.device("meta"):
+        return Encoder(get_preset(name))
+
+
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_preset_builds_on_meta_and_counts(name: str) -> None:
     config = get_preset(name)
+    encoder = meta_encoder(name)
     with torch.device("meta"):
-        encoder = Encoder(config)
         ids = torch.zeros(2, 16, dtype=torch.long)
         out = encoder(ids, attention_mask=torch.ones_like(ids))  # shapes only: meta tensors hold no data
     assert out.last_hidden_state.shape == (2, 16, config.hidden_size)
@@ -47,9 +54,8 @@ def test_every_preset_builds_on_meta_and_counts(name: str) -> None:
     assert EncoderConfig.from_dict(config.to_dict()) == config
 
 
-@functools.cache
 def preset_count(name: str) -> int:
-    return count_parameters(get_preset(name))  # built on the meta device
+    return count_parameters(meta_encoder(name))
 
 
 def test_count_parameters_takes_a_config_or_a_model() -> None:
