@@ -236,7 +236,9 @@ def save_checkpoint(
     def write(tmp: Path) -> None:
         save_model(model, tmp / MODEL_FILE)
         torch.save(training_state, tmp / STATE_FILE)
-        (tmp / TRAINER_STATE_FILE).write_text(json.dumps(trainer_state, indent=2, sort_keys=True) + "\n")
+        (tmp / TRAINER_STATE_FILE).write_text(
+            json.dumps(trainer_state, indent=2, sort_keys=True, default=str) + "\n"
+        )
 
     return atomic_directory(path, write)
 

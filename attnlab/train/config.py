@@ -49,6 +49,8 @@ class TrainerConfig:
     precision: str = "fp32"  # "fp32", "bf16" (autocast) or "fp16" (autocast + GradScaler)
     compile: bool = False  # wrap the model in torch.compile
     device: str = "auto"  # "auto": cuda:LOCAL_RANK when CUDA is available, else cpu
+    # DDP only: set when some parameters get no gradient in a step (a head a batch does not use)
+    find_unused_parameters: bool = False
 
     # --- bookkeeping (steps are optimizer steps; 0 disables)
     log_every: int = 10

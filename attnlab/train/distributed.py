@@ -97,7 +97,9 @@ def cleanup_distributed() -> None:
         dist.destroy_process_group()
 
 
-def wrap_model(model: nn.Module, context: DistributedContext, device: torch.device) -> nn.Module:
+def wrap_model(
+    model: nn.Module, context: DistributedContext, device: torch.device, find_unused_parameters: bool = False
+) -> nn.Module:
     """`DistributedDataParallel(model)` when the job has several processes, else `model` unchanged.
 
     DDP broadcasts rank 0's parameters and buffers at construction, so every rank starts from the same
@@ -106,7 +108,9 @@ def wrap_model(model: nn.Module, context: DistributedContext, device: torch.devi
     if not context.is_distributed or isinstance(model, DistributedDataParallel):
         return model
     device_ids = [device.index if device.index is not None else 0] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=device_ids)
+    return DistributedDataParallel(
+        model, device_ids=device_ids, find_unused_parameters=find_unused_parameters
+    )
 
 
 def all_reduce_sum(tensor: torch.Tensor, context: DistributedContext) -> torch.Tensor:

@@ -158,7 +158,7 @@ class Trainer:
         self.scheduler = scheduler or build_schedule(self.optimizer, config, self.total_steps)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
 
-        wrapped = wrap_model(self.model, self.context, self.device)
+        wrapped = wrap_model(self.model, self.context, self.device, config.find_unused_parameters)
         self._ddp = wrapped if isinstance(wrapped, DistributedDataParallel) else None
         self._train_model = torch.compile(wrapped) if config.compile else wrapped  # used for training steps
 
