@@ -51,11 +51,10 @@ def test_signal_saves_and_resume_matches_uninterrupted_run(tmp_path, signum) -> 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same reduction order as the subprocess
     try:
-        reference = lm_trainer(tmp_path / "reference", MAX_STEPS)  # meanwhile: the uninterrupted run
-        reference.train()
-
         _wait_for(out / "checkpoints" / "step-000002" / "trainer_state.json", proc)
         proc.send_signal(signum)
+        reference = lm_trainer(tmp_path / "reference", MAX_STEPS)  # meanwhile: the uninterrupted run
+        reference.train()
         output, _ = proc.communicate(timeout=120)
         name = signal.Signals(signum).name
         assert proc.returncode == 0, output
