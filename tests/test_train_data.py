@@ -161,3 +161,26 @@ def test_errors_name_the_field() -> None:
         loader.load_state_dict({"epoch": 0, "position": 3})
     with pytest.raises(ValueError, match="position"):
         loader.load_state_dict({"epoch": 0})
+
+
+def test_loader_tells_epoch_aware_datasets_their_epoch():
+    """Dynamic masking needs the epoch: the loader calls dataset.set_epoch before reading an epoch."""
+    from attnlab.train.data import ResumableLoader
+
+    class EpochAware:
+        def __init__(self) -> None:
+            self.epoch = -1
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = epoch
+
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> tuple[int, int]:
+            return (self.epoch, i)
+
+    loader = ResumableLoader(EpochAware(), batch_size=2, collate_fn=list, seed=0, shuffle=False)
+    first = [item for batch in loader for item in batch]
+    second = [item for batch in loader for item in batch]
+    assert {e for e, _ in first} == {0} and {e for e, _ in second} == {1}

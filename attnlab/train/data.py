@@ -114,6 +114,10 @@ class ResumableLoader:
 
     # --- iteration
     def _read(self, epoch: int, batches: list[list[int]]) -> Iterator[Any]:
+        # Datasets whose items depend on the epoch (dynamic masking, NSP draws: attnlab.data) are told
+        # which epoch they serve before any item is read; workers copy the dataset after this call.
+        if hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(epoch)
         if self.num_workers == 0:
             return (self.collate_fn([self.dataset[i] for i in idx]) for idx in batches)
         generator = torch.Generator()
