@@ -1,0 +1,210 @@
+"""The fine-tuning recipe end to end on hand-made, trivially separable data: it must learn (far above
+chance), keep the best epoch, sweep learning rates with the median over seeds, honour a time budget, and
+work from the command line (finetune -> evaluate -> predict)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.models import get_preset
+from attnlab.tasks import QAExample, SentenceExample, TokenExample
+from attnlab.tasks.finetune import (
+    FinetuneConfig,
+    ModelSource,
+    TaskSpec,
+    evaluate_directory,
+    finetune_examples,
+    get_task,
+)
+from attnlab.tasks.transfer import load_model
+from attnlab.tokenizers import bert_wordpiece
+
+FILLER = "the a film plot was is very quite story actor scene it".split()
+NAMES = ["alice", "bob", "carol"]
+VOCAB = {
+    t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", *FILLER, *NAMES])
+}
+# bert-tiny's shape (Turc et al. 2019: L=2, H=128); narrower encoders did not learn within a few dozen steps.
+TINY = get_preset("bert-tiny", vocab_size=len(VOCAB), max_position_embeddings=32)
+FAST = dict(batch_size=16, max_length=24, output_dir=None, progress_bar=False)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread: on a shared 2-core machine, two spinning threads per process are many times
+    slower for these tiny matrices."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _tok():
+    return bert_wordpiece(VOCAB)
+
+
+def _sentiment(n: int, seed: int) -> list[SentenceExample]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        y = rng.randint(0, 1)
+        words = [rng.choice(FILLER) for _ in range(rng.randint(2, 6))]
+        words.insert(rng.randint(0, len(words)), "good" if y else "bad")
+        out.append(SentenceExample(" ".join(words), None, str(y), f"{seed}-{i}"))
+    return out
+
+
+def _cfg(tmp_path: Path, **kw) -> FinetuneConfig:
+    return FinetuneConfig(**{**FAST, "output_dir": tmp_path, **kw})
+
+
+SPEC = TaskSpec("toy", "classification", ("0", "1"), "accuracy")
+
+
+def test_toy_classification_learns_and_keeps_the_best_epoch(tmp_path):
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    dev = _sentiment(64, 1)
+    result = finetune_examples(
+        SPEC, source, _sentiment(160, 0), dev, _cfg(tmp_path, learning_rates=(2e-3,), epochs=3, seeds=(7,))
+    )
+    (run,) = result.runs
+    assert run.seed == 7 and len(run.epochs) == 3  # evaluated after every epoch
+    assert result.median == run.score("accuracy") == max(e["accuracy"] for e in run.epochs)
+    assert result.median >= 0.9  # chance is 0.5
+    # the kept model is the best epoch's: re-scoring it from disk gives the same accuracy
+    again = evaluate_directory(SPEC, result.best_dir, dev, max_length=24)
+    assert again["accuracy"] == pytest.approx(result.median)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["runs"][0]["seed"] == 7 and saved["learning_rate"] == 2e-3
+
+
+def test_sweep_keeps_the_learning_rate_with_the_best_median(tmp_path):
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    cfg = _cfg(tmp_path, learning_rates=(1e-7, 2e-3), seeds=(0, 1), epochs=3, keep_best=False)
+    result = finetune_examples(SPEC, source, _sentiment(160, 0), _sentiment(48, 1), cfg)
+    assert [(r.learning_rate, r.seed) for r in result.runs] == [(1e-7, 0), (1e-7, 1), (2e-3, 0), (2e-3, 1)]
+    assert result.learning_rate == 2e-3
+    scores = sorted(r.score("accuracy") for r in result.runs if r.learning_rate == 2e-3)
+    assert result.median == pytest.approx(sum(scores) / 2)
+
+
+def test_time_budget_stops_and_still_evaluates(tmp_path):
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    cfg = _cfg(tmp_path, learning_rates=(1e-3,), epochs=50, minutes=1e-4)
+    (run,) = finetune_examples(SPEC, source, _sentiment(64, 0), _sentiment(16, 1), cfg).runs
+    assert run.stopped_by_time and run.steps < 50 * 4 and run.epochs and run.epochs[-1]["step"] == run.steps
+
+
+def _ner(n: int, seed: int) -> list[TokenExample]:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 6))]
+        k = rng.randint(0, len(words))
+        words.insert(k, rng.choice(NAMES))
+        tags = ["O"] * len(words)
+        tags[k] = "B-PER"
+        out.append(TokenExample(tuple(words), tuple(tags), f"{seed}-{i}"))
+    return out
+
+
+def test_toy_ner_learns_entity_f1(tmp_path):
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    result = finetune_examples(
+        get_task("conll2003"),
+        source,
+        _ner(128, 0),
+        _ner(48, 1),
+        _cfg(tmp_path, learning_rates=(3e-3,), epochs=3),
+    )
+    assert result.median >= 0.8
+    model = load_model(result.best_dir)
+    assert model.options["labels"] == ["O", "B-PER"]
+
+
+def test_qa_runs_end_to_end_and_scores_squad_f1(tmp_path):
+    rng = random.Random(0)
+    examples = []
+    for i in range(48):
+        words = [rng.choice(FILLER) for _ in range(10)]
+        name = rng.choice(NAMES)
+        k = rng.randint(0, 9)
+        words.insert(k, name)
+        context = " ".join(words)
+        start = len(" ".join(words[:k])) + (1 if k else 0)
+        examples.append(QAExample(str(i), "", context, "the actor", ((name, start),)))
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    cfg = _cfg(tmp_path, learning_rates=(3e-3,), epochs=4, max_length=12, stride=3)
+    result = finetune_examples(get_task("squad"), source, examples[:32], examples[32:], cfg)
+    (run,) = result.runs
+    assert 0.0 <= run.best["f1"] <= 100.0 and "exact_match" in run.best
+    assert "split_into_windows" in result.feature_reports["train"]
+
+
+def test_cli_finetune_evaluate_predict(tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, seed, n in (("train", 0, 96), ("dev", 1, 32)):
+        with open(data / f"{split}.csv", "w", encoding="utf-8") as f:
+            f.write("sentence,label\n")
+            for ex in _sentiment(n, seed):
+                f.write(f"{ex.text_a},{'pos' if ex.label == '1' else 'neg'}\n")
+    tok_dir = tmp_path / "tok"
+    _tok().save(tok_dir)
+    out = tmp_path / "run"
+    argv = ["finetune", "--task", "generic", "--data-dir", str(data), "--model", "bert-tiny", "--tokenizer",
+            str(tok_dir), "--output-dir", str(out), "--epochs", "2", "--batch-size", "16", "--lr", "1e-3",
+            "--max-length", "24"]  # fmt: skip
+    assert main(argv) == 0
+    assert "median dev accuracy" in capsys.readouterr().out
+    best = out / "best"
+    assert (best / "config.json").is_file() and (best / "tokenizer.json").is_file()
+    assert (
+        main(["evaluate", "--task", "generic", "--data-dir", str(data), "--model", str(best), "--json"]) == 0
+    )
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["examples"] == 32 and 0.0 <= metrics["accuracy"] <= 1.0
+    assert main(["predict", "classify", str(best), "--text", "a very good film"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    labels = json.loads(line)["labels"]
+    assert {d["label"] for d in labels} == {"neg", "pos"} and sum(
+        d["score"] for d in labels
+    ) == pytest.approx(1)
+    assert main(["finetune", "--task", "sst2", "--data-dir", str(data), "--model", "bert-tiny"]) == 2
+    assert "--tokenizer" in capsys.readouterr().err
+
+
+DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+@pytest.mark.data
+def test_real_glue_and_conll_build_features_without_skips():
+    if not (DATA / "glue" / "RTE").is_dir() or not (DATA / "conll2003").is_dir():
+        pytest.skip(f"no data under {DATA}")
+    from attnlab.tasks.finetune import build_features, load_split, task_labels
+
+    words = sorted({w for line in open(DATA / "conll2003" / "valid.txt") for w in line.split()[:1]})[:5000]
+    vocab = {
+        t: i
+        for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *[w.lower() for w in words]])
+    }
+    tok = bert_wordpiece(vocab)
+    spec = get_task("conll2003")
+    dev = load_split(spec, DATA / "conll2003", "dev")[:300]
+    feats, report = build_features(
+        spec, tok, dev, task_labels(spec, dev), training=True, max_length=64, with_token_types=True
+    )
+    assert not report.skipped and len(feats) >= 300
+    rte = get_task("rte")
+    examples = load_split(rte, DATA / "glue" / "RTE", "dev")
+    feats, report = build_features(
+        rte, tok, examples, rte.labels, training=True, max_length=128, with_token_types=True
+    )
+    assert len(feats) == len(examples) == 277 and report.cut["truncated"] > 0
