@@ -19,7 +19,7 @@ from attnlab.tokenizers.train_counting import (
     is_chunk_compositional,
 )
 from attnlab.tokenizers.train_merges import MergeState
-from attnlab.tokenizers.train_unigram import digamma, forward_backward, viterbi
+from attnlab.tokenizers.train_unigram import digamma, forward_backward, prefix_table, viterbi
 from attnlab.tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
 
 SEED_COUNTS = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
@@ -290,6 +290,13 @@ def test_forward_backward_expected_counts_equal_enumeration():
             for piece in s:
                 brute[ids[piece]] += 3.0 * p / sum(probs)
         assert expected == pytest.approx(brute)
+        # The same in linear space (scaled per character) and with the prefix table: identical results.
+        k = 1.3
+        q = [math.exp(s + k * len(p)) for p, s in pieces.items()]
+        fast = [0.0] * len(pieces)
+        logz_fast = forward_backward(word, ids, scores, 16, 3.0, fast, prefix_table(ids), (q, k))
+        assert logz_fast == pytest.approx(logz) and fast == pytest.approx(brute)
+        assert viterbi(word, ids, scores, 16, table=prefix_table(ids)) == viterbi(word, ids, scores, 16)
         best_score, best = viterbi(word, ids, scores, 16)
         top = max(segs, key=lambda s: sum(pieces[p] for p in s))
         assert [list(pieces)[i] for i in best] == top

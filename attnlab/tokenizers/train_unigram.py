@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["train_unigram", "digamma", "viterbi", "forward_backward"]
+__all__ = ["train_unigram", "digamma", "viterbi", "forward_backward", "prefix_table"]
 
 _EXPECTED_THRESHOLD = 0.5  # SentencePiece's kExpectedFrequencyThreshold
 _CHAR_FLOOR = 1e-3  # expected count given to characters under the threshold (their log p is then ~ -1000)
@@ -59,10 +59,33 @@ def _logaddexp(a: float, b: float) -> float:
     return b + math.log1p(math.exp(a - b))
 
 
-def _lattice(word: str, ids: Mapping[str, int], max_len: int) -> list[list[tuple[int, int]]]:
+def prefix_table(ids: Mapping[str, int]) -> dict[str, int]:
+    """``ids`` plus every proper prefix of a piece mapped to -1: one look-up tells the lattice whether a
+    substring is a piece, and whether a longer one could still be (a miss ends the extension)."""
+    table: dict[str, int] = {}
+    for p in ids:
+        for j in range(1, len(p)):
+            table.setdefault(p[:j], -1)
+    table.update(ids)
+    return table
+
+
+def _lattice(
+    word: str, ids: Mapping[str, int], max_len: int, table: Mapping[str, int] | None = None
+) -> list[list[tuple[int, int]]]:
     """``ends[j]`` = the ``(start, piece id)`` of every vocabulary piece that ends at character ``j``."""
     n = len(word)
     ends: list[list[tuple[int, int]]] = [[] for _ in range(n + 1)]
+    if table is not None:
+        get = table.get
+        for i in range(n):
+            for j in range(i + 1, min(n, i + max_len) + 1):
+                pid = get(word[i:j])
+                if pid is None:
+                    break
+                if pid >= 0:
+                    ends[j].append((i, pid))
+        return ends
     get = ids.get
     for i in range(n):
         for j in range(i + 1, min(n, i + max_len) + 1):
@@ -73,13 +96,18 @@ def _lattice(word: str, ids: Mapping[str, int], max_len: int) -> list[list[tuple
 
 
 def viterbi(
-    word: str, ids: Mapping[str, int], scores: list[float], max_len: int, exclude: int = -1
+    word: str,
+    ids: Mapping[str, int],
+    scores: list[float],
+    max_len: int,
+    exclude: int = -1,
+    table: Mapping[str, int] | None = None,
 ) -> tuple[float, list[int]]:
     """The best segmentation of ``word``: (total log p, piece ids). ``exclude`` is a piece id not to use.
 
     Returns ``(-inf, [])`` when the word cannot be segmented.
     """
-    ends = _lattice(word, ids, max_len)
+    ends = _lattice(word, ids, max_len, table)
     n = len(word)
     best = [-math.inf] * (n + 1)
     back: list[tuple[int, int]] = [(-1, -1)] * (n + 1)
@@ -105,11 +133,48 @@ def viterbi(
 
 
 def forward_backward(
-    word: str, ids: Mapping[str, int], scores: list[float], max_len: int, weight: float, expected: list[float]
+    word: str,
+    ids: Mapping[str, int],
+    scores: list[float],
+    max_len: int,
+    weight: float,
+    expected: list[float],
+    table: Mapping[str, int] | None = None,
+    linear: tuple[list[float], float] | None = None,
 ) -> float:
-    """Add ``weight`` times the expected count of each piece in ``word`` to ``expected``; return log Z."""
-    ends = _lattice(word, ids, max_len)
+    """Add ``weight`` times the expected count of each piece in ``word`` to ``expected``; return log Z.
+
+    ``linear = (q, k)`` with ``q[pid] = exp(scores[pid] + k * len(piece))`` runs the recursions on plain
+    probabilities (several times faster than log-space): every segmentation of the word covers its ``n``
+    characters, so the ``exp(k)`` per character scales all of them by ``exp(k n)`` and leaves the
+    posteriors unchanged, while keeping products near 1. Log space is the fallback when ``Z`` still under-
+    or overflows.
+    """
+    ends = _lattice(word, ids, max_len, table)
     n = len(word)
+    if linear is not None:
+        q, k = linear
+        alpha_l = [0.0] * (n + 1)
+        alpha_l[0] = 1.0
+        for j in range(1, n + 1):
+            a_sum = 0.0
+            for i, pid in ends[j]:
+                a_sum += alpha_l[i] * q[pid]
+            alpha_l[j] = a_sum
+        zl = alpha_l[n]
+        if 1e-280 < zl < 1e280:
+            beta_l = [0.0] * (n + 1)
+            beta_l[n] = 1.0
+            scale = weight / zl
+            for j in range(n, 0, -1):
+                bj = beta_l[j]
+                if bj == 0.0:
+                    continue
+                for i, pid in ends[j]:
+                    t = q[pid] * bj
+                    beta_l[i] += t
+                    expected[pid] += scale * alpha_l[i] * t
+            return math.log(zl) - k * n
     alpha = [-math.inf] * (n + 1)
     alpha[0] = 0.0
     for j in range(1, n + 1):
@@ -167,10 +232,14 @@ def _em_step(
     """One E-step + M-step. Returns the re-estimated pieces and the objective (mean -log p per word)."""
     ids = {p: i for i, (p, _) in enumerate(pieces)}
     scores = [s for _, s in pieces]
+    table = prefix_table(ids)
+    # Linear-space scaling: the median cost per character of a piece keeps typical words' Z near 1.
+    per_char = sorted(-s / len(p) for p, s in pieces)[len(pieces) // 2]
+    q = [math.exp(s + per_char * len(p)) for p, s in pieces]
     expected = [0.0] * len(pieces)
     total, objective = 0, 0.0
     for word, c in counts.items():
-        z = forward_backward(word, ids, scores, max_len, c, expected)
+        z = forward_backward(word, ids, scores, max_len, c, expected, table, (q, per_char))
         if z != -math.inf:
             objective -= c * z
             total += c
@@ -191,23 +260,24 @@ def _prune(
     """Drop the pieces whose removal costs the least likelihood, keeping ``keep`` of them (chars always)."""
     ids = {p: i for i, (p, _) in enumerate(pieces)}
     scores = [s for _, s in pieces]
+    table = prefix_table(ids)
     # Alternatives: how each piece would be spelt without itself; pieces Viterbi splits are removable.
     removable = [False] * len(pieces)
     alternatives: list[list[int]] = [[] for _ in pieces]
     for pid, (p, _) in enumerate(pieces):
         if p in chars:
             continue
-        _, best = viterbi(p, ids, scores, max_len)
+        _, best = viterbi(p, ids, scores, max_len, table=table)
         if len(best) >= 2:
             removable[pid] = True
         else:
-            _, alt = viterbi(p, ids, scores, max_len, exclude=pid)
+            _, alt = viterbi(p, ids, scores, max_len, exclude=pid, table=table)
             alternatives[pid] = alt
     # Viterbi frequencies over the corpus.
     freq = [0.0] * len(pieces)
     total_words = 0
     for word, c in counts.items():
-        _, seg = viterbi(word, ids, scores, max_len)
+        _, seg = viterbi(word, ids, scores, max_len, table=table)
         total_words += c
         for pid in seg:
             freq[pid] += c
