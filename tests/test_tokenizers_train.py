@@ -221,8 +221,11 @@ def test_limit_and_initial_alphabet():
     singles = {t for t in vocab if len(t) == 1}
     assert singles == {"a", "b", "z"}  # z forced in, then the two most frequent characters
     assert all(set(a + b) <= {"a", "b"} for a, b in merges)
-    # "abx": x is outside the alphabet, so the word is cut there; "ab" is still learnable.
-    assert ("a", "b") in merges or all(len(t) == 1 or set(t) <= {"a", "b"} for t in vocab)
+    # "abx" and "d": x and d are outside the alphabet; "abx" is cut to "ab", which is learnt (count 1).
+    assert ("a", "b") in merges
+    assert [c for _, c in trainer.merges_with_counts if _ == ("a", "b")] == [1]
+    with pytest.raises(ValueError, match="limit_alphabet"):
+        BpeTrainer(limit_alphabet=-1)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -231,8 +231,11 @@ def _split_words(
     counts: list[int] = []
     full = len(alphabet) and all(c in alphabet for c in set("".join(word_counts)))
     for word, count in word_counts.items():
-        if full and not prefix and not suffix:
-            words.append([tid[c] for c in word])
+        if full and not suffix:  # the common cases, without the per-character branches below
+            if prefix:
+                words.append([tid[word[0]], *[tid[prefix + c] for c in word[1:]]])
+            else:
+                words.append([tid[c] for c in word])
             counts.append(count)
             continue
         n = len(word)
