@@ -17,9 +17,11 @@ from attnlab.models import get_preset
 from attnlab.tasks import QAExample, SentenceExample, TokenExample
 from attnlab.tasks.finetune import (
     FinetuneConfig,
+    GenericColumns,
     ModelSource,
     TaskSpec,
     evaluate_directory,
+    finetune,
     finetune_examples,
     get_task,
 )
@@ -208,3 +210,19 @@ def test_real_glue_and_conll_build_features_without_skips():
         rte, tok, examples, rte.labels, training=True, max_length=128, with_token_types=True
     )
     assert len(feats) == len(examples) == 277 and report.cut["truncated"] > 0
+
+
+def test_generic_regression_table_trains_with_mse_and_scores_correlations(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, seed, n in (("train", 0, 64), ("dev", 1, 24)):
+        rows = [{"text": ex.text_a, "score": float(ex.label) * 4 + 0.5} for ex in _sentiment(n, seed)]
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    cols = GenericColumns(text_a="text", label="score", regression=True)
+    result = finetune("generic", data, source, _cfg(tmp_path / "run", learning_rates=(2e-3,), epochs=2), cols)
+    assert result.metric == "spearman"
+    (run,) = result.runs
+    assert {"pearson", "spearman"} <= set(run.best) and -1.0 <= run.best["spearman"] <= 1.0
+    model = load_model(result.best_dir)
+    assert model.options["num_labels"] == 1

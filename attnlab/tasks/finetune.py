@@ -591,17 +591,17 @@ def save_model_dir(model: nn.Module, tokenizer: Any, directory: str | os.PathLik
     return directory
 
 
+class _TimeUp(Exception):
+    """Raised by the time-budget callback after an optimizer step; `run_once` catches it and evaluates."""
+
+
 def _stop_after(minutes: float | None, flag: dict[str, bool]) -> Callable[[Any, dict[str, Any]], None]:
     start = time.monotonic()
 
     def callback(trainer: Any, record: dict[str, Any]) -> None:
-        if minutes is not None and time.monotonic() - start > 60.0 * minutes and not flag["stop"]:
+        if minutes is not None and time.monotonic() - start > 60.0 * minutes:
             flag["stop"] = True
-            # The Trainer stops (saving a checkpoint) at the next step boundary when this flag is set, as on
-            # SIGTERM; it has no public stop() yet.
-            import signal
-
-            trainer._stop_signal = signal.SIGTERM
+            raise _TimeUp(f"time budget of {minutes} min spent after step {trainer.step}")
 
     return callback
 
@@ -669,9 +669,12 @@ def run_once(
     )
     keeper.trainer = trainer
     start = time.monotonic()
-    result = trainer.train()
+    try:
+        trainer.train()  # the Trainer's loop closes its logs and progress bar on the way out
+    except _TimeUp as e:
+        logger.info("%s: %s", spec.name, e)
     if not keeper.history or keeper.history[-1]["step"] != trainer.step:
-        trainer.evaluate()  # stopped by the time limit before an epoch's end: score what was reached
+        trainer.evaluate()  # stopped by the time budget before an epoch's end: score what was reached
     minutes = (time.monotonic() - start) / 60.0
     best = {k.removeprefix("eval_"): v for k, v in keeper.best.items()}
     epochs = [{k.removeprefix("eval_"): v for k, v in h.items()} for h in keeper.history]
@@ -681,7 +684,7 @@ def run_once(
         epochs=epochs,
         best=best,
         best_step=keeper.best_step,
-        steps=result.step,
+        steps=trainer.step,
         minutes=minutes,
         stopped_by_time=flag["stop"],
         best_dir=str(output_dir / "best") if cfg.keep_best else None,
@@ -773,6 +776,8 @@ def finetune(
     train = load_split(spec, data_dir, "train", columns)
     dev = load_split(spec, data_dir, "dev", columns)
     regression = bool(columns and columns.regression)
+    if regression and spec.kind == "classification":  # a generic table with float labels
+        spec = dataclasses.replace(spec, kind="regression", metric="spearman")
     return finetune_examples(spec, source, train, dev, cfg, regression=regression)
 
 
