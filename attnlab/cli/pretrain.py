@@ -1,0 +1,277 @@
+"""``attnlab pretrain`` and ``attnlab fill-mask``: pre-train a BERT-family model, then query its masked LM.
+
+attnlab pretrain                                   # the built-in demo: stdlib docstrings, bert-mini, ~4 min
+attnlab pretrain --recipe roberta --corpus books/ --format text --minutes 30 --output runs/rb
+attnlab pretrain --recipe electra --corpus wiki.txt --config e.yaml --set lr=1e-3 --set model.num_layers=6
+attnlab pretrain --recipe bert --corpus wiki.txt --output runs/bert --resume
+attnlab fill-mask runs/pretrain-bert/model "The function returns a [MASK] of strings." --top-k 5
+
+``--set`` and ``--config`` (YAML) name recipe fields (``lr``, ``warmup``, ``max_steps``, ``batch_size``,
+``dupe_factor``, ...), ``masking.FIELD`` (MaskingConfig), ``model.FIELD`` (EncoderConfig) and
+``trainer.FIELD`` (TrainerConfig: ``log_every``, ``save_every``, ``eval_every``, ``precision``,
+``num_workers``, ...). A YAML file holds the same as nested mappings:
+``{lr: 1e-3, masking: {rate: 0.2}, model: {num_layers: 6}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DEMO_SENTENCES = (
+    "The function returns a [MASK] of strings.",
+    "If the file does not [MASK], an error is raised.",
+    "Return the [MASK] of the object.",
+    "This module provides [MASK] for working with dates and times.",
+)
+SECTIONS = ("masking", "model", "trainer")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from attnlab.data.corpus import FORMATS
+    from attnlab.pretraining.recipes import RECIPES
+
+    p = subparsers.add_parser(
+        "pretrain",
+        help="pre-train a BERT-family model (bert, roberta, albert, spanbert, electra recipes)",
+        description="Prepare shards, train a tokenizer if none is given, pre-train with the shared Trainer, "
+        "save the model and tokenizer (attnlab and HF layouts) and print held-out MLM accuracy and "
+        "perplexity. With no --corpus: a built-in corpus of the Python standard library's docstrings, a "
+        "small WordPiece vocabulary and bert-mini for --minutes (default 4), then fill-mask examples.",
+    )
+    p.add_argument(
+        "--recipe", default="bert", choices=sorted(RECIPES), help="the paper's recipe (default bert)"
+    )
+    p.add_argument(
+        "--preset", default=None, help="model preset (default: bert-mini, or the recipe's with --paper)"
+    )
+    p.add_argument(
+        "--corpus", nargs="*", metavar="PATH", help="files or directories (default: built-in corpus)"
+    )
+    p.add_argument("--format", default="sentences", choices=FORMATS, help="corpus format (default sentences)")
+    p.add_argument(
+        "--tokenizer", metavar="DIR", help="a tokenizer directory (default: train one on the corpus)"
+    )
+    p.add_argument("--vocab-size", type=int, help="vocabulary of a trained tokenizer (default: the recipe's)")
+    p.add_argument("--tokenizer-min-frequency", type=int, help="trained tokenizer: drop rarer pairs/words")
+    p.add_argument("--config", metavar="FILE.yaml", help="YAML overrides (see the module docstring)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override (repeatable)")
+    p.add_argument("--output", metavar="DIR", help="output directory (default runs/pretrain-RECIPE)")
+    p.add_argument("--minutes", type=float, help="training time budget (default 4 for the built-in corpus)")
+    p.add_argument("--max-steps", type=int, help="optimizer steps (default: what fits in --minutes)")
+    p.add_argument("--batch-size", type=int, help="sequences per step (scaled-down default 32)")
+    p.add_argument("--max-length", type=int, help="tokens per sequence (scaled-down default 128)")
+    p.add_argument("--paper", action="store_true", help="the paper's steps, batch and lengths (big machines)")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoints in --output")
+    p.add_argument("--workers", type=int, help="tokenising processes for preparation (default: all cores)")
+    p.add_argument("--heldout-every", type=int, default=20, help="hold out every N-th document (default 20)")
+    p.add_argument("--eval-examples", type=int, default=256, help="held-out sequences scored (default 256)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_pretrain)
+
+    f = subparsers.add_parser(
+        "fill-mask",
+        help="print a masked LM's top-k tokens for each [MASK] in a text",
+        description="Load an attnlab or HF transformers directory (model with an MLM head + tokenizer files) "
+        "and print the top-k tokens with their probabilities at every mask token of TEXT.",
+    )
+    f.add_argument("model_dir", metavar="MODEL_DIR")
+    f.add_argument("text", metavar="TEXT", help='e.g. "Paris is the [MASK] of France."')
+    f.add_argument("--top-k", type=int, default=5)
+    f.add_argument("--json", action="store_true", help="one JSON object")
+    f.set_defaults(func=run_fill_mask)
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"attnlab {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _parse_value(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def collect_overrides(config_file: str | None, sets: list[str]) -> dict[str, dict[str, Any]]:
+    """``{"recipe": {...}, "masking": {...}, "model": {...}, "trainer": {...}}`` from a YAML file then
+    ``KEY=VALUE`` strings (later wins)."""
+    import yaml
+
+    out: dict[str, dict[str, Any]] = {"recipe": {}, "masking": {}, "model": {}, "trainer": {}}
+    if config_file:
+        path = Path(config_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such config file")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: invalid YAML: {e}") from e
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        for key, value in data.items():
+            if key in SECTIONS:
+                if not isinstance(value, dict):
+                    raise ValueError(f"{path}: field {key!r}: expected a mapping of fields, got {value!r}")
+                out[key].update(value)
+            else:
+                out["recipe"][key] = value
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        section, dot, name = key.partition(".")
+        if dot and section in SECTIONS:
+            out[section][name] = _parse_value(value)
+        elif dot:
+            raise ValueError(f"--set {item!r}: unknown section {section!r}; valid: {', '.join(SECTIONS)}")
+        else:
+            out["recipe"][key] = _parse_value(value)
+    return out
+
+
+def run_pretrain(args: argparse.Namespace) -> int:
+    try:
+        return _run_pretrain(args)
+    except (ValueError, TypeError, FileNotFoundError, NotADirectoryError) as e:
+        return _fail("pretrain", str(e))
+
+
+def _run_pretrain(args: argparse.Namespace) -> int:
+    import os
+
+    from attnlab.pretraining import builtin_corpus
+    from attnlab.pretraining.fill_mask import fill_mask, format_predictions, mask_token_of
+    from attnlab.pretraining.recipes import get_recipe
+    from attnlab.pretraining.run import (
+        corpus_documents,
+        files_key,
+        masked_lm_of,
+        prepare_corpus,
+        pretrain,
+        train_or_load_tokenizer,
+    )
+    from attnlab.tokenizers import load_tokenizer
+
+    builtin = not args.corpus
+    overrides = collect_overrides(args.config, args.set)
+    recipe = get_recipe(args.recipe)
+    if args.paper:
+        if any(v is not None for v in (args.max_steps, args.batch_size, args.max_length)):
+            raise ValueError(
+                "--paper takes the paper's steps, batch and lengths; drop --max-steps, --batch-size "
+                "and --max-length"
+            )
+    else:
+        recipe = recipe.scaled_down(
+            max_steps=args.max_steps or 1000,
+            batch_size=args.batch_size or 32,
+            max_length=args.max_length or 128,
+        )
+    if overrides["masking"]:
+        overrides["recipe"]["masking"] = overrides["masking"]
+    recipe = recipe.override(**overrides["recipe"])
+    minutes = args.minutes if args.minutes is not None else (4.0 if builtin else None)
+    auto_steps = minutes is not None and args.max_steps is None and "max_steps" not in overrides["recipe"]
+    preset = args.preset or (recipe.preset if args.paper else "bert-mini")
+    out = Path(args.output or f"runs/pretrain-{recipe.name}")
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    trainer_overrides = {"progress_bar": not args.no_progress, **overrides["trainer"]}
+    trainer_overrides.setdefault("save_every", 200)
+    trainer_overrides.setdefault("log_every", 10)
+
+    if builtin:
+        corpus_file = out / "corpus" / "stdlib_docstrings.txt"
+        if not corpus_file.is_file():
+            docs, chars = builtin_corpus.write_corpus(corpus_file)
+            print(
+                f"built-in corpus: {docs} stdlib modules' docstrings, {chars:,} characters -> {corpus_file}"
+            )
+        paths, fmt = [corpus_file], "sentences"
+        vocab_size = args.vocab_size or 8000
+        min_frequency = args.tokenizer_min_frequency or 10  # rarer pairs are mostly numbers and identifiers
+    else:
+        paths, fmt = [Path(p) for p in args.corpus], args.format
+        for p in paths:
+            if not p.exists():
+                raise FileNotFoundError(f"{p}: no such corpus file or directory")
+        vocab_size, min_frequency = args.vocab_size, args.tokenizer_min_frequency
+    source = corpus_documents(paths, fmt)
+    if args.tokenizer:
+        if not Path(args.tokenizer).is_dir():
+            raise NotADirectoryError(f"{args.tokenizer}: --tokenizer expects a tokenizer directory")
+        tokenizer = load_tokenizer(args.tokenizer)
+    else:
+        tokenizer = train_or_load_tokenizer(
+            recipe, source, out / "tokenizer", vocab_size=vocab_size, min_frequency=min_frequency
+        )
+    train_corpus, heldout = prepare_corpus(
+        source, tokenizer, out / "data", source_key=files_key(paths, fmt),
+        heldout_every=args.heldout_every, workers=args.workers or min(2, os.cpu_count() or 1),
+    )  # fmt: skip
+    print(
+        f"recipe {recipe.name} ({recipe.objective}, {recipe.instance_format}, "
+        f"{recipe.masking.strategy} masking), "
+        f"preset {preset}, batch {recipe.batch_size}, lengths {[s.max_length for s in recipe.stages]}"
+        + (f", time budget {minutes:g} min" if minutes is not None else "")
+    )
+    result = pretrain(
+        recipe, tokenizer, train_corpus, heldout, out, preset=preset, model_overrides=overrides["model"],
+        trainer_overrides=trainer_overrides, minutes=minutes, auto_steps=auto_steps, resume=args.resume,
+        eval_examples=args.eval_examples, seed=args.seed,
+    )  # fmt: skip
+    m = result.eval_metrics
+    accuracy, perplexity = (
+        m.get("eval_mlm_accuracy", float("nan")),
+        m.get("eval_mlm_perplexity", float("nan")),
+    )
+    print(
+        f"trained {result.steps} steps in {result.seconds / 60:.1f} min; held-out MLM accuracy "
+        f"{accuracy:.4f}, perplexity {perplexity:.2f} "
+        f"over {int(m.get('eval_mlm_tokens', 0))} masked tokens"
+    )
+    print(f"model: {result.model_dir}  (HF layout: {out / 'hf'}; logs and loss_curve.png: {out / 'train'})")
+    if builtin:
+        mlm = masked_lm_of(result.model)
+        mask, _ = mask_token_of(tokenizer)
+        print("fill-mask:")
+        for sentence in DEMO_SENTENCES:
+            sentence = sentence.replace("[MASK]", mask)
+            print(format_predictions(sentence, fill_mask(mlm, tokenizer, sentence, top_k=5)))
+    return 0
+
+
+def run_fill_mask(args: argparse.Namespace) -> int:
+    from attnlab.pretraining.fill_mask import fill_mask, format_predictions, load_masked_lm
+
+    try:
+        model, tokenizer = load_masked_lm(args.model_dir)
+        predictions = fill_mask(model, tokenizer, args.text, top_k=args.top_k)
+    except (ValueError, TypeError, FileNotFoundError, OSError) as e:
+        return _fail("fill-mask", str(e))
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "text": args.text,
+                    "masks": [
+                        [
+                            {"token": p.token, "text": p.text, "score": p.score, "id": p.token_id}
+                            for p in preds
+                        ]
+                        for preds in predictions
+                    ],
+                }
+            )
+        )
+    else:
+        print(format_predictions(args.text, predictions))
+    return 0

@@ -1,0 +1,29 @@
+"""attnlab.pretraining: the papers' pre-training objectives and recipes, wired into runs.
+
+- `ElectraPreTrainer` (electra.py): generator + discriminator with shared embeddings (Clark et al. 2020).
+- `SpanBoundaryHead`, `SpanBertForPreTraining` (span_boundary.py): SpanBERT's SBO (Joshi et al. 2020).
+- `Recipe`, `RECIPES` (recipes.py): bert, roberta, albert, spanbert, electra as named presets.
+- `pretrain`, `prepare_corpus`, ... (run.py): corpus -> tokenizer -> shards -> Trainer -> saved model.
+- `fill_mask` (fill_mask.py), and the built-in stdlib-docstring corpus (builtin_corpus.py).
+"""
+
+from attnlab.pretraining.electra import ElectraOutput, ElectraPreTrainer, generator_config
+from attnlab.pretraining.fill_mask import Prediction, fill_mask, load_masked_lm
+from attnlab.pretraining.recipes import RECIPES, LengthStage, Recipe, get_recipe
+from attnlab.pretraining.span_boundary import SpanBertForPreTraining, SpanBertOutput, SpanBoundaryHead
+
+__all__ = [
+    "RECIPES",
+    "ElectraOutput",
+    "ElectraPreTrainer",
+    "LengthStage",
+    "Prediction",
+    "Recipe",
+    "SpanBertForPreTraining",
+    "SpanBertOutput",
+    "SpanBoundaryHead",
+    "fill_mask",
+    "generator_config",
+    "get_recipe",
+    "load_masked_lm",
+]

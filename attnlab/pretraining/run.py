@@ -1,0 +1,589 @@
+"""A pre-training run end to end, composed from the library's pieces.
+
+    corpus ─► tokenizer (given, or trained: attnlab.tokenizers.train_tokenizer)
+           ─► shards (attnlab.data.prepare_shards; train and held-out documents apart, cached in the output)
+           ─► PretrainingInstances ─► MaskedDataset ─► PretrainingCollator ─► ResumableLoader
+           ─► model (EncoderForPreTraining / SpanBertForPreTraining / ElectraPreTrainer)
+           ─► attnlab.train.Trainer, once per length stage (BERT's 128 -> 512)
+           ─► OUTPUT/model (attnlab checkpoint + tokenizer files), OUTPUT/hf (HF transformers layout)
+
+Output directory::
+
+    tokenizer/            the tokenizer (trained here unless given)
+    data/train, data/heldout   prepared shards (reused when the corpus and tokenizer are unchanged)
+    train/ (train/stage-N with several length stages)   the Trainer's checkpoints, log.jsonl,
+                          TensorBoard events and loss_curve.png
+    model/                the final model (ELECTRA: the discriminator) and tokenizer files
+    generator/            ELECTRA only: the generator, a masked LM usable by fill-mask
+    hf/                   the same model in HF transformers' layout, where it can be exported
+    run.json              recipe, model config, steps, held-out metrics
+
+Held-out evaluation: every ``heldout_every``-th document is set aside before preparation; the held-out
+instances are masked once (static, seeded) and scored for MLM accuracy and perplexity over masked tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from attnlab.data import (
+    MaskedDataset,
+    Masker,
+    PretrainingCollator,
+    PretrainingInstances,
+    ShardedCorpus,
+    SpecialIds,
+    prepare_shards,
+    read_documents,
+)
+from attnlab.models import (
+    EncoderConfig,
+    EncoderForPreTraining,
+    ReplacedTokenDetection,
+    get_preset,
+)
+from attnlab.pretraining.electra import ElectraPreTrainer, generator_config
+from attnlab.pretraining.recipes import Recipe
+from attnlab.pretraining.span_boundary import SpanBertForPreTraining
+from attnlab.train import ResumableLoader, Trainer, TrainerConfig, latest_checkpoint, set_seed
+from attnlab.train.distributed import current_context
+
+DocumentSource = Callable[[], Iterable[list[str]]]  # a fresh stream of documents per call
+
+
+# ----------------------------------------------------------------------------------------- models
+
+
+def model_config(
+    recipe: Recipe, preset: str | EncoderConfig, tokenizer: Any, **overrides: Any
+) -> EncoderConfig:
+    """The encoder config: the preset with the tokenizer's vocabulary and padding id, the recipe's dropout,
+    a pooler only for NSP/SOP, room for the longest stage, then ``overrides`` (EncoderConfig fields)."""
+    from attnlab.data.protocol import vocab_size_of
+
+    config = get_preset(preset) if isinstance(preset, str) else preset
+    special = SpecialIds.from_tokenizer(tokenizer)
+    longest = max(s.max_length for s in recipe.stages)
+    offset = special.pad + 1 if config.position_offset > 0 else 0  # RoBERTa numbers positions after <pad>
+    config = dataclasses.replace(
+        config,
+        vocab_size=vocab_size_of(tokenizer),
+        pad_token_id=special.pad,
+        position_offset=offset,
+        max_position_embeddings=max(config.max_position_embeddings - config.position_offset, longest)
+        + offset,
+        hidden_dropout=recipe.dropout,
+        attention_dropout=recipe.dropout,
+        add_pooler=recipe.has_pair_head,
+    )
+    if overrides:
+        known = {f.name for f in dataclasses.fields(EncoderConfig)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"model: unknown EncoderConfig field(s) {', '.join(unknown)}")
+        config = dataclasses.replace(config, **overrides)
+    return config
+
+
+def build_pretraining_model(recipe: Recipe, config: EncoderConfig) -> nn.Module:
+    """The module the Trainer runs for ``recipe.objective`` (BERT-initialised; seed before calling)."""
+    if recipe.objective == "electra":
+        generator = EncoderForPreTraining.from_config(generator_config(config, recipe.generator_fraction))
+        discriminator = ReplacedTokenDetection.from_config(config)
+        return ElectraPreTrainer(generator, discriminator, rtd_weight=recipe.rtd_weight)
+    if recipe.objective == "sbo":
+        return SpanBertForPreTraining.from_config(config, max_positions=recipe.sbo_max_positions)
+    return EncoderForPreTraining.from_config(config, pair_head=recipe.has_pair_head)
+
+
+def final_model(model: nn.Module) -> nn.Module:
+    """What is kept after pre-training: the masked LM (without SBO head) or ELECTRA's discriminator."""
+    if isinstance(model, ElectraPreTrainer):
+        return model.discriminator_only()
+    if isinstance(model, SpanBertForPreTraining):
+        return model.mlm_only()
+    return model
+
+
+def masked_lm_of(model: nn.Module) -> EncoderForPreTraining:
+    """The masked LM inside a pre-training model (ELECTRA: the generator)."""
+    if isinstance(model, ElectraPreTrainer):
+        return model.generator
+    if isinstance(model, SpanBertForPreTraining):
+        return model.mlm_only()
+    if isinstance(model, EncoderForPreTraining):
+        return model
+    raise TypeError(f"{type(model).__name__} holds no masked LM")
+
+
+# ----------------------------------------------------------------------------------------- metrics
+
+
+class MaskedLMMetric:
+    """Streaming held-out MLM accuracy and perplexity over the masked tokens (``labels != -100``).
+
+    Reads ``output.mlm_logits`` (B, T, V) with ``batch["labels"]``, or ELECTRA's gathered (M, V) logits with
+    ``output.mlm_labels`` (M,).
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.correct = self.count = 0
+        self.nll = 0.0
+
+    def update(self, output: Any, batch: dict[str, torch.Tensor]) -> None:
+        logits = output.mlm_logits
+        if logits.dim() == 3:
+            labels = batch["labels"]
+            keep = labels != -100
+            logits, labels = logits[keep], labels[keep]  # (M, V), (M,)
+        else:
+            labels = output.mlm_labels
+        if labels.numel() == 0:
+            return
+        logits = logits.float()
+        self.nll += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))
+        self.correct += int((logits.argmax(-1) == labels).sum())
+        self.count += int(labels.numel())
+
+    def compute(self) -> dict[str, float]:
+        if self.count == 0:
+            return {}
+        return {
+            "mlm_accuracy": self.correct / self.count,
+            "mlm_perplexity": math.exp(min(self.nll / self.count, 700.0)),
+            "mlm_tokens": float(self.count),
+        }
+
+
+# ----------------------------------------------------------------------------------------- data
+
+
+class BatchFilter:
+    """The collator, then drop the fields the model does not take (picklable, for loader workers)."""
+
+    def __init__(self, collator: PretrainingCollator, drop: Sequence[str] = ()) -> None:
+        self.collator, self.drop = collator, tuple(drop)
+
+    def __call__(self, items: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        batch = self.collator(items)
+        for key in self.drop:
+            batch.pop(key, None)
+        return batch
+
+
+def corpus_documents(paths: Sequence[str | os.PathLike], fmt: str = "sentences") -> DocumentSource:
+    """A document source over files (see `attnlab.data.read_documents`; sentences are split by the
+    preparation workers)."""
+    paths = [str(p) for p in paths]
+    return lambda: read_documents(paths, fmt, split=False)
+
+
+def _every(source: DocumentSource, keep: Callable[[int], bool]) -> Iterator[list[str]]:
+    for i, doc in enumerate(source()):
+        if keep(i):
+            yield doc
+
+
+def split_rule(n_documents: int, heldout_every: int, min_heldout: int = 2) -> int:
+    """The k such that documents i with i % k == k - 1 are held out: ``heldout_every``, lowered so that at
+    least ``min_heldout`` documents are held out while as many stay for training."""
+    if n_documents < 2 * min_heldout:
+        raise ValueError(
+            f"the corpus has {n_documents} documents; at least {2 * min_heldout} are needed to hold out "
+            f"{min_heldout} for evaluation (NSP also needs 2 documents on each side)"
+        )
+    return max(2, min(heldout_every, n_documents // min_heldout))
+
+
+def _fingerprint(obj: Any) -> str:
+    return hashlib.blake2b(json.dumps(obj, sort_keys=True, default=str).encode(), digest_size=12).hexdigest()
+
+
+def prepare_corpus(
+    source: DocumentSource,
+    tokenizer: Any,
+    out_dir: str | os.PathLike,
+    *,
+    source_key: Any,
+    heldout_every: int = 20,
+    workers: int | None = None,
+    log: Callable[[str], None] = print,
+) -> tuple[ShardedCorpus, ShardedCorpus]:
+    """Prepare (or reuse) ``out_dir/train`` and ``out_dir/heldout``. ``source_key`` identifies the corpus
+    (e.g. its files, sizes and modification times): shards are reused when it and the tokenizer match."""
+    from attnlab.data.protocol import tokenizer_fingerprint
+
+    out = Path(out_dir)
+    manifest_path = out / "manifest.json"
+    key = {
+        "source": source_key,
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "heldout_every": heldout_every,
+    }
+    if manifest_path.is_file():
+        manifest = json.loads(manifest_path.read_text())
+        if manifest.get("key") == _fingerprint(key):
+            log(f"reusing prepared shards in {out} ({manifest['train_tokens']:,} training tokens)")
+            return ShardedCorpus(out / "train", tokenizer), ShardedCorpus(out / "heldout", tokenizer)
+    n_docs = sum(1 for _ in source())
+    k = split_rule(n_docs, heldout_every)
+    t0 = time.perf_counter()
+    reports = {}
+    for name, keep in (("train", lambda i: i % k != k - 1), ("heldout", lambda i: i % k == k - 1)):
+        reports[name] = prepare_shards(
+            _every(source, keep), tokenizer, out / name, workers=workers, overwrite=True
+        )
+    train, heldout = reports["train"], reports["heldout"]
+    log(
+        f"prepared {train.tokens:,} training tokens ({train.documents} documents) and {heldout.tokens:,} "
+        f"held-out tokens ({heldout.documents} documents) in {time.perf_counter() - t0:.1f}s "
+        f"({train.tokens_per_second:,.0f} tokens/s)"
+    )
+    manifest = {
+        "key": _fingerprint(key),
+        "documents": n_docs,
+        "heldout_every": k,
+        "train_tokens": train.tokens,
+        "heldout_tokens": heldout.tokens,
+        "tokens_per_second": train.tokens_per_second,
+    }
+    manifest_path.write_text(json.dumps(manifest, indent=1))
+    return ShardedCorpus(out / "train", tokenizer), ShardedCorpus(out / "heldout", tokenizer)
+
+
+def masked_dataset(
+    recipe: Recipe,
+    corpus: ShardedCorpus,
+    tokenizer: Any,
+    stage: int,
+    *,
+    seed: int,
+    heldout: bool = False,
+) -> MaskedDataset:
+    """Instances of ``recipe`` at length stage ``stage``, masked as the recipe says (held-out data: masked
+    once, statically, with no duplicates)."""
+    from attnlab.data.protocol import vocab_size_of
+
+    special = SpecialIds.from_tokenizer(tokenizer)
+    s = recipe.stages[stage]
+    static = recipe.static_masking or heldout
+    instances = PretrainingInstances(
+        corpus,
+        special,
+        recipe.instance_format,
+        max_length=s.max_length,
+        short_seq_prob=recipe.short_seq_prob,
+        seed=seed,
+        dupe_factor=1 if heldout else recipe.dupe_factor,
+        static=static,
+        template=recipe.template,
+    )
+    masking = dataclasses.replace(recipe.masking, max_predictions=s.max_predictions)
+    masker = Masker(masking, special.mask, vocab_size_of(tokenizer), special.all)
+    return MaskedDataset(instances, masker, seed=seed, static=static)
+
+
+# ----------------------------------------------------------------------------------------- the run
+
+
+@dataclass
+class PretrainResult:
+    output_dir: Path
+    model_dir: Path
+    steps: int
+    seconds: float
+    eval_metrics: dict[str, float] = field(default_factory=dict)
+    interrupted: bool = False
+    model: nn.Module | None = None  # the pre-training module (all heads), in memory
+    tokenizer: Any = None
+
+
+TIME_LIMIT = "time limit"
+
+
+def time_limit(deadline: float) -> Callable[[Trainer, dict[str, Any]], None]:
+    """A Trainer callback ending the run at the first step boundary after ``deadline`` (time.monotonic):
+    the trainer saves a checkpoint there and returns (`Trainer.request_stop`, safe under DDP)."""
+
+    def callback(trainer: Trainer, record: dict[str, Any]) -> None:
+        if time.monotonic() >= deadline:
+            trainer.request_stop(TIME_LIMIT)
+
+    return callback
+
+
+def estimate_steps(
+    model: nn.Module, loader: ResumableLoader, tconfig: TrainerConfig, seconds: float, probe_steps: int = 3
+) -> int:
+    """How many optimizer steps fit in ``seconds``: times ``probe_steps`` steps of a copy of the model (after
+    one warm-up step) on the first batches, with the run's optimizer settings; keeps 10% in reserve."""
+    from attnlab.train import build_optimizer
+
+    probe = copy.deepcopy(model)
+    probe.train()
+    optimizer = build_optimizer(probe, tconfig)
+    batches = loader.iter_epoch(0)
+    times = []
+    for i in range(probe_steps + 1):
+        batch = next(batches, None)
+        if batch is None:
+            break
+        t0 = time.perf_counter()
+        for _ in range(tconfig.grad_accum_steps):
+            probe(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if i > 0:
+            times.append(time.perf_counter() - t0)
+    per_step = sum(times) / len(times) if times else 1.0
+    return max(1, int(0.9 * seconds / per_step))
+
+
+def _save_tokenizer(tokenizer: Any, directory: Path, recipe: Recipe, max_length: int) -> None:
+    from attnlab.tokenizers.files import save_vocab_files
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(directory)
+    try:
+        save_vocab_files(tokenizer, directory)
+    except (ValueError, TypeError, AttributeError):
+        pass  # a Unigram tokenizer has no vocab.txt / merges.txt form; tokenizer.json holds it
+    special = SpecialIds.from_tokenizer(tokenizer)
+    config = {
+        "tokenizer_class": "RobertaTokenizerFast" if recipe.template == "roberta" else "BertTokenizerFast",
+        "do_lower_case": bool(recipe.lowercase),
+        "model_max_length": max_length,
+        **{
+            f"{role}_token": tokenizer.id_to_token(getattr(special, role))
+            for role in ("cls", "sep", "mask", "pad")
+        },
+    }
+    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
+
+
+def pretrain(
+    recipe: Recipe,
+    tokenizer: Any,
+    train_corpus: ShardedCorpus,
+    heldout_corpus: ShardedCorpus,
+    output_dir: str | os.PathLike,
+    *,
+    preset: str | EncoderConfig | None = None,
+    model_overrides: dict[str, Any] | None = None,
+    trainer_overrides: dict[str, Any] | None = None,
+    minutes: float | None = None,
+    auto_steps: bool = False,
+    resume: bool = False,
+    eval_examples: int = 256,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+) -> PretrainResult:
+    """Train ``recipe`` on prepared shards and save the final model; see the module docstring.
+
+    ``minutes`` stops at the first step boundary after that much training time (the model is still
+    evaluated and saved); with ``auto_steps`` the run's ``max_steps`` is first set to what fits in it, so
+    that the learning-rate schedule ends when time does. ``resume`` continues from the newest checkpoints.
+    """
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.monotonic()
+    deadline = t_start + 60.0 * minutes if minutes is not None else None
+    trainer_overrides = dict(trainer_overrides or {})
+    run_path = out / "run.json"
+    previous = json.loads(run_path.read_text()) if resume and run_path.is_file() else {}
+
+    config = model_config(recipe, preset or recipe.preset, tokenizer, **(model_overrides or {}))
+    set_seed(seed)
+    model = build_pretraining_model(recipe, config)
+    drop = [] if config.type_vocab_size > 0 else ["token_type_ids"]
+    collate = BatchFilter(PretrainingCollator(SpecialIds.from_tokenizer(tokenizer).pad), drop)
+    ctx = current_context()
+    base = recipe.trainer_config(output_dir=out / "train", seed=seed, **trainer_overrides)
+
+    def loader(stage: int) -> ResumableLoader:
+        data = masked_dataset(recipe, train_corpus, tokenizer, stage, seed=seed)
+        return ResumableLoader(
+            data, base.batch_size, collate, seed=seed, shuffle=True, drop_last=True,
+            rank=ctx.rank, world_size=ctx.world_size, num_workers=base.num_workers,
+        )  # fmt: skip
+
+    if "max_steps" in previous:
+        recipe = dataclasses.replace(recipe, max_steps=int(previous["max_steps"]))
+    elif auto_steps and minutes is not None:
+        first = loader(0)
+        steps = estimate_steps(model, first, base, 60.0 * minutes - (time.monotonic() - t_start))
+        log(f"{steps} steps of {base.batch_size} sequences fit in {minutes:g} minutes here")
+        recipe = dataclasses.replace(recipe, max_steps=steps)
+    base = dataclasses.replace(base, max_steps=recipe.max_steps)
+    run_path.write_text(
+        json.dumps(
+            {"recipe": recipe.to_dict(), "model_config": config.to_dict(), "max_steps": recipe.max_steps},
+            indent=1,
+            default=str,
+        )
+    )
+
+    # eval data: held-out documents, masked once
+    eval_set = masked_dataset(
+        recipe, heldout_corpus, tokenizer, len(recipe.stages) - 1, seed=seed + 1, heldout=True
+    )
+    eval_set = torch.utils.data.Subset(eval_set, range(min(eval_examples, len(eval_set))))
+    eval_loader = ResumableLoader(eval_set, base.batch_size, collate, shuffle=False)
+    metric = MaskedLMMetric()
+    callbacks = [time_limit(deadline)] if deadline is not None else []
+
+    stage_steps = recipe.stage_steps()
+    multi = len(stage_steps) > 1
+    trainer: Trainer | None = None
+    end = 0
+    interrupted = False
+    for k, n in enumerate(stage_steps):
+        end += n
+        stage_dir = out / "train" / f"stage-{k + 1}" if multi else out / "train"
+        cfg = dataclasses.replace(base, output_dir=stage_dir)
+        previous_trainer = trainer
+        trainer = Trainer(
+            model, cfg, loader(k), eval_data=eval_loader, metric_fn=metric, callbacks=callbacks,
+            optimizer=previous_trainer.optimizer if previous_trainer else None,
+            scheduler=previous_trainer.scheduler if previous_trainer else None,
+        )  # fmt: skip
+        trainer.total_steps = end  # the schedule spans all stages; this stage stops at its end
+        if previous_trainer is not None:  # continue the step count, optimizer and schedule of the last stage
+            trainer.step = previous_trainer.step
+            trainer.examples_seen, trainer.tokens_seen = (
+                previous_trainer.examples_seen,
+                previous_trainer.tokens_seen,
+            )
+        if resume and latest_checkpoint(trainer.checkpoint_root) is not None:
+            path = trainer.resume()
+            log(f"resumed from {path} (step {trainer.step})")
+        if trainer.step >= end:
+            continue  # this stage finished in an earlier run
+        if multi:
+            log(f"stage {k + 1}/{len(stage_steps)}: length {recipe.stages[k].max_length}, steps to {end}")
+        result = trainer.train()
+        if result.interrupted:  # a signal or the time limit: the checkpoint is saved, the rest skipped
+            interrupted = True
+            break
+    assert trainer is not None
+    # the trainer evaluates at the end of a stage, not when stopped early
+    eval_metrics = trainer.evaluate() if interrupted or not trainer.last_eval else dict(trainer.last_eval)
+    timed_out = deadline is not None and time.monotonic() >= deadline
+    model_dir = save_final(model, tokenizer, recipe, out, config)
+    summary = {
+        "recipe": recipe.to_dict(),
+        "model_config": config.to_dict(),
+        "max_steps": recipe.max_steps,
+        "steps": trainer.step,
+        "interrupted": interrupted and not timed_out,
+        "stopped_by_time_limit": interrupted and timed_out,
+        "eval": eval_metrics,
+        "seconds": time.monotonic() - t_start,
+    }
+    run_path.write_text(json.dumps(summary, indent=1, default=str))
+    return PretrainResult(
+        output_dir=out,
+        model_dir=model_dir,
+        steps=trainer.step,
+        seconds=time.monotonic() - t_start,
+        eval_metrics=eval_metrics,
+        interrupted=interrupted and not timed_out,
+        model=model,
+        tokenizer=tokenizer,
+    )
+
+
+def save_final(model: nn.Module, tokenizer: Any, recipe: Recipe, out: Path, config: EncoderConfig) -> Path:
+    """OUTPUT/model (attnlab), OUTPUT/generator (ELECTRA) and OUTPUT/hf (HF transformers) with tokenizers."""
+    from attnlab.io import save_hf, save_pretrained
+
+    max_length = config.max_sequence_length
+    kept = final_model(model)
+    model_dir = save_pretrained(kept, out / "model")
+    _save_tokenizer(tokenizer, model_dir, recipe, max_length)
+    if isinstance(model, ElectraPreTrainer):
+        save_pretrained(model.generator, out / "generator")
+        _save_tokenizer(tokenizer, out / "generator", recipe, max_length)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. "HF ... has no pooler": said in the export's config
+            save_hf(kept, out / "hf")
+        _save_tokenizer(tokenizer, out / "hf", recipe, max_length)
+    except (ValueError, TypeError) as e:
+        warnings.warn(f"no HF export: {e}", stacklevel=2)
+    return model_dir
+
+
+def document_texts(source: DocumentSource, max_chars: int | None = None) -> Iterator[str]:
+    """The documents of ``source`` as texts (one line per sentence or paragraph), up to ``max_chars``."""
+    total = 0
+    for doc in source():
+        text = "\n".join(doc)
+        yield text
+        total += len(text)
+        if max_chars is not None and total >= max_chars:
+            return
+
+
+def train_or_load_tokenizer(
+    recipe: Recipe,
+    source: DocumentSource,
+    directory: str | os.PathLike,
+    *,
+    vocab_size: int | None = None,
+    min_frequency: int | None = None,
+    sample_chars: int | None = 50_000_000,
+    log: Callable[[str], None] = print,
+) -> Any:
+    """The tokenizer saved in ``directory`` if there is one; otherwise the recipe's kind trained on (the first
+    ``sample_chars`` characters of) the corpus and saved there."""
+    from attnlab.tokenizers import load_tokenizer
+    from attnlab.tokenizers.trainers import train_tokenizer
+
+    d = Path(directory)
+    if (d / "tokenizer.json").is_file():
+        return load_tokenizer(d)
+    t0 = time.perf_counter()
+    tokenizer = train_tokenizer(
+        recipe.tokenizer,
+        document_texts(source, sample_chars),
+        vocab_size or recipe.vocab_size,
+        lowercase=recipe.lowercase,
+        min_frequency=min_frequency,
+        show_progress=False,
+    )
+    _save_tokenizer(tokenizer, d, recipe, max(s.max_length for s in recipe.stages))
+    log(
+        f"trained a {recipe.tokenizer} tokenizer of {tokenizer.get_vocab_size():,} tokens in "
+        f"{time.perf_counter() - t0:.1f}s -> {d}"
+    )
+    return tokenizer
+
+
+def files_key(paths: Sequence[str | os.PathLike], fmt: str) -> dict[str, Any]:
+    """What identifies a file corpus for the shard cache: every file's path, size and modification time."""
+    from attnlab.data import list_files
+
+    return {
+        "format": fmt,
+        "files": [
+            (str(p), p.stat().st_size, int(p.stat().st_mtime)) for p in list_files([str(p) for p in paths])
+        ],
+    }
