@@ -243,6 +243,20 @@ def test_wordpiece_merges_maximise_likelihood_score(seed):
     assert trainer.merges_with_counts == naive
 
 
+def test_wordpiece_queue_compaction_keeps_the_merges(monkeypatch):
+    from attnlab.tokenizers import train_merges
+
+    counts = dict(_corpus_counts(9, n_words=150))
+    runs = []
+    for compact_at in (10**9, 0):  # never, and after every merge
+        monkeypatch.setattr(train_merges._LikelihoodQueue, "COMPACT_AT", compact_at)
+        trainer = WordPieceTrainer(vocab_size=20 + 5 + 60, min_frequency=0, limit_alphabet=None,
+                                   show_progress=False)
+        trainer.learn(counts)
+        runs.append(trainer.merges_with_counts)
+    assert runs[0] == runs[1] and len(runs[0]) == 60
+
+
 def test_wordpiece_vocab_spells_every_training_word():
     pytest.importorskip("attnlab.tokenizers.models")
     counts = _corpus_counts(6)

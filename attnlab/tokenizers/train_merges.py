@@ -176,6 +176,8 @@ class _LikelihoodQueue:
     exactly the arg max, ties broken towards the smaller ``(a, b)``.
     """
 
+    COMPACT_AT = 500_000  # heap entries (at least 4 per live pair) that trigger a rebuild without stale ones
+
     def __init__(self, state: MergeState, min_frequency: int) -> None:
         self.state = state
         self.min_count = max(min_frequency, 1)
@@ -271,7 +273,7 @@ class _LikelihoodQueue:
                     elif c >= m:
                         self._push_pair(k, c)
                 ks.difference_update(dead)
-        if self.entries > 4 * len(pair_counts) + 8192:  # drop stale entries now and then
+        if self.entries > max(4 * len(pair_counts), self.COMPACT_AT):  # drop stale entries now and then
             self._rebuild()
 
     def pop_best(self) -> int | None:
