@@ -177,6 +177,36 @@ def test_bpe_first_merges_identical_to_hf_bpe_trainer():
     assert merges == hf_merges
 
 
+def _replay(word: str, merges: list[tuple[str, str]], prefix: str | None, suffix: str | None) -> list[str]:
+    """Apply the merges in training order to one word, as the trainer did."""
+    syms = [(prefix if prefix and i else "") + c + (suffix if suffix and i == len(word) - 1 else "")
+            for i, c in enumerate(word)]
+    for a, b in merges:
+        new = a + (b[len(prefix):] if prefix and b.startswith(prefix) else b)
+        out, j = [], 0
+        while j < len(syms):
+            if j + 1 < len(syms) and syms[j] == a and syms[j + 1] == b:
+                out.append(new)
+                j += 2
+            else:
+                out.append(syms[j])
+                j += 1
+        syms = out
+    return syms
+
+
+@pytest.mark.parametrize(("prefix", "suffix"), [(None, None), (None, "</w>"), ("##", None), ("##", "</w>")])
+def test_bpe_model_segments_training_words_as_the_trainer_did(prefix, suffix):
+    counts = dict(_corpus_counts(11, n_words=150))
+    trainer = BpeTrainer(vocab_size=150, continuing_subword_prefix=prefix, end_of_word_suffix=suffix,
+                         unk_token="<unk>", show_progress=False)
+    model = trainer.train_from_counts(counts)
+    assert len(model.get_vocab()) == model.vocab_size == 150
+    merges = [pair for pair, _ in trainer.merges_with_counts]
+    for word in counts:
+        assert [t for _, t, _ in model.tokenize(word)] == _replay(word, merges, prefix, suffix)
+
+
 def test_vocab_size_exact_and_special_tokens_first():
     counts = _corpus_counts(3)
     specials = ["<pad>", "<unk>", "<s>", "</s>"]
