@@ -206,8 +206,9 @@ def test_same_task_checkpoint_loads_whole_and_new_labels_reinitialise(tmp_path):
     model = EncoderForTokenClassification.from_config(TINY, num_labels=3, labels=["O", "B-X", "I-X"])
     _perturb(model)
     save_pretrained(model, tmp_path)
-    again = load_task_model(tmp_path, EncoderForTokenClassification)
-    assert torch.equal(again.classifier.weight, model.classifier.weight)
+    again = load_task_model(tmp_path, EncoderForTokenClassification, num_labels=3, classifier_dropout=0.3)
+    assert torch.equal(again.classifier.weight, model.classifier.weight)  # dropout holds no weights
+    assert again.dropout.p == 0.3 and again.options["classifier_dropout"] == 0.3
     with pytest.warns(UserWarning, match="classifier.weight"):
         other = load_task_model(tmp_path, EncoderForTokenClassification, num_labels=5)
     assert other.classifier.weight.shape == (5, H)

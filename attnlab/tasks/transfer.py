@@ -174,18 +174,24 @@ def load_task_model(
     name = _architecture_name(architecture)
     cls = ARCHITECTURES[name]
     d = _check_directory(directory)
+    whole = None
     if _is_attnlab_directory(d):
         arch, saved, _, _ = read_checkpoint_config(d)
-        if arch == name and all(saved.get(k) == v for k, v in options.items()):
-            return load_pretrained(d, device=device).train()
+        if arch == name and _same_head(saved, options):
+            whole = load_pretrained(d)
     elif is_hf_directory(d) and _hf_task(read_json(d / CONFIG_NAME)) == name:
         try:
             model = load_model(d)
         except UnsupportedHeadError as e:
             warnings.warn(f"{e}; its encoder is used with a new head", stacklevel=2)
         else:
-            if all(model.options.get(k) == v for k, v in options.items()):
-                return model.to(device).train()
+            whole = model if _same_head(model.options, options) else None
+    if whole is not None:
+        if "classifier_dropout" in options and hasattr(whole, "dropout"):  # no weights: just set it
+            p = options["classifier_dropout"]
+            whole.dropout.p = whole.config.hidden_dropout if p is None else p
+            whole.options["classifier_dropout"] = p
+        return whole.to(device).train()
     config, state, what = _encoder_state(d)
     model = cls.from_config(config, **options)
     fresh_pooler = _load_encoder_into(model, state, source=f"{d} ({what})")
@@ -196,6 +202,11 @@ def load_task_model(
         stacklevel=2,
     )
     return model.to(device).train()
+
+
+def _same_head(saved: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
+    """Whether a saved head fits ``options``: same number and names of labels (dropout has no weights)."""
+    return all(saved.get(k) == v for k, v in options.items() if k != "classifier_dropout")
 
 
 def _load_hf_task(d: Path, hf: Mapping[str, Any], name: str, dtype: torch.dtype | None) -> nn.Module:
