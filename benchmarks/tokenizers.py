@@ -42,6 +42,7 @@ import json  # noqa: E402
 import resource  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
+from array import array  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 SPECIALS = {
@@ -195,8 +196,22 @@ def _pool_init(directory: str) -> None:
     _POOL_TOKENIZER = load_tokenizer(directory)
 
 
-def _pool_encode(lines: list[str]) -> list[list[int]]:
-    return [e.ids for e in _POOL_TOKENIZER.encode_batch(lines)]  # type: ignore[union-attr]
+def _pool_encode(lines: list[str]) -> tuple[bytes, bytes]:
+    """Encode in a worker; the ids travel back as two flat int32 buffers (ids, lengths), cheap to pickle."""
+    encs = _POOL_TOKENIZER.encode_batch(lines)  # type: ignore[union-attr]
+    flat = array("i", [i for e in encs for i in e.ids])
+    return flat.tobytes(), array("i", [len(e.ids) for e in encs]).tobytes()
+
+
+def _unflatten(part: tuple[bytes, bytes]) -> list[list[int]]:
+    flat, lengths = array("i"), array("i")
+    flat.frombytes(part[0])
+    lengths.frombytes(part[1])
+    out, start = [], 0
+    for n in lengths:
+        out.append(flat[start : start + n].tolist())
+        start += n
+    return out
 
 
 def encode_attnlab(directory: str, lines: list[str], processes: int) -> tuple[float, int, list[list[int]]]:
@@ -215,9 +230,10 @@ def encode_attnlab(directory: str, lines: list[str], processes: int) -> tuple[fl
     with ctx.Pool(processes, initializer=_pool_init, initargs=(directory,)) as pool:
         pool.map(_pool_encode, [lines[:50]] * processes)  # load the tokenizer in every worker first
         start = time.perf_counter()
-        ids = [x for part in pool.imap(_pool_encode, chunks) for x in part]
+        parts = list(pool.imap(_pool_encode, chunks))
         seconds = time.perf_counter() - start
-    return seconds, sum(map(len, ids)), ids[:2000]
+    n_tokens = sum(len(p[0]) // 4 for p in parts)
+    return seconds, n_tokens, [x for p in parts[:1] for x in _unflatten(p)][:2000]
 
 
 # ----------------------------------------------------------------------------------------------------------
