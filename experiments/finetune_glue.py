@@ -4,11 +4,11 @@ Data: ``/work/shared/data`` (``--data``): ``glue/{SST-2,MRPC,RTE,STS-B,CoLA}``, 
 ``squad/v1.1/dev-v1.1.json``. SQuAD's training split is not available here, so the dev file is split by
 article: the first 40 articles train, the last 8 evaluate (no passage is in both).
 
-The model starts from ``--model DIR`` (a checkpoint written by ``attnlab pretrain``, any attnlab or HF
-directory with its tokenizer) or, without one, from random initialisation of ``--preset`` (bert-mini by
-default) with a WordPiece vocabulary trained here on the tasks' training texts (``--vocab-size``). Random
-initialisation shows the machinery working, not BERT's numbers: without pre-training, dev scores stay near
-the majority-class baseline.
+The model starts from ``--model DIR`` (the ``model/`` directory ``attnlab pretrain --output OUT`` writes,
+or any attnlab or HF directory with its tokenizer) or, without one, from random initialisation of
+``--preset`` (bert-mini by default) with a WordPiece vocabulary trained here on the tasks' training texts
+(``--vocab-size``). Random initialisation shows the machinery working, not BERT's numbers: without
+pre-training, dev scores stay near the majority-class baseline.
 
 Every task follows BERT's recipe (`attnlab.tasks.finetune`): AdamW, 10% warm-up, linear decay, dropout
 0.1, batch 32, evaluation after every epoch, best epoch kept; ``--lr``, ``--epochs``,
@@ -16,7 +16,7 @@ Every task follows BERT's recipe (`attnlab.tasks.finetune`): AdamW, 10% warm-up,
 
     python experiments/finetune_glue.py --max-train-examples 400 --max-eval-examples 200 --epochs 1 \\
         --minutes 0.5                                   # a few minutes: proves it works
-    python experiments/finetune_glue.py --model runs/pretrain/best --epochs 3 --minutes 60   # a fuller run
+    python experiments/finetune_glue.py --model runs/pretrain-bert/model --epochs 3 --minutes 60  # fuller
 """
 
 from __future__ import annotations

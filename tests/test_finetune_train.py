@@ -226,3 +226,27 @@ def test_generic_regression_table_trains_with_mse_and_scores_correlations(tmp_pa
     assert {"pearson", "spearman"} <= set(run.best) and -1.0 <= run.best["spearman"] <= 1.0
     model = load_model(result.best_dir)
     assert model.options["num_labels"] == 1
+
+
+@pytest.mark.parametrize("task", ["squad", "squad2"])
+def test_qa_scoring_counts_a_question_without_windows_as_unanswered(task):
+    from types import SimpleNamespace
+
+    from attnlab.tasks.finetune import TaskEvaluator, build_features
+
+    spec = get_task(task)
+    ok = QAExample("a", "", "alice was good", "the actor", (("alice", 0),))
+    lost = QAExample("b", "", "bob was bad", " ".join(["the"] * 40), (("bob", 0),))
+    feats, report = build_features(
+        spec, _tok(), [ok, lost], None, training=False, max_length=16, with_token_types=True,
+        stride=2, max_query_length=64,
+    )  # fmt: skip
+    assert report.skipped["no_room_for_passage"] == 1 and len(feats) == 1
+    ev = TaskEvaluator(spec, feats, [ok, lost], None)
+    start = torch.full((1, 16), -10.0)
+    end = torch.full((1, 16), -10.0)
+    start[0, 4] = end[0, 4] = 10.0  # [CLS] the actor [SEP] alice ...: "alice"
+    ev.update(SimpleNamespace(start_logits=start, end_logits=end), None)
+    metrics = ev.compute()
+    key = "exact" if task == "squad2" else "exact_match"
+    assert metrics[key] == pytest.approx(50.0)  # one of two questions right; the lost one counts as wrong

@@ -322,14 +322,18 @@ def score(ev: TaskEvaluator) -> tuple[dict[str, float], Any]:
         for f, s, e in zip(ev.features, starts, ends):
             n = len(f.inputs["input_ids"])  # drop the padding columns
             windows.append(QAWindow(f.example_id, s[:n], e[:n], f.offsets, f.cls_index))
+        # A question skipped in feature building (counted there) has no window: it scores 0 as unanswered.
+        seen = {w.example_id for w in windows}
+        contexts = {ex.id: ex.context for ex in ev.examples if ex.id in seen}
         preds = postprocess_predictions(
-            ev.examples, windows, version_2=spec.version_2, null_threshold=ev.null_threshold
+            contexts, windows, version_2=spec.version_2, null_threshold=ev.null_threshold
         )
         texts = predictions_dict(preds)
         if spec.version_2:
             from attnlab.tasks.qa_postprocess import null_odds_dict
 
-            out = M.squad_v2_scores(texts, ev.examples, null_odds_dict(preds))
+            na_probs = {ex.id: 0.0 for ex in ev.examples} | null_odds_dict(preds)
+            out = M.squad_v2_scores(texts, ev.examples, na_probs)
             result = {"exact": out["exact"], "f1": out["f1"]}
             result.update({k: out[k] for k in ("best_exact", "best_f1", "best_f1_thresh") if k in out})
         else:
