@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,11 +92,25 @@ def _fail(command: str, message: str) -> int:
     return 2
 
 
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def _numbers(value: Any) -> Any:
+    """YAML 1.1 reads ``1e-3`` (no dot) as a string; take such strings as the numbers they spell."""
+    if isinstance(value, str) and _NUMBER.match(value.strip()):
+        return float(value)
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    return value
+
+
 def _parse_value(text: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return _numbers(yaml.safe_load(text))
     except yaml.YAMLError:
         return text
 
@@ -111,7 +126,7 @@ def collect_overrides(config_file: str | None, sets: list[str]) -> dict[str, dic
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such config file")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = _numbers(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
         except yaml.YAMLError as e:
             raise ValueError(f"{path}: invalid YAML: {e}") from e
         if not isinstance(data, dict):

@@ -1,0 +1,154 @@
+"""``attnlab pretrain`` and ``attnlab fill-mask`` on tiny models and corpora, and the built-in corpus."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.cli.pretrain import collect_overrides
+from attnlab.io import save_hf, save_pretrained
+from attnlab.models import EncoderConfig, EncoderForPreTraining, ReplacedTokenDetection
+from attnlab.pretraining import builtin_corpus, fill_mask
+from attnlab.tokenizers.trainers import train_tokenizer
+
+WORDS = "the a function module returns reads list string file error value class of for is and".split()
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    rng = random.Random(0)
+    texts = [" ".join(rng.choice(WORDS) for _ in range(12)) + "." for _ in range(200)]
+    return train_tokenizer("wordpiece", iter(texts), 60, show_progress=False)
+
+
+def _model(vocab_size: int, seed: int = 0) -> EncoderForPreTraining:
+    torch.manual_seed(seed)
+    config = EncoderConfig(
+        vocab_size=vocab_size, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
+        max_position_embeddings=64, add_pooler=False,
+    )  # fmt: skip
+    return EncoderForPreTraining.from_config(config).eval()
+
+
+def _saved(tmp_path, tokenizer, hf: bool = False):
+    model = _model(tokenizer.get_vocab_size())
+    d = tmp_path / ("hf" if hf else "model")
+    save_hf(model, d) if hf else save_pretrained(model, d)
+    tokenizer.save(d)
+    return model, d
+
+
+@pytest.mark.parametrize("hf", [False, True])
+def test_fill_mask_cli_prints_the_models_top_k(tmp_path, tokenizer, capsys, hf):
+    model, d = _saved(tmp_path, tokenizer, hf)
+    text = "the function returns a [MASK] of string."
+    assert main(["fill-mask", str(d), text, "--top-k", "3", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["masks"]
+    assert len(got) == 1 and len(got[0]) == 3
+    # the same numbers straight from the model
+    enc = tokenizer.encode(text)
+    ids = torch.tensor([enc.ids])
+    with torch.no_grad():
+        probs = torch.softmax(model(ids, token_type_ids=torch.tensor([enc.type_ids])).mlm_logits[0], -1)
+    at = enc.ids.index(tokenizer.token_to_id("[MASK]"))
+    scores, top = probs[at].topk(3)
+    assert [p["id"] for p in got[0]] == top.tolist()
+    assert [p["score"] for p in got[0]] == pytest.approx(scores.tolist(), rel=1e-5)
+    assert [p["token"] for p in got[0]] == [tokenizer.id_to_token(i) for i in top.tolist()]
+    assert main(["fill-mask", str(d), "the [MASK] reads a [MASK].", "--top-k", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "the [MASK] reads a [MASK]." and lines[1].startswith("  mask 1:") and len(lines) == 3
+
+
+def test_fill_mask_errors(tmp_path, tokenizer, capsys):
+    _, d = _saved(tmp_path, tokenizer)
+    assert main(["fill-mask", str(d), "no mask here"]) == 2
+    assert "no [MASK] in the text" in capsys.readouterr().err
+    assert main(["fill-mask", str(tmp_path / "missing"), "a [MASK]"]) == 2
+    assert "no such model directory" in capsys.readouterr().err
+    disc = ReplacedTokenDetection.from_config(_model(tokenizer.get_vocab_size()).config)
+    save_pretrained(disc, tmp_path / "disc")
+    tokenizer.save(tmp_path / "disc")
+    assert main(["fill-mask", str(tmp_path / "disc"), "a [MASK]"]) == 2
+    assert "discriminator" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="top_k"):
+        fill_mask(_model(tokenizer.get_vocab_size()), tokenizer, "a [MASK]", top_k=0)
+
+
+def test_overrides_from_yaml_and_set(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("lr: 1e-3\nmasking: {rate: 0.2}\nmodel: {num_layers: 3}\ntrainer: {log_every: 5}\n")
+    out = collect_overrides(
+        str(cfg), ["lr=2e-3", "model.num_heads=2", "trainer.precision=bf16", "betas=[0.9, 0.98]"]
+    )
+    assert out["recipe"] == {"lr": 2e-3, "betas": [0.9, 0.98]}
+    assert collect_overrides(str(cfg), [])["recipe"] == {"lr": 1e-3}  # YAML 1.1 reads 1e-3 as a string
+    assert out["masking"] == {"rate": 0.2} and out["model"] == {"num_layers": 3, "num_heads": 2}
+    assert out["trainer"] == {"log_every": 5, "precision": "bf16"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        collect_overrides(None, ["lr"])
+    with pytest.raises(ValueError, match="unknown section 'modle'"):
+        collect_overrides(None, ["modle.num_layers=2"])
+    cfg.write_text("- 1\n- 2\n")
+    with pytest.raises(ValueError, match="mapping at the top level"):
+        collect_overrides(str(cfg), [])
+
+
+def test_pretrain_cli_on_a_tiny_corpus(tmp_path, capsys):
+    rng = random.Random(1)
+    lines = []
+    for _ in range(8):
+        lines += [" ".join(rng.choice(WORDS) for _ in range(10)).capitalize() + "." for _ in range(20)] + [""]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(lines))
+    out = tmp_path / "run"
+    args = [
+        "pretrain", "--recipe", "electra", "--corpus", str(corpus), "--output", str(out),
+        "--vocab-size", "80",
+        "--max-steps", "2", "--batch-size", "4", "--max-length", "32", "--workers", "1", "--no-progress",
+        "--set", "model.hidden_size=32", "--set", "model.num_layers=1", "--set", "model.num_heads=2",
+        "--set", "model.intermediate_size=64", "--set", "trainer.tensorboard=false", "--eval-examples", "8",
+    ]  # fmt: skip
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "held-out MLM accuracy" in printed and "trained 2 steps" in printed
+    assert (out / "model" / "model.safetensors").is_file() and (out / "model" / "vocab.txt").is_file()
+    assert (out / "hf" / "config.json").is_file() and (out / "generator" / "config.json").is_file()
+    assert (out / "train" / "loss_curve.png").is_file()
+    assert json.loads((out / "hf" / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
+    # the generator is a masked LM fill-mask can read
+    assert main(["fill-mask", str(out / "generator"), "the [MASK] reads a file."]) == 0
+    # a second run reuses the tokenizer and the shards
+    assert main([*args, "--resume"]) == 0
+    assert "reusing prepared shards" in capsys.readouterr().out
+    assert main(["pretrain", "--corpus", str(tmp_path / "nope.txt"), "--output", str(out)]) == 2
+
+
+def test_builtin_corpus_is_deterministic_prose():
+    docs = list(builtin_corpus.stdlib_documents(max_chars=20_000))
+    assert docs and all(doc and all(isinstance(s, str) and s for s in doc) for doc in docs)
+    assert docs == list(builtin_corpus.stdlib_documents(max_chars=20_000))
+    assert not any(s.startswith(">>>") for doc in docs for s in doc)
+    paras = builtin_corpus.docstring_paragraphs(
+        '"""Return the value of the counter.\n\n>>> f(1)\n2\n"""\ndef f(x):\n    """Add one."""'
+    )
+    assert paras == ["Return the value of the counter."]  # doctests and too-short paragraphs dropped
+
+
+@pytest.mark.slow
+def test_builtin_pretraining_run(tmp_path):
+    """The README's main job, shortened to one minute: stdlib docstrings, WordPiece, bert-mini, fill-mask."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnlab.cli", "pretrain", "--minutes", "1", "--output", str(tmp_path / "r"),
+         "--no-progress"],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "held-out MLM accuracy" in proc.stdout and "fill-mask:" in proc.stdout
+    assert (tmp_path / "r" / "model" / "tokenizer.json").is_file()
