@@ -250,3 +250,24 @@ def test_qa_scoring_counts_a_question_without_windows_as_unanswered(task):
     metrics = ev.compute()
     key = "exact" if task == "squad2" else "exact_match"
     assert metrics[key] == pytest.approx(50.0)  # one of two questions right; the lost one counts as wrong
+
+
+def test_multiple_choice_learns_to_pick_the_good_ending(tmp_path):
+    from attnlab.tasks import MultipleChoiceExample
+
+    rng = random.Random(0)
+
+    def make(n: int) -> list[MultipleChoiceExample]:
+        out = []
+        for i in range(n):
+            endings = [" ".join(rng.choice(FILLER) for _ in range(3)) + " bad" for _ in range(4)]
+            label = rng.randint(0, 3)
+            endings[label] = endings[label].replace("bad", "good")
+            out.append(MultipleChoiceExample("the film was", tuple(endings), label, str(i)))
+        return out
+
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    cfg = _cfg(tmp_path, learning_rates=(2e-3,), epochs=3)
+    result = finetune_examples(get_task("swag"), source, make(96), make(32), cfg)
+    assert result.median >= 0.6  # chance is 0.25
+    assert type(load_model(result.best_dir)).__name__ == "EncoderForMultipleChoice"
