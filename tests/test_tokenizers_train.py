@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.tokenizers.train_counting import (
+    choose_unit,
     count_words_in_files,
     count_words_in_texts,
     is_chunk_compositional,
@@ -391,6 +392,12 @@ def test_counting_files_blocks_processes_and_chunks_agree(tmp_path):
 
     pre = regex.compile(r" ?\w+| ?[^\w\s]+|\s+").findall
     assert is_chunk_compositional(pre, lines)
+    assert choose_unit(pre, lines) == "spaced"  # it keeps the space before a word: bare chunks would lose it
+    bert_like = regex.compile(r"\w+|[^\w\s]").findall
+    assert choose_unit(bert_like, lines) == "bare"
+    bert_counts = Counter(p for line in lines for p in bert_like(line))
+    got = count_words_in_files([a, b], bert_like, processes=2, block_bytes=307, show_progress=False)
+    assert got == bert_counts
     per_line = Counter(p for line in lines for p in pre(line))
     assert count_words_in_files([a, b], pre, processes=1, block_bytes=211, show_progress=False) == per_line
     assert count_words_in_texts(iter(lines), pre, show_progress=False) == per_line

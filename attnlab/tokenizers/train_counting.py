@@ -7,13 +7,13 @@ normaliser and pre-tokeniser produce. This module builds it:
   only on the number of distinct words (one ``Counter`` per block in flight plus the running total);
 * blocks are counted in worker processes (``multiprocessing``, all cores by default) and their counters
   merged in the parent;
-* the expensive pipeline (normalise + pre-tokenise, pure Python) runs once per *distinct* whitespace
-  chunk of a block, not once per occurrence. A chunk is a run of non-space characters with the
-  whitespace before it, so GPT-2's ``" ?\\p{L}+"`` and Metaspace's ``"▁"`` still see their leading
-  space. This is exact when the pipeline is *whitespace-compositional* (pre-tokenising a line gives the
-  concatenation of pre-tokenising its chunks), which holds for the BERT, byte-level and Metaspace
-  pipelines; :func:`is_chunk_compositional` checks it on a sample of the corpus first and the counters
-  fall back to whole-line pre-tokenisation when it fails;
+* the expensive pipeline (normalise + pre-tokenise, pure Python) runs once per *distinct* chunk of
+  text, not once per occurrence, with a per-worker cache across blocks. Chunks are cut at spaces and
+  tabs only: ``"bare"`` chunks are the runs between them (right for BERT's pipeline, which drops
+  whitespace); ``"spaced"`` chunks keep the spaces before each run, so that GPT-2's ``" ?\\p{L}+"`` and
+  Metaspace's ``"▁"`` still see them. Either is exact when the pipeline is *compositional* (pre-tokenising
+  a line gives the concatenation of pre-tokenising its chunks); :func:`choose_unit` checks that on a
+  sample of the corpus, bare first, and the counters fall back to whole lines when both fail;
 * undecodable bytes are replaced by U+FFFD, counted, and reported once per file in a warning that names
   the file and the byte offset of the first bad sequence.
 
@@ -39,15 +39,22 @@ __all__ = [
     "count_words_in_files",
     "count_words_in_texts",
     "is_chunk_compositional",
+    "choose_unit",
 ]
 
 #: A pre-tokeniser as the counters see it: text -> pieces (``str``) or ``(piece, offsets)`` pairs.
 PreTokenize = Callable[[str], Sequence[Any]]
 
-# A chunk: the whitespace before a run of non-space characters, plus the run; or trailing whitespace.
-# Line terminators are excluded from both, so chunks never cross lines.
-_CHUNK_RE = regex.compile(r"[^\S\r\n]*[^\s]+|[^\S\r\n]+")
-_LINE_RE = regex.compile(r"[^\r\n]+")
+# Units of counting. Chunks are cut at spaces and tabs only (every pipeline treats both as separators;
+# rarer whitespace and controls stay inside a chunk, where the pipeline sees them); none crosses a line.
+_UNIT_RES = {
+    "bare": regex.compile(r"[^ \t\r\n]+"),  # the runs between spaces and tabs
+    "spaced": regex.compile(r"[ \t]*[^ \t\r\n]+|[ \t]+"),  # each run with the spaces before it
+    "line": regex.compile(r"[^\r\n]+"),
+}
+_CHUNK_RE = _UNIT_RES["spaced"]
+_LINE_RE = _UNIT_RES["line"]
+_CACHE_LIMIT = 500_000  # chunks whose pieces a worker remembers across blocks
 _REPLACEMENT_BYTES = "\ufffd".encode()
 
 
@@ -72,35 +79,50 @@ def _pieces(pre_tokenize: PreTokenize | None, text: str) -> list[str]:
     return [p if isinstance(p, str) else p[0] for p in out]
 
 
-def is_chunk_compositional(pre_tokenize: PreTokenize | None, lines: Iterable[str], limit: int = 1000) -> bool:
-    """Whether pre-tokenising each line equals pre-tokenising its whitespace chunks one by one.
+def is_chunk_compositional(
+    pre_tokenize: PreTokenize | None, lines: Iterable[str], limit: int = 1000, unit: str = "spaced"
+) -> bool:
+    """Whether pre-tokenising each line equals pre-tokenising its chunks (``unit``) one by one.
 
-    Checked on at most ``limit`` lines; ``True`` means the per-chunk cache used by the counters gives exactly
-    the counts that per-line pre-tokenisation would.
+    Checked on at most ``limit`` lines; ``True`` means counting chunks gives exactly the counts that per-line
+    pre-tokenisation would.
     """
     if pre_tokenize is None:
         return True
+    pattern = _UNIT_RES[unit]
     for k, line in enumerate(lines):
         if k >= limit:
             break
         whole = _pieces(pre_tokenize, line)
-        parts = [p for chunk in _CHUNK_RE.findall(line) for p in _pieces(pre_tokenize, chunk)]
+        parts = [p for chunk in pattern.findall(line) for p in _pieces(pre_tokenize, chunk)]
         if whole != parts:
             return False
     return True
 
 
-def _count_text(text: str, pre_tokenize: PreTokenize | None, by_chunk: bool) -> Counter[str]:
-    """Word counts of ``text`` (any number of lines)."""
+def choose_unit(pre_tokenize: PreTokenize | None, lines: Sequence[str]) -> str:
+    """The coarsest exact unit of counting for this pipeline on these sample lines: bare, spaced or line."""
+    for unit in ("bare", "spaced"):
+        if is_chunk_compositional(pre_tokenize, lines, unit=unit):
+            return unit
+    return "line"
+
+
+def _count_text(text: str, pre_tokenize: PreTokenize | None, unit: str) -> Counter[str]:
+    """Word counts of ``text`` (any number of lines), pre-tokenising each distinct unit once."""
     if pre_tokenize is None:
         return Counter(text.split())
     words: Counter[str] = Counter()
-    if by_chunk:
-        units = Counter(_CHUNK_RE.findall(text))
-    else:
-        units = Counter(_LINE_RE.findall(text))
-    for unit, n in units.items():
-        for piece in _pieces(pre_tokenize, unit):
+    units = Counter(_UNIT_RES[unit].findall(text))
+    cache: dict[str, tuple[str, ...]] = _WORKER_STATE.setdefault("cache", {})
+    use_cache = unit != "line"
+    for chunk, n in units.items():
+        pieces = cache.get(chunk) if use_cache else None
+        if pieces is None:
+            pieces = tuple(_pieces(pre_tokenize, chunk))
+            if use_cache and len(cache) < _CACHE_LIMIT:
+                cache[chunk] = pieces
+        for piece in pieces:
             words[piece] += n
     return words
 
@@ -165,15 +187,16 @@ def _read_block(path: str, start: int, end: int) -> tuple[str, int, int]:
 _WORKER_STATE: dict[str, Any] = {}
 
 
-def _init_worker(pre_tokenize: PreTokenize | None, by_chunk: bool) -> None:
+def _init_worker(pre_tokenize: PreTokenize | None, unit: str) -> None:
     _WORKER_STATE["pre_tokenize"] = pre_tokenize
-    _WORKER_STATE["by_chunk"] = by_chunk
+    _WORKER_STATE["unit"] = unit
+    _WORKER_STATE["cache"] = {}
 
 
 def _count_block_task(task: tuple[str, int, int]) -> tuple[str, int, int, int, int, Counter[str]]:
     path, start, end = task
     text, replaced, first_bad = _read_block(path, start, end)
-    words = _count_text(text, _WORKER_STATE["pre_tokenize"], _WORKER_STATE["by_chunk"])
+    words = _count_text(text, _WORKER_STATE["pre_tokenize"], _WORKER_STATE["unit"])
     lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
     return path, end - start, lines, replaced, first_bad, words
 
@@ -183,7 +206,7 @@ def _count_texts_task(texts: list[str]) -> tuple[str, int, int, int, int, Counte
     nbytes = 0
     for text in texts:
         nbytes += len(text)
-        words.update(_count_text(text, _WORKER_STATE["pre_tokenize"], _WORKER_STATE["by_chunk"]))
+        words.update(_count_text(text, _WORKER_STATE["pre_tokenize"], _WORKER_STATE["unit"]))
     return "", nbytes, len(texts), 0, -1, words
 
 
@@ -193,10 +216,10 @@ def _resolve_processes(processes: int | None) -> int:
     return processes
 
 
-def _pool(processes: int, pre_tokenize: PreTokenize | None, by_chunk: bool) -> Any:
+def _pool(processes: int, pre_tokenize: PreTokenize | None, unit: str) -> Any:
     # fork shares the (possibly large) pipeline objects without pickling them; spawn elsewhere.
     method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-    return mp.get_context(method).Pool(processes, initializer=_init_worker, initargs=(pre_tokenize, by_chunk))
+    return mp.get_context(method).Pool(processes, initializer=_init_worker, initargs=(pre_tokenize, unit))
 
 
 def _merge_results(
@@ -257,8 +280,8 @@ def count_words_in_files(
     """
     paths = check_files(files)
     stats = stats if stats is not None else CorpusStats()
-    by_chunk = is_chunk_compositional(pre_tokenize, _sample_lines(paths))
-    if not by_chunk:
+    unit = choose_unit(pre_tokenize, _sample_lines(paths))
+    if unit == "line":
         warnings.warn(
             "the pre-tokeniser is not whitespace-compositional on this corpus; counting whole lines "
             "(exact, but slower)",
@@ -271,10 +294,10 @@ def count_words_in_files(
     nproc = min(_resolve_processes(processes), max(1, len(tasks)))
     try:
         if nproc == 1:
-            _init_worker(pre_tokenize, by_chunk)
+            _init_worker(pre_tokenize, unit)
             words = _merge_results(map(_count_block_task, tasks), stats, progress, first_bad)
         else:
-            with _pool(nproc, pre_tokenize, by_chunk) as pool:
+            with _pool(nproc, pre_tokenize, unit) as pool:
                 results = pool.imap_unordered(_count_block_task, tasks)
                 words = _merge_results(results, stats, progress, first_bad)
     finally:
@@ -324,7 +347,7 @@ def count_words_in_texts(
     if first is None:
         raise ValueError("empty corpus: the text iterator yielded no texts")
     sample = [line for t in first[:2000] for line in _LINE_RE.findall(t)]
-    by_chunk = is_chunk_compositional(pre_tokenize, sample)
+    unit = choose_unit(pre_tokenize, sample)
 
     def all_batches() -> Iterator[list[str]]:
         yield first
@@ -335,11 +358,11 @@ def count_words_in_texts(
     nproc = _resolve_processes(processes)
     try:
         if nproc == 1:
-            _init_worker(pre_tokenize, by_chunk)
+            _init_worker(pre_tokenize, unit)
             results = map(_count_texts_task, all_batches())
             words = _merge_results(_count_progress(results, progress), stats, None, first_bad)
         else:
-            with _pool(nproc, pre_tokenize, by_chunk) as pool:
+            with _pool(nproc, pre_tokenize, unit) as pool:
                 results = pool.imap_unordered(_count_texts_task, all_batches())
                 words = _merge_results(_count_progress(results, progress), stats, None, first_bad)
     finally:
