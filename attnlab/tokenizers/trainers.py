@@ -308,8 +308,14 @@ class BpeTrainer(Trainer):
             right = right[len(prefix) :]
         return left + right
 
-    def learn(self, word_counts: Mapping[str, int], all_prefixed: bool = False, score: str = "frequency"):
-        """Run the merges; returns ``(vocab, merges)`` with ``vocab`` in id order."""
+    def learn(
+        self, word_counts: Mapping[str, int], all_prefixed: bool = False, score: str = "frequency"
+    ) -> tuple[dict[str, int], list[tuple[str, str]]]:
+        """Run the merges on ``{word: count}``; returns ``(vocab, merges)``, ``vocab`` in id order.
+
+        ``all_prefixed`` puts ``prefix + c`` in the alphabet for every character ``c`` (not only those seen
+        inside words); ``score`` is ``"frequency"`` (BPE) or ``"likelihood"`` (WordPiece).
+        """
         counts = self._check_counts(word_counts)
         alphabet = set(self._alphabet(counts))
         id_to_token, token_to_id = self._start_vocab()
@@ -380,7 +386,9 @@ class WordPieceTrainer(BpeTrainer):
         )  # fmt: skip
         self.max_input_chars_per_word = max_input_chars_per_word
 
-    def learn(self, word_counts: Mapping[str, int], all_prefixed: bool = True, score: str = "likelihood"):
+    def learn(
+        self, word_counts: Mapping[str, int], all_prefixed: bool = True, score: str = "likelihood"
+    ) -> tuple[dict[str, int], list[tuple[str, str]]]:
         # Words longer than the model's limit are [UNK] at encoding time: do not learn from them.
         limit = self.max_input_chars_per_word
         counts = {w: c for w, c in word_counts.items() if len(w) <= limit}
