@@ -232,9 +232,10 @@ def train_translation(
         pad_token_id=ids["pad"],
         bos_token_id=ids["bos"],
         eos_token_id=ids["eos"],
-        max_positions=max(overrides.get("max_positions", 0), max_length + 64),
     )
     config = preset(preset_name, **overrides)
+    if config.max_positions < max_length + 51:  # room for a maximal source and its output (source + 50)
+        config = preset(preset_name, **{**overrides, "max_positions": max_length + 51})
     set_seed(seed)
     model = build_model(config)
     log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters, {config}")
