@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,16 @@ from attnlab.translation.data import (
     token_batches,
     train_joint_bpe,
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models: one intra-op thread is faster, and far faster on a loaded machine (restored after)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 if not DATA.is_dir():

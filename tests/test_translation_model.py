@@ -37,6 +37,15 @@ TABLE3 = [
 ]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models: one intra-op thread is faster, and far faster on a loaded machine (restored after)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def tiny(**overrides) -> Seq2SeqConfig:
     return transformer_tiny(**{"vocab_size": 40, "dropout": 0.0, **overrides})
 

@@ -172,6 +172,15 @@ def beam_search(
         model.train(was_training)
 
 
+def _select_rows(cache: Cache, rows: Tensor) -> None:
+    """Keep only cache rows ``rows`` (self- and cross-attention): sentences that finished leave the batch."""
+    for layer in cache:
+        for part in (layer["self"], layer["cross"]):
+            if "key" in part:
+                part["key"] = part["key"].index_select(0, rows)
+                part["value"] = part["value"].index_select(0, rows)
+
+
 def _beam_search(
     model: Seq2Seq,
     input_ids: Tensor,
@@ -186,63 +195,81 @@ def _beam_search(
     cfg = model.config
     device = input_ids.device
     b = input_ids.size(0)
-    limits = length_limits(model, attention_mask, max_length_offset, max_length)  # (B,)
-    limit_list = limits.tolist()
-    memory = model.encode(input_ids, attention_mask).repeat_interleave(k, dim=0)  # (B*K, S, H)
-    mask = attention_mask.repeat_interleave(k, dim=0)  # (B*K, S)
+    limit_list = length_limits(model, attention_mask, max_length_offset, max_length).tolist()  # (B,)
+    # The search runs over the *active* sentences only: when a sentence is done its rows leave every tensor
+    # (hypotheses, scores, memory, mask, caches), so finished sentences cost nothing in later steps.
+    active = list(range(b))  # original index of each active sentence
+    limits = torch.tensor(limit_list, device=device)  # (A,)
+    memory = model.encode(input_ids, attention_mask).repeat_interleave(k, dim=0)  # (A*K, S, H)
+    mask = attention_mask.repeat_interleave(k, dim=0)  # (A*K, S)
     cache = model.new_cache() if use_cache else None
-    running = input_ids.new_full((b * k, 1), cfg.start_token_id)  # (B*K, t)
-    scores = torch.zeros(b, k, dtype=torch.float32, device=device)
+    running = input_ids.new_full((b * k, 1), cfg.start_token_id)  # (A*K, t)
+    scores = torch.zeros(b, k, dtype=torch.float32, device=device)  # (A, K)
     scores[:, 1:] = _NEG  # all beams start identical: only the first may be extended at step 1
     finished: list[list[tuple[float, list[int], bool]]] = [[] for _ in range(b)]
-    done = [False] * b
-    offsets = torch.arange(b, device=device)[:, None] * k  # (B, 1)
     for step in range(1, max(limit_list) + 1):
-        lprobs = _step_logprobs(model, running, memory, mask, cache)  # (B*K, V)
+        a = len(active)
+        lprobs = _step_logprobs(model, running, memory, mask, cache)  # (A*K, V)
         vocab = lprobs.size(-1)
-        candidates = (lprobs.view(b, k, vocab) + scores[:, :, None]).view(b, k * vocab)
-        top_scores, top_index = candidates.topk(2 * k, dim=1)  # (B, 2K), best first
+        candidates = (lprobs.view(a, k, vocab) + scores[:, :, None]).view(a, k * vocab)
+        top_scores, top_index = candidates.topk(2 * k, dim=1)  # (A, 2K), best first
         top_beam = top_index // vocab
         top_token = top_index % vocab
         is_eos = top_token.eq(cfg.eos_token_id)
-        ends = is_eos | limits.le(step)[:, None]  # (B, 2K)
+        ends = is_eos | limits.le(step)[:, None]  # (A, 2K)
 
         # Finished hypotheses: only candidates ranked among the best K may end (the next K are spares).
-        ends_cpu, eos_cpu = ends[:, :k].tolist(), is_eos[:, :k].tolist()
-        top_scores_cpu = top_scores[:, :k].tolist()
+        ends_k, eos_k = ends[:, :k].tolist(), is_eos[:, :k].tolist()
         penalty = length_penalty(step, alpha, style)
-        for i in range(b):
-            if done[i] or not any(ends_cpu[i]):
+        for j in range(a):
+            if not any(ends_k[j]):
                 continue
+            pool = finished[active[j]]
             for r in range(k):
-                if ends_cpu[i][r]:
-                    row = i * k + int(top_beam[i, r])
-                    seq = running[row, 1:].tolist()
-                    if not eos_cpu[i][r]:
-                        seq.append(int(top_token[i, r]))
-                    finished[i].append((top_scores_cpu[i][r] / penalty, seq, eos_cpu[i][r]))
-            finished[i].sort(key=lambda h: -h[0])
-            del finished[i][k:]
+                if ends_k[j][r]:
+                    seq = running[j * k + int(top_beam[j, r]), 1:].tolist()
+                    if not eos_k[j][r]:
+                        seq.append(int(top_token[j, r]))
+                    pool.append((float(top_scores[j, r]) / penalty, seq, eos_k[j][r]))
+            pool.sort(key=lambda h: -h[0])
+            del pool[k:]
 
         # Live hypotheses: the best K continuations that did not end.
         live_scores = top_scores + ends.float() * _NEG
-        scores, pick = live_scores.topk(k, dim=1)  # (B, K)
-        origin = (top_beam.gather(1, pick) + offsets).view(-1)  # (B*K,) rows continued
+        scores, pick = live_scores.topk(k, dim=1)  # (A, K)
+        offsets = torch.arange(a, device=device)[:, None] * k
+        origin = (top_beam.gather(1, pick) + offsets).view(-1)  # (A*K,) rows continued
         running = torch.cat([running.index_select(0, origin), top_token.gather(1, pick).view(-1, 1)], dim=1)
         if cache is not None:
             _reorder_cache(cache, origin)
 
+        # Done: the length limit, or K finished hypotheses that no live one can beat (bound at the limit).
         best_live = scores[:, 0].tolist()
-        for i in range(b):
-            if done[i]:
-                continue
+        keep = []
+        for j in range(a):
+            i = active[j]
             if step >= limit_list[i]:
-                done[i] = True
-            elif len(finished[i]) == k:
-                bound = best_live[i] / length_penalty(limit_list[i], alpha, style)
-                done[i] = not bound > finished[i][-1][0]
-        if all(done):
+                continue
+            if (
+                len(finished[i]) == k
+                and not best_live[j] / length_penalty(limit_list[i], alpha, style) > (finished[i][-1][0])
+            ):
+                continue
+            keep.append(j)
+        if not keep:
             break
+        if len(keep) < a:
+            kept = torch.tensor(keep, device=device)
+            rows = (kept[:, None] * k + torch.arange(k, device=device)).view(-1)
+            active = [active[j] for j in keep]
+            limits, scores = limits.index_select(0, kept), scores.index_select(0, kept)
+            running, memory, mask = (
+                running.index_select(0, rows),
+                memory.index_select(0, rows),
+                mask.index_select(0, rows),
+            )
+            if cache is not None:
+                _select_rows(cache, rows)
     return [Hypothesis(list(f[0][1]), float(f[0][0]), bool(f[0][2])) for f in finished]
 
 
