@@ -178,3 +178,41 @@ def test_save_and_load_pretrained_translates_the_same(tmp_path) -> None:
 def test_load_pretrained_names_missing_file(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="config.json"):
         load_pretrained(tmp_path)
+
+
+# ----------------------------------------------------------------------------------------------- trainer
+
+
+def test_trainer_resume_with_token_batches_is_exact(tmp_path) -> None:
+    """4 updates straight equal 2 updates, a resume from the checkpoint, and 2 more (same weights)."""
+    from attnlab.train import Trainer, set_seed
+    from attnlab.translation.data import TokenBatchLoader
+
+    examples = [([5 + i % 20] * (2 + i % 5) + [3], [6 + i % 17] * (1 + i % 4) + [3]) for i in range(40)]
+
+    def run(out, steps: int, resume: bool = False):
+        set_seed(0)
+        model = build_model(transformer_tiny(vocab_size=30, d_model=32, d_ff=64, num_layers=1))
+        loader = TokenBatchLoader(examples, max_tokens=30, pad_id=0, start_id=2, seed=5)
+        cfg = paper_trainer_config(
+            32,
+            steps,
+            out,
+            warmup=2,
+            save_every=2,
+            tensorboard=False,
+            plot=False,
+            progress_bar=False,
+            log_every=0,
+        )
+        trainer = Trainer(model, cfg, loader)
+        if resume:
+            trainer.resume(out / "checkpoints" / "step-000002")
+        trainer.train()
+        return model
+
+    straight = run(tmp_path / "a", 4)
+    run(tmp_path / "b", 2)
+    resumed = run(tmp_path / "b", 4, resume=True)
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
