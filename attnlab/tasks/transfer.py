@@ -182,8 +182,8 @@ def load_task_model(
     elif is_hf_directory(d) and _hf_task(read_json(d / CONFIG_NAME)) == name:
         try:
             model = load_model(d)
-        except UnsupportedHeadError as e:
-            warnings.warn(f"{e}; its encoder is used with a new head", stacklevel=2)
+        except UnsupportedHeadError:
+            pass  # its encoder is used below with a new head, which the warning there names
         else:
             whole = model if _same_head(model.options, options) else None
     if whole is not None:
