@@ -147,6 +147,14 @@ def test_ner_entities_are_consistent_with_the_text(dirs):
         assert e["entity_group"] in {"ORG", "LOC"} and 0.0 < e["score"] <= 1.0
         previous_end = e["end"]
     assert ents == group_entities(words, text)
+    # texts are batched together (padding differs): the same words, labels and spans, scores to 1e-5
+    both = ner([PRECIPITATION, text], aggregation="none")
+    assert [(w["label"], w["start"], w["end"]) for w in both[1]] == [
+        (w["label"], w["start"], w["end"]) for w in words
+    ]
+    assert [w["score"] for w in both[1]] == pytest.approx([w["score"] for w in words], abs=1e-5)
+        ner(PRECIPITATION, "none")
+    )
 
 
 def test_text_classification_scores_are_probabilities(dirs):

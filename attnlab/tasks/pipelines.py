@@ -332,29 +332,30 @@ class TokenClassificationPipeline(Pipeline):
             encoded = [self.tokenizer.encode(t) for t in items]
         finally:
             self.tokenizer.truncation, self.tokenizer.padding = saved
-        for text, e in zip(items, encoded):
-            windows = [e, *e.overflowing]
-            words: dict[int, dict[str, Any]] = {}  # word id -> first window's prediction
-            for chunk in self._chunks(windows):
-                probs = self._forward(chunk).logits.float().softmax(-1).cpu()  # (B, T, C)
-                for b, w in enumerate(chunk):
-                    for t, wid in enumerate(w.word_ids):
-                        if wid is None or w.sequence_ids[t] is None:
-                            continue
-                        s, end = w.offsets[t]
-                        if wid in words:
-                            if words[wid]["window"] == id(w):  # later sub-token of the same word
-                                words[wid]["start"] = min(words[wid]["start"], s)
-                                words[wid]["end"] = max(words[wid]["end"], end)
-                            continue
-                        score, label = probs[b, t].max(-1)
-                        words[wid] = {
-                            "label": self.id2label[int(label)], "score": float(score),
-                            "start": s, "end": end, "window": id(w),
-                        }  # fmt: skip
-            ordered = [words[k] for k in sorted(words)]
+        # Every window of every text, batched together; windows of one text stay in order.
+        flat = [(i, w) for i, e in enumerate(encoded) for w in (e, *e.overflowing)]
+        words: list[dict[int, dict[str, Any]]] = [{} for _ in items]  # per text: word id -> prediction
+        for chunk in self._chunks(flat):
+            probs = self._forward([w for _, w in chunk]).logits.float().softmax(-1).cpu()  # (B, T, C)
+            for b, (i, w) in enumerate(chunk):
+                for t, wid in enumerate(w.word_ids):
+                    if wid is None or w.sequence_ids[t] is None:
+                        continue
+                    s, end = w.offsets[t]
+                    if wid in words[i]:  # a later piece of the word: only its characters count
+                        words[i][wid]["start"] = min(words[i][wid]["start"], s)
+                        words[i][wid]["end"] = max(words[i][wid]["end"], end)
+                        continue
+                    score, label = probs[b, t].max(-1)  # the word's first sub-token decides (BERT 5.3)
+                    words[i][wid] = {
+                        "label": self.id2label[int(label)],
+                        "score": float(score),
+                        "start": s,
+                        "end": end,
+                    }
+        for text, found in zip(items, words):
+            ordered = [found[k] for k in sorted(found)]
             for w in ordered:
-                w.pop("window")
                 w["word"] = text[w["start"] : w["end"]]
             results.append(ordered if aggregation == "none" else group_entities(ordered, text))
         return results[0] if single else results
