@@ -1,8 +1,9 @@
-"""Parity with HF tokenizers (test-only reference): the same vocabulary files must give identical ids, tokens,
-offsets, type ids, masks and word ids, on generated adversarial Unicode and (when present) on real books.
+"""Parity with HF tokenizers (test-only reference): the same vocabulary files must give identical ids,
+tokens, offsets, type ids, masks and word ids, on generated adversarial Unicode and (when present) on real
+books.
 
-The reference vocabularies are trained here with HF tokenizers' own trainers on a small generated corpus, saved
-to the field's files, and loaded into both libraries.
+The reference vocabularies are trained here with HF tokenizers' own trainers on a small generated corpus,
+saved to the field's files, and loaded into both libraries.
 """
 
 from __future__ import annotations
@@ -42,11 +43,12 @@ ALPHABET = (
 )
 
 WORDS = (
-    "the of and to in a is that for it as was with be by on not he I this are or his from at which but have an "
-    "they you were her she there been one all we their has would when if so no more out up into do any your what "
-    "time about than other could only new some very my these also after should first two may well where then "
-    "running unwanted wanted happily unhappily tokenizer tokenization question answering transformer attention "
-    "naïve café résumé coöperate Zürich São Paulo Ελλάδα Москва 東京 北京 مرحبا שלום don't can't it's we'll"
+    "the of and to in a is that for it as was with be by on not he I this are or his from at which "
+    "but have an they you were her she there been one all we their has would when if so no more out up "
+    "into do any your what time about than other could only new some very my these also after should "
+    "first two may well where then running unwanted wanted happily unhappily tokenizer tokenization "
+    "question answering transformer attention naïve café résumé coöperate Zürich São Paulo Ελλάδα Москва "
+    "東京 北京 مرحبا שלום don't can't it's we'll"
 ).split()
 
 
