@@ -153,8 +153,6 @@ def test_ner_entities_are_consistent_with_the_text(dirs):
         (w["label"], w["start"], w["end"]) for w in words
     ]
     assert [w["score"] for w in both[1]] == pytest.approx([w["score"] for w in words], abs=1e-5)
-        ner(PRECIPITATION, "none")
-    )
 
 
 def test_text_classification_scores_are_probabilities(dirs):
