@@ -67,6 +67,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-length", type=int, help="tokens per sequence (scaled-down default 128)")
     p.add_argument("--paper", action="store_true", help="the paper's steps, batch and lengths (big machines)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoints in --output")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete an earlier run's checkpoints in --output (built-in: always)",
+    )
     p.add_argument("--workers", type=int, help="tokenising processes for preparation (default: all cores)")
     p.add_argument("--heldout-every", type=int, default=20, help="hold out every N-th document (default 20)")
     p.add_argument("--eval-examples", type=int, default=256, help="held-out sequences scored (default 256)")
@@ -192,6 +197,10 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         )
     if overrides["masking"]:
         overrides["recipe"]["masking"] = overrides["masking"]
+    if builtin:
+        # Deliberate: a few minutes of bert-mini learn little at BERT's 1e-4; ELECTRA-Small's 5e-4 (a small
+        # model's rate in Clark et al. 2020, Table 6) unless the user sets lr.
+        overrides["recipe"].setdefault("lr", 5e-4)
     recipe = recipe.override(**overrides["recipe"])
     minutes = args.minutes if args.minutes is not None else (4.0 if builtin else None)
     auto_steps = minutes is not None and args.max_steps is None and "max_steps" not in overrides["recipe"]
@@ -241,7 +250,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     result = pretrain(
         recipe, tokenizer, train_corpus, heldout, out, preset=preset, model_overrides=overrides["model"],
         trainer_overrides=trainer_overrides, minutes=minutes, auto_steps=auto_steps, resume=args.resume,
-        eval_examples=args.eval_examples, seed=args.seed,
+        overwrite=args.overwrite or builtin, eval_examples=args.eval_examples, seed=args.seed,
     )  # fmt: skip
     m = result.eval_metrics
     accuracy, perplexity = (

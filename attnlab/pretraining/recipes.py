@@ -159,7 +159,7 @@ class Recipe:
             warmup=self.warmup,
             schedule=self.schedule,
             clip_norm=self.clip_norm,
-            lm_perplexity=True,
+            lm_perplexity=False,  # the loss may hold NSP/SOP/SBO/RTD terms; MaskedLMMetric has the MLM one
         )
         fields.update(overrides)
         return TrainerConfig(**fields)

@@ -30,6 +30,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -391,6 +392,7 @@ def pretrain(
     minutes: float | None = None,
     auto_steps: bool = False,
     resume: bool = False,
+    overwrite: bool = False,
     eval_examples: int = 256,
     seed: int = 0,
     log: Callable[[str], None] = print,
@@ -399,10 +401,20 @@ def pretrain(
 
     ``minutes`` stops at the first step boundary after that much training time (the model is still
     evaluated and saved); with ``auto_steps`` the run's ``max_steps`` is first set to what fits in it, so
-    that the learning-rate schedule ends when time does. ``resume`` continues from the newest checkpoints.
+    that the learning-rate schedule ends when time does. ``resume`` continues from the newest checkpoints;
+    without it, checkpoints of an earlier run in ``output_dir`` are an error unless ``overwrite`` (then they
+    are deleted).
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    old_checkpoints = sorted((out / "train").glob("**/checkpoints/step-*"))
+    if old_checkpoints and not resume:
+        if not overwrite:
+            raise ValueError(
+                f"{out / 'train'} holds checkpoints of an earlier run ({old_checkpoints[-1].name}); "
+                "resume it (--resume) or start again (--overwrite, or another --output)"
+            )
+        shutil.rmtree(out / "train")
     t_start = time.monotonic()
     deadline = t_start + 60.0 * minutes if minutes is not None else None
     trainer_overrides = dict(trainer_overrides or {})
