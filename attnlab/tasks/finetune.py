@@ -427,7 +427,7 @@ class FinetuneConfig:
     warmup: float = 0.1  # fraction of the steps
     weight_decay: float = 0.01
     dropout: float = 0.1  # on the classifier (the encoder keeps its config's dropout)
-    max_length: int = 128  # tokens per sequence (QA: use 384)
+    max_length: int | None = None  # tokens per sequence; None: 384 for QA (BERT's SQuAD setting), else 128
     stride: int = 128  # QA: overlap of consecutive passage windows, in tokens
     max_query_length: int = 64  # QA: longer questions are cut (and counted)
     max_train_examples: int | None = None  # the first N training examples only
@@ -712,7 +712,7 @@ def finetune_examples(
         raise ValueError(f"{spec.name}: {len(train_examples)} training and {len(dev_examples)} dev examples")
     labels = list(labels) if labels is not None else task_labels(spec, train_examples, regression)
     config = source.model_config
-    max_length = min(cfg.max_length, config.max_sequence_length)
+    max_length = min(cfg.max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length)
     with_types = config.type_vocab_size > 0
     common = dict(
         max_length=max_length, with_token_types=with_types, stride=cfg.stride,
@@ -789,7 +789,7 @@ def evaluate_directory(
     task: str | TaskSpec,
     model_dir: str | os.PathLike,
     examples: Sequence[Any],
-    max_length: int = 128,
+    max_length: int | None = None,
     stride: int = 128,
     max_query_length: int = 64,
     batch_size: int = 64,
@@ -809,7 +809,8 @@ def evaluate_directory(
     config = model.config
     feats, report = build_features(
         spec, tokenizer, examples, labels, training=False,
-        max_length=min(max_length, config.max_sequence_length), with_token_types=config.type_vocab_size > 0,
+        max_length=min(max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length),
+        with_token_types=config.type_vocab_size > 0,
         stride=stride, max_query_length=max_query_length, regression=regression,
     )  # fmt: skip
     evaluator = TaskEvaluator(spec, feats, examples, labels, regression)
