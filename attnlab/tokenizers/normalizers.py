@@ -248,14 +248,40 @@ class BertNormalizer(Normalizer):
 
     def normalize(self, ns: NormalizedString) -> NormalizedString:
         text = ns.normalized
-        if text.isascii() and (not self.clean_text or not _ASCII_NEEDS_DELETE.search(text)):
+        needs_delete = self.clean_text and _ASCII_NEEDS_DELETE.search(text) is not None
+        if text.isascii() and not needs_delete:
             # Fast path: one character per character, alignment unchanged.
             if self.clean_text:
                 text = text.translate(_ASCII_CLEAN)
             if self.lowercase:
                 text = text.lower()
             return NormalizedString(ns.original, text, ns.starts, ns.ends)
+        if not needs_delete:
+            # Second fast path: every non-ASCII character of the text maps to exactly one character (quotes,
+            # dashes, accented letters...): one str.translate with a per-character table, alignment unchanged.
+            table = self._table
+            one_to_one = True
+            for ch in set(_NON_ASCII.findall(text)):
+                rep = table.get(ord(ch))
+                if rep is None:
+                    rep = self._char(ch)
+                    if len(table) < 1 << 16:
+                        table[ord(ch)] = rep
+                if len(rep) != 1:
+                    one_to_one = False
+                    break
+            if one_to_one:
+                return NormalizedString(ns.original, text.translate(table), ns.starts, ns.ends)
         return _map_mixed(ns, self._char, self._ascii_fast)
+
+    @property
+    def _table(self) -> dict[int, str]:
+        table = self.__dict__.get("_table_cache")
+        if table is None:
+            table = {i: self._ascii_fast(chr(i)) for i in range(128) if chr(i) not in "\x0b\x0c"}
+            table = {k: v for k, v in table.items() if v}
+            self.__dict__["_table_cache"] = table
+        return table
 
     def _ascii_fast(self, chunk: str) -> str:
         if self.clean_text:
@@ -275,6 +301,7 @@ class BertNormalizer(Normalizer):
 
 
 _ASCII_RUN = regex.compile(r"[\t\n\r\x20-\x7e]+")
+_NON_ASCII = regex.compile(r"[^\x00-\x7f]")
 
 
 def _map_mixed(

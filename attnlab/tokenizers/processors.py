@@ -42,6 +42,8 @@ class PostProcessor:
 
     def process(self, encodings: list[Encoding], add_special_tokens: bool = True) -> Encoding:
         """Combine one or two (truncated) encodings into the final one, overflowing windows included."""
+        if not any(e.overflowing for e in encodings):  # the common case, kept short
+            return self.join([self.process_each(e) for e in encodings], add_special_tokens)
         encodings = [self.process_each(e) for e in encodings]
         for e in encodings:
             e.overflowing = [self.process_each(o) for o in e.overflowing]
@@ -128,22 +130,36 @@ class TemplateProcessing(PostProcessor):
 
     def join(self, parts: list[Encoding], add_special_tokens: bool) -> Encoding:
         tmpl = self.single if len(parts) == 1 else self.pair
-        out = Encoding()
+        ids: list[int] = []
+        tokens: list[str] = []
+        offsets: list[tuple[int, int]] = []
+        type_ids: list[int] = []
+        special: list[int] = []
+        attention: list[int] = []
+        words: list[int | None] = []
+        seqs: list[int | None] = []
         for kind, what, type_id in tmpl:  # type: ignore[union-attr]
             if kind == "sequence":
                 p = parts[what]
-                _mark_sequence(p, what, type_id)
-                out.extend(p)
+                n = len(p.ids)
+                ids += p.ids
+                tokens += p.tokens
+                offsets += p.offsets
+                type_ids += [type_id] * n
+                special += p.special_tokens_mask
+                attention += p.attention_mask
+                words += p.word_ids
+                seqs += [what] * n
             elif add_special_tokens:
-                out.ids.append(self.special_tokens[what])
-                out.tokens.append(what)
-                out.offsets.append((0, 0))
-                out.type_ids.append(type_id)
-                out.special_tokens_mask.append(1)
-                out.attention_mask.append(1)
-                out.word_ids.append(None)
-                out.sequence_ids.append(None)
-        return out
+                ids.append(self.special_tokens[what])
+                tokens.append(what)
+                offsets.append((0, 0))
+                type_ids.append(type_id)
+                special.append(1)
+                attention.append(1)
+                words.append(None)
+                seqs.append(None)
+        return Encoding(ids, tokens, offsets, type_ids, special, attention, words, seqs)
 
     def to_json(self) -> dict[str, Any]:
         def items(tmpl: list[TemplateItem]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ field's pipelines: BERT's WordPiece, GPT-2/RoBERTa's byte-level BPE, and Sentenc
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -86,6 +87,8 @@ class Tokenizer:
         self.added_tokens: dict[str, tuple[int, AddedToken]] = {}
         self._added_ids: dict[int, str] = {}
         self._added_re: regex.Pattern | None = None
+        self._word_cache: dict[str, tuple[list[int], list[str], list[tuple[int, int]]]] = {}
+        self._word_cache_model: Model | None = None
         self.truncation: dict[str, Any] | None = None
         self.padding: dict[str, Any] | None = None
         self.add_special_tokens(list(special_tokens))
@@ -275,8 +278,73 @@ class Tokenizer:
             segs.append((pos, n, None))
         return segs
 
+    def _fast_pattern(self) -> regex.Pattern | None:
+        """The word regex when the pre-tokeniser is one plain regex split and the model is deterministic."""
+        pt = self.pre_tokenizer
+        if type(pt) not in _REGEX_PRE_TOKENIZERS or getattr(self.model, "dropout", None):
+            return None
+        return _REGEX_PRE_TOKENIZERS[type(pt)]
+
+    def _word_entry(self, word: str) -> tuple[list[int], list[str], list[tuple[int, int]]]:
+        """The model's segmentation of ``word`` as three lists, cached per word (bounded)."""
+        if self._word_cache_model is not self.model:
+            self._word_cache = {}
+            self._word_cache_model = self.model
+        toks = self.model.tokenize(word)
+        entry = ([t[0] for t in toks], [t[1] for t in toks], [t[2] for t in toks])
+        if len(self._word_cache) >= _WORD_CACHE_CAPACITY:
+            self._word_cache.clear()
+        self._word_cache[word] = entry
+        return entry
+
+    def _encode_fast(self, text: str, pattern: regex.Pattern) -> Encoding:
+        """``_encode_sequence`` for regex pre-tokenisers and texts without added tokens (the hot path)."""
+        ns = self.normalize(text)
+        starts, ends = ns.starts, ns.ends
+        if self._word_cache_model is not self.model:
+            self._word_cache = {}
+            self._word_cache_model = self.model
+        get = self._word_cache.get
+        entry_for = self._word_entry
+        ids: list[int] = []
+        tokens: list[str] = []
+        offsets: list[tuple[int, int]] = []
+        words: list[int | None] = []
+        w = 0
+        for m in pattern.finditer(ns.normalized):
+            word = m.group()
+            entry = get(word)
+            if entry is None:
+                entry = entry_for(word)
+            wids, wtoks, rel = entry
+            if len(wids) == 1:
+                ids.append(wids[0])
+                tokens.append(wtoks[0])
+                if starts is None:
+                    offsets.append(m.span())
+                else:
+                    s, e = m.span()
+                    offsets.append((starts[s], ends[e - 1]))  # type: ignore[index]
+                words.append(w)
+            else:
+                s = m.start()
+                ids += wids
+                tokens += wtoks
+                if starts is None:
+                    offsets += [(s + a, s + b) for a, b in rel]
+                else:
+                    offsets += [(starts[s + a], ends[s + b - 1]) for a, b in rel]  # type: ignore[index]
+                words += [w] * len(wids)
+            w += 1
+        n = len(ids)
+        return Encoding(ids, tokens, offsets, [0] * n, [0] * n, [1] * n, words, [0] * n)
+
     def _encode_sequence(self, text: str) -> Encoding:
         """Tokens of one text, no special tokens: ids, tokens, offsets and word ids."""
+        if self._added_re is None or self._added_re.search(text) is None:
+            pattern = self._fast_pattern()
+            if pattern is not None:
+                return self._encode_fast(text, pattern)
         ids: list[int] = []
         tokens: list[str] = []
         offsets: list[tuple[int, int]] = []
@@ -409,6 +477,10 @@ class Tokenizer:
     ) -> list[Encoding]:
         """Encode texts or ``(text, pair)`` tuples; padding to the longest applies across the batch."""
         padding, self.padding = self.padding, None
+        # The encodings are acyclic lists of ints, strings and tuples; letting the cyclic garbage collector
+        # rescan the growing batch again and again costs more than the encoding itself (2-3x on 2 MB).
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
         try:
             out = [
                 self.encode(x, None, add_special_tokens, return_overflowing)
@@ -418,6 +490,8 @@ class Tokenizer:
             ]
         finally:
             self.padding = padding
+            if gc_was_enabled:
+                gc.enable()
         if padding is not None:
             self._pad(out)
         return out
@@ -478,6 +552,15 @@ class Tokenizer:
             if obj is not None:
                 parts.append(f"{name}={type(obj).__name__}")
         return f"Tokenizer({', '.join(parts)})"
+
+
+# Pre-tokenisers that are one regex split (the words are the matches): the encoder's hot path.
+_REGEX_PRE_TOKENIZERS: dict[type, regex.Pattern] = {
+    pre.BertPreTokenizer: pre._BERT_RE,
+    pre.Whitespace: pre._WHITESPACE_RE,
+    pre.WhitespaceSplit: pre._WHITESPACE_SPLIT_RE,
+}
+_WORD_CACHE_CAPACITY = 200_000
 
 
 def _pad_multiple(encodings: list[Encoding], p: dict[str, Any], target: int | None) -> None:

@@ -1,0 +1,169 @@
+"""Encode a corpus to token-id arrays on all cores.
+
+Each file is cut into line-aligned byte blocks (``block_bytes``); a process pool encodes the blocks (every
+worker holds one copy of the tokenizer, sent once at start-up) and the results come back in order, so memory
+stays bounded by the blocks in flight plus one file's ids. Lines are encoded independently (no special tokens
+by default); empty lines are skipped.
+
+``encode_files`` yields an :class:`EncodedFile` per file (ids as one flat numpy array plus each line's token
+count), or writes ``<name>.ids.npy`` / ``<name>.lengths.npy`` into ``out_dir``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from attnlab.tokenizers.tokenizer import Tokenizer
+
+__all__ = ["EncodedFile", "encode_files", "encode_texts", "line_blocks"]
+
+DEFAULT_BLOCK_BYTES = 1 << 20
+
+
+@dataclass
+class EncodedFile:
+    """The ids of one file: ``ids`` (N,) token ids of all its non-empty lines in order, ``lengths`` (L,) the
+    number of tokens of each line (so ``np.split(ids, np.cumsum(lengths)[:-1])`` gives the lines)."""
+
+    path: str
+    ids: np.ndarray
+    lengths: np.ndarray
+
+
+def line_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES) -> list[tuple[int, int]]:
+    """Byte ranges ``[start, end)`` of about ``block_bytes`` that end at a newline (or the end of the file)."""
+    size = os.path.getsize(path)
+    blocks: list[tuple[int, int]] = []
+    start = 0
+    with open(path, "rb") as f:
+        while start < size:
+            end = min(start + block_bytes, size)
+            if end < size:
+                f.seek(end)
+                rest = f.readline()
+                end += len(rest)
+            blocks.append((start, end))
+            start = end
+    return blocks
+
+
+_WORKER_TOKENIZER: Tokenizer | None = None
+_WORKER_SPECIALS = False
+
+
+def _init_worker(tokenizer: Tokenizer, add_special_tokens: bool) -> None:
+    global _WORKER_TOKENIZER, _WORKER_SPECIALS
+    _WORKER_TOKENIZER = tokenizer
+    _WORKER_SPECIALS = add_special_tokens
+
+
+def _encode_lines(lines: Sequence[str], tokenizer: Tokenizer, add_special_tokens: bool) -> tuple[list, list]:
+    ids: list[int] = []
+    lengths: list[int] = []
+    for enc in tokenizer.encode_batch(lines, add_special_tokens=add_special_tokens, return_overflowing=False):
+        ids += enc.ids
+        lengths.append(len(enc.ids))
+    return ids, lengths
+
+
+def _encode_block(task: tuple[str, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    path, start, end = task
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    lines = [ln for ln in data.decode("utf-8", errors="replace").splitlines() if ln.strip()]
+    assert _WORKER_TOKENIZER is not None
+    ids, lengths = _encode_lines(lines, _WORKER_TOKENIZER, _WORKER_SPECIALS)
+    return np.asarray(ids, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+
+
+def _dtype(tokenizer: Tokenizer) -> np.dtype:
+    return np.dtype(np.uint16 if tokenizer.vocab_size <= 1 << 16 else np.int32)
+
+
+def encode_files(
+    tokenizer: Tokenizer,
+    files: Sequence[str | os.PathLike],
+    num_workers: int | None = None,
+    *,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+    add_special_tokens: bool = False,
+    out_dir: str | os.PathLike | None = None,
+) -> Iterator[EncodedFile]:
+    """Encode text files line by line on ``num_workers`` processes (default: all cores).
+
+    Yields one :class:`EncodedFile` per input file, in order (ids as uint16 when the vocabulary fits, else
+    int32). With ``out_dir`` each file's arrays are also written there as ``<name>.ids.npy`` and
+    ``<name>.lengths.npy``.
+    """
+    paths = [str(p) for p in files]
+    for p in paths:
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"encode_files: {p} is not a file")
+    workers = num_workers or os.cpu_count() or 1
+    dtype = _dtype(tokenizer)
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    tasks = [(p, s, e) for p in paths for s, e in line_blocks(p, block_bytes)]
+    owner = [p for p, _, _ in tasks]
+
+    def results() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        if workers <= 1:
+            _init_worker(tokenizer, add_special_tokens)
+            yield from map(_encode_block, tasks)
+            return
+        ctx = mp.get_context()
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(tokenizer, add_special_tokens)) as pool:
+            yield from pool.imap(_encode_block, tasks, chunksize=1)
+
+    pending_ids: list[np.ndarray] = []
+    pending_lengths: list[np.ndarray] = []
+    done = 0
+    remaining = {p: owner.count(p) for p in paths}
+    it = results()
+    for p in paths:
+        while remaining[p]:
+            ids, lengths = next(it)
+            remaining[p] -= 1
+            done += 1
+            pending_ids.append(ids)
+            pending_lengths.append(lengths)
+        ids = np.concatenate(pending_ids).astype(dtype) if pending_ids else np.zeros(0, dtype)
+        lengths = np.concatenate(pending_lengths) if pending_lengths else np.zeros(0, np.int64)
+        pending_ids, pending_lengths = [], []
+        if out is not None:
+            stem = Path(p).name
+            np.save(out / f"{stem}.ids.npy", ids)
+            np.save(out / f"{stem}.lengths.npy", lengths)
+        yield EncodedFile(p, ids, lengths)
+    assert done == len(tasks)
+
+
+def encode_texts(
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    num_workers: int | None = None,
+    chunk_size: int = 2000,
+    add_special_tokens: bool = False,
+) -> list[list[int]]:
+    """Ids of many texts on ``num_workers`` processes, in order (chunks of ``chunk_size`` texts per task)."""
+    workers = num_workers or os.cpu_count() or 1
+    chunks = [list(texts[i : i + chunk_size]) for i in range(0, len(texts), chunk_size)]
+    if workers <= 1 or len(chunks) <= 1:
+        return [e.ids for e in tokenizer.encode_batch(texts, add_special_tokens, return_overflowing=False)]
+    ctx = mp.get_context()
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(tokenizer, add_special_tokens)) as pool:
+        parts = pool.map(_encode_chunk, chunks, chunksize=1)
+    return [ids for part in parts for ids in part]
+
+
+def _encode_chunk(texts: list[str]) -> list[list[int]]:
+    assert _WORKER_TOKENIZER is not None
+    return [e.ids for e in _WORKER_TOKENIZER.encode_batch(texts, _WORKER_SPECIALS, return_overflowing=False)]
