@@ -24,6 +24,7 @@ from attnlab.tokenizers.tokenizer import Tokenizer
 __all__ = ["EncodedFile", "encode_files", "encode_texts", "line_blocks"]
 
 DEFAULT_BLOCK_BYTES = 1 << 20
+Block = tuple[int, int]  # a byte range [start, end)
 
 
 @dataclass
@@ -36,7 +37,7 @@ class EncodedFile:
     lengths: np.ndarray
 
 
-def line_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES) -> list[tuple[int, int]]:
+def line_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES) -> list[Block]:
     """Byte ranges ``[start, end)`` of about ``block_bytes`` that end at a newline (or the end of the file)."""
     size = os.path.getsize(path)
     blocks: list[tuple[int, int]] = []
