@@ -38,7 +38,7 @@ class EncodedFile:
 
 
 def line_blocks(path: str | os.PathLike, block_bytes: int = DEFAULT_BLOCK_BYTES) -> list[Block]:
-    """Byte ranges ``[start, end)`` of about ``block_bytes`` that end at a newline (or the end of the file)."""
+    """Byte ranges ``[start, end)`` of about ``block_bytes``, each ending at a newline or the file end."""
     size = os.path.getsize(path)
     blocks: list[tuple[int, int]] = []
     start = 0
