@@ -260,7 +260,7 @@ def run_prep(args) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         sample = ("\n".join(doc) for doc in _book_docs(data, 1 << 20))
-        tok = train_tokenizer("wordpiece", sample, args.vocab_size, show_progress=False)
+        tok = train_tokenizer("wordpiece", sample, args.vocab_size, show_progress=False, min_frequency=10)
         tok_json = str(Path(tmp) / "tokenizer.json")
         tok.save(tok_json)
         print(

@@ -221,7 +221,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
             )
         paths, fmt = [corpus_file], "sentences"
         vocab_size = args.vocab_size or 8000
-        min_frequency = args.tokenizer_min_frequency or 10  # rarer pairs are mostly numbers and identifiers
+        min_frequency = args.tokenizer_min_frequency
     else:
         paths, fmt = [Path(p) for p in args.corpus], args.format
         for p in paths:

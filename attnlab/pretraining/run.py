@@ -565,7 +565,8 @@ def train_or_load_tokenizer(
     log: Callable[[str], None] = print,
 ) -> Any:
     """The tokenizer saved in ``directory`` if there is one; otherwise the recipe's kind trained on (the first
-    ``sample_chars`` characters of) the corpus and saved there."""
+    ``sample_chars`` characters of) the corpus and saved there. ``min_frequency`` None: 10 for WordPiece
+    (see below), the trainer's default otherwise."""
     from attnlab.tokenizers import load_tokenizer
     from attnlab.tokenizers.trainers import train_tokenizer
 
@@ -573,6 +574,11 @@ def train_or_load_tokenizer(
     if (d / "tokenizer.json").is_file():
         return load_tokenizer(d)
     t0 = time.perf_counter()
+    if min_frequency is None and recipe.tokenizer == "wordpiece":
+        # attnlab's WordPiece trainer ranks pairs by freq(ab) / (freq(a) freq(b)), which puts pairs of rare
+        # symbols first: with its default (2) a small vocabulary fills with rare strings (digit runs) while
+        # "the" stays "th ##e" (seen on the books and the stdlib docstrings); 10 keeps common words whole.
+        min_frequency = 10
     tokenizer = train_tokenizer(
         recipe.tokenizer,
         document_texts(source, sample_chars),
