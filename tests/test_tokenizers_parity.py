@@ -310,3 +310,20 @@ def test_parity_on_books(tmp_path):
     (tmp_path / "roberta").mkdir()
     t.model.save(str(tmp_path / "roberta"))
     assert_same(load_tokenizer(tmp_path / "roberta"), hf_roberta(tmp_path / "roberta"), test_lines)
+
+
+@pytest.mark.parametrize("name", ["bert_uncased", "roberta"])
+def test_added_tokens_parity(vocab_dir, name):
+    """User-added tokens, matched in the normalised text (normalized=True) or the original one."""
+    from attnlab.tokenizers import AddedToken
+
+    ours = load_tokenizer(vocab_dir / name)
+    ref = hf_bert(vocab_dir / name, True) if name == "bert_uncased" else hf_roberta(vocab_dir / name)
+    added = [("Hello", True), ("WöRld", True), ("zz top", False), ("<ent>", False)]
+    ref.add_tokens([HFAddedToken(c, normalized=n) for c, n in added])
+    ours.add_tokens([AddedToken(c, normalized=n, special=False) for c, n in added])
+    texts = [*TEXTS[:300], "hello HELLO Hello world wörld WÖRLD zz top <ent>x", "say hello", "ahellob"]
+    assert_same(ours, ref, texts)
+    assert_same(ours, ref, texts[:100], pairs=True)
+    for text in texts[-3:]:
+        assert ours.decode(ours.encode(text).ids) == ref.decode(ref.encode(text).ids)

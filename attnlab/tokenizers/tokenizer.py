@@ -46,7 +46,8 @@ class AddedToken:
     ``lstrip``/``rstrip`` let the match swallow whitespace on that side (RoBERTa's ``<mask>``);
     ``single_word`` matches only at word boundaries; ``special`` tokens are skipped by
     ``decode(skip_special_tokens=True)``.
-    ``normalized`` is kept for ``tokenizer.json``; matching is always done on the original text.
+    ``normalized`` tokens are matched in the normalised text (so "Hello" also matches "HELLO" under an
+    uncased normaliser); the others in the original text.
     """
 
     content: str
@@ -87,6 +88,8 @@ class Tokenizer:
         self.added_tokens: dict[str, tuple[int, AddedToken]] = {}
         self._added_ids: dict[int, str] = {}
         self._added_re: regex.Pattern | None = None
+        self._norm_added_for: object = _UNSET
+        self._norm_added: tuple[regex.Pattern | None, dict[str, tuple[int, AddedToken]]] = (None, {})
         self._word_cache: dict[str, tuple[list[int], list[str], list[tuple[int, int]]]] = {}
         self._word_cache_model: Model | None = None
         self.truncation: dict[str, Any] | None = None
@@ -124,11 +127,23 @@ class Tokenizer:
         return self._add(tokens, special=False)
 
     def _compile_added(self) -> None:
-        if not self.added_tokens:
-            self._added_re = None
-            return
-        contents = sorted(self.added_tokens, key=len, reverse=True)  # longest match first
-        self._added_re = regex.compile("|".join(regex.escape(c) for c in contents))
+        raw = [c for c, (_, t) in self.added_tokens.items() if not t.normalized]
+        # longest match first
+        self._added_re = _alternation(raw)
+        self._norm_added_for: object = _UNSET  # normalised forms are computed lazily, per normaliser
+
+    def _normalized_added(self) -> tuple[regex.Pattern | None, dict[str, tuple[int, AddedToken]]]:
+        """The regex and table of the normalised added tokens, for the current normaliser."""
+        if self._norm_added_for is not self.normalizer:
+            table: dict[str, tuple[int, AddedToken]] = {}
+            for c, (i, t) in self.added_tokens.items():
+                if t.normalized:
+                    key = self.normalizer.normalize_str(c) if self.normalizer is not None else c
+                    if key:
+                        table.setdefault(key, (i, t))
+            self._norm_added = (_alternation(list(table)), table)
+            self._norm_added_for = self.normalizer
+        return self._norm_added
 
     @property
     def special_tokens(self) -> list[str]:
@@ -146,7 +161,11 @@ class Tokenizer:
 
     def id_to_token(self, id: int) -> str | None:
         tok = self._added_ids.get(id)
-        return tok if tok is not None else self.model.id_to_token(id)
+        if tok is None:
+            return self.model.id_to_token(id)
+        if self.added_tokens[tok][1].normalized and self.normalizer is not None:
+            return self.normalizer.normalize_str(tok)  # as HF tokenizers: a normalised token's normal form
+        return tok
 
     def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
         vocab = self.model.get_vocab()
@@ -248,18 +267,28 @@ class Tokenizer:
     # ------------------------------------------------------------------------------------------------------
     # Encode
 
-    def _split_added(self, text: str) -> list[tuple[int, int, int | None]]:
-        """Cut ``text`` into ``(start, end, added token id or None)`` segments."""
-        if self._added_re is None:
+    def _split_added(
+        self,
+        text: str,
+        pattern: regex.Pattern | None = None,
+        table: dict[str, tuple[int, AddedToken]] | None = None,
+    ) -> list[tuple[int, int, int | None]]:
+        """Cut ``text`` into ``(start, end, added token id or None)`` segments (default: the added tokens
+        matched in the original text)."""
+        if pattern is None and table is None:
+            pattern = self._added_re
+            table = self.added_tokens
+        if pattern is None:
             return [(0, len(text), None)]
+        assert table is not None
         segs: list[tuple[int, int, int | None]] = []
         pos = 0
         n = len(text)
-        for m in self._added_re.finditer(text):
+        for m in pattern.finditer(text):
             s, e = m.span()
             if s < pos:
                 continue
-            tid, tok = self.added_tokens[m.group()]
+            tid, tok = table[m.group()]
             if tok.single_word and (
                 (s > 0 and _is_word_char(text[s - 1])) or (e < n and _is_word_char(text[e]))
             ):
@@ -341,7 +370,8 @@ class Tokenizer:
 
     def _encode_sequence(self, text: str) -> Encoding:
         """Tokens of one text, no special tokens: ids, tokens, offsets and word ids."""
-        if self._added_re is None or self._added_re.search(text) is None:
+        norm_re, norm_table = self._normalized_added()
+        if norm_re is None and (self._added_re is None or self._added_re.search(text) is None):
             pattern = self._fast_pattern()
             if pattern is not None:
                 return self._encode_fast(text, pattern)
@@ -362,23 +392,40 @@ class Tokenizer:
                 continue
             ns = self.normalize(text[s0:e0] if (s0, e0) != (0, len(text)) else text)
             starts, ends = ns.starts, ns.ends
-            for ptext, pstart, _pend, cmap in self._pieces(ns, seg_i == 0):
-                toks = tokenize(ptext)
-                if not toks:
+            norm_text = ns.normalized
+            for a0, b0, added in self._split_added(norm_text, norm_re, norm_table):
+                if added is not None:  # an added token matched in the normalised text
+                    os_, oe = ns.original_span(a0, b0)
+                    ids.append(added)
+                    tokens.append(norm_text[a0:b0])
+                    offsets.append((s0 + os_, s0 + oe))
+                    words.append(word)
+                    word += 1
                     continue
-                for tid, tok, (a, b) in toks:
-                    if cmap is None:
-                        na, nb = pstart + a, pstart + b
-                    else:
-                        na, nb = cmap[a], cmap[b - 1] + 1
-                    if starts is None:
-                        offsets.append((s0 + na, s0 + nb))
-                    else:
-                        offsets.append((s0 + starts[na], s0 + ends[nb - 1]))  # type: ignore[index]
-                    ids.append(tid)
-                    tokens.append(tok)
-                words.extend([word] * len(toks))
-                word += 1
+                if a0 == b0:
+                    continue
+                first = seg_i == 0 and a0 == 0
+                if self.pre_tokenizer is None:
+                    pieces: list[pre.Piece] = [(norm_text[a0:b0], a0, b0, None)]
+                else:
+                    pieces = self.pre_tokenizer.split([(norm_text[a0:b0], a0, b0, None)], first)
+                for ptext, pstart, _pend, cmap in pieces:
+                    toks = tokenize(ptext)
+                    if not toks:
+                        continue
+                    for tid, tok, (a, b) in toks:
+                        if cmap is None:
+                            na, nb = pstart + a, pstart + b
+                        else:
+                            na, nb = cmap[a], cmap[b - 1] + 1
+                        if starts is None:
+                            offsets.append((s0 + na, s0 + nb))
+                        else:
+                            offsets.append((s0 + starts[na], s0 + ends[nb - 1]))  # type: ignore[index]
+                        ids.append(tid)
+                        tokens.append(tok)
+                    words.extend([word] * len(toks))
+                    word += 1
         n = len(ids)
         return Encoding(ids, tokens, offsets, [0] * n, [0] * n, [1] * n, words, [0] * n)
 
@@ -552,6 +599,16 @@ class Tokenizer:
             if obj is not None:
                 parts.append(f"{name}={type(obj).__name__}")
         return f"Tokenizer({', '.join(parts)})"
+
+
+_UNSET = object()
+
+
+def _alternation(contents: list[str]) -> regex.Pattern | None:
+    """One regex matching any of ``contents``, longest first (``None`` for none)."""
+    if not contents:
+        return None
+    return regex.compile("|".join(regex.escape(c) for c in sorted(contents, key=len, reverse=True)))
 
 
 # Pre-tokenisers that are one regex split (the words are the matches): the encoder's hot path.
