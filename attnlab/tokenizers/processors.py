@@ -233,7 +233,7 @@ def trim_byte_level_offsets(e: Encoding, add_prefix_space: bool) -> Encoding:
     space = bytes_to_unicode()[32]
     offsets = e.offsets
     for i, tok in enumerate(e.tokens):
-        if not tok:
+        if not tok or not (tok[0] == space or tok[-1] == space or tok[0].isspace() or tok[-1].isspace()):
             continue
         lead = len(tok) - len(tok.lstrip(space + " "))
         trail = len(tok) - len(tok.rstrip(space + " "))

@@ -91,7 +91,7 @@ class Tokenizer:
         self._norm_added_for: object = _UNSET
         self._norm_added: tuple[regex.Pattern | None, dict[str, tuple[int, AddedToken]]] = (None, {})
         self._word_cache: dict[str, tuple[list[int], list[str], list[tuple[int, int]]]] = {}
-        self._word_cache_model: Model | None = None
+        self._word_cache_model: tuple[Any, Any] | None = None  # (model, pre-tokeniser) the cache is for
         self.truncation: dict[str, Any] | None = None
         self.padding: dict[str, Any] | None = None
         self.add_special_tokens(list(special_tokens))
@@ -307,32 +307,46 @@ class Tokenizer:
             segs.append((pos, n, None))
         return segs
 
-    def _fast_pattern(self) -> regex.Pattern | None:
-        """The word regex when the pre-tokeniser is one plain regex split and the model is deterministic."""
+    def _fast_pattern(self) -> tuple[regex.Pattern, bool] | None:
+        """``(word regex, byte_level)`` when the pre-tokeniser is one plain regex split (BERT-style, or GPT-2's
+        byte-level split without a prefix space) and the model is deterministic; else ``None``."""
         pt = self.pre_tokenizer
-        if type(pt) not in _REGEX_PRE_TOKENIZERS or getattr(self.model, "dropout", None):
+        if getattr(self.model, "dropout", None):
             return None
-        return _REGEX_PRE_TOKENIZERS[type(pt)]
+        kind = type(pt)
+        if kind in _REGEX_PRE_TOKENIZERS:
+            return _REGEX_PRE_TOKENIZERS[kind], False
+        if kind is pre.ByteLevel and pt.use_regex and not pt.add_prefix_space:  # type: ignore[union-attr]
+            return pre._GPT2_RE, True
+        return None
 
-    def _word_entry(self, word: str) -> tuple[list[int], list[str], list[tuple[int, int]]]:
-        """The model's segmentation of ``word`` as three lists, cached per word (bounded)."""
-        if self._word_cache_model is not self.model:
-            self._word_cache = {}
-            self._word_cache_model = self.model
-        toks = self.model.tokenize(word)
-        entry = ([t[0] for t in toks], [t[1] for t in toks], [t[2] for t in toks])
+    def _word_entry(self, word: str, byte_level: bool) -> tuple[list[int], list[str], list[tuple[int, int]]]:
+        """The model's segmentation of ``word`` as three lists (offsets in characters of ``word``), cached per
+        word (bounded)."""
+        if byte_level:
+            btext, _, _, cmap = pre.ByteLevel._to_bytes((word, 0, len(word), None))
+            toks = self.model.tokenize(btext)
+            if cmap is None:
+                rel = [t[2] for t in toks]
+            else:
+                rel = [(cmap[a], cmap[b - 1] + 1) for _, _, (a, b) in toks]
+        else:
+            toks = self.model.tokenize(word)
+            rel = [t[2] for t in toks]
+        entry = ([t[0] for t in toks], [t[1] for t in toks], rel)
         if len(self._word_cache) >= _WORD_CACHE_CAPACITY:
             self._word_cache.clear()
         self._word_cache[word] = entry
         return entry
 
-    def _encode_fast(self, text: str, pattern: regex.Pattern) -> Encoding:
+    def _encode_fast(self, text: str, pattern: regex.Pattern, byte_level: bool) -> Encoding:
         """``_encode_sequence`` for regex pre-tokenisers and texts without added tokens (the hot path)."""
         ns = self.normalize(text)
         starts, ends = ns.starts, ns.ends
-        if self._word_cache_model is not self.model:
+        key = (self.model, self.pre_tokenizer)
+        if self._word_cache_model != key:
             self._word_cache = {}
-            self._word_cache_model = self.model
+            self._word_cache_model = key
         get = self._word_cache.get
         entry_for = self._word_entry
         ids: list[int] = []
@@ -344,7 +358,7 @@ class Tokenizer:
             word = m.group()
             entry = get(word)
             if entry is None:
-                entry = entry_for(word)
+                entry = entry_for(word, byte_level)
             wids, wtoks, rel = entry
             if len(wids) == 1:
                 ids.append(wids[0])
@@ -372,9 +386,9 @@ class Tokenizer:
         """Tokens of one text, no special tokens: ids, tokens, offsets and word ids."""
         norm_re, norm_table = self._normalized_added()
         if norm_re is None and (self._added_re is None or self._added_re.search(text) is None):
-            pattern = self._fast_pattern()
-            if pattern is not None:
-                return self._encode_fast(text, pattern)
+            fast = self._fast_pattern()
+            if fast is not None:
+                return self._encode_fast(text, *fast)
         ids: list[int] = []
         tokens: list[str] = []
         offsets: list[tuple[int, int]] = []
