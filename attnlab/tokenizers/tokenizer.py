@@ -308,8 +308,8 @@ class Tokenizer:
         return segs
 
     def _fast_pattern(self) -> tuple[regex.Pattern, bool] | None:
-        """``(word regex, byte_level)`` when the pre-tokeniser is one plain regex split (BERT-style, or GPT-2's
-        byte-level split without a prefix space) and the model is deterministic; else ``None``."""
+        """``(word regex, byte_level)`` when the pre-tokeniser is one plain regex split (BERT-style, or
+        GPT-2's byte-level split without a prefix space) and the model is deterministic; else ``None``."""
         pt = self.pre_tokenizer
         if getattr(self.model, "dropout", None):
             return None
