@@ -327,3 +327,21 @@ def test_added_tokens_parity(vocab_dir, name):
     assert_same(ours, ref, texts[:100], pairs=True)
     for text in texts[-3:]:
         assert ours.decode(ours.encode(text).ids) == ref.decode(ref.encode(text).ids)
+
+
+@pytest.mark.parametrize("name", ["bert_uncased", "bert_cased"])
+def test_pretokenized_words_parity(vocab_dir, name):
+    """Word lists (CoNLL NER style): word ids are list indices, offsets relative to each word, as HF."""
+    ours = load_tokenizer(vocab_dir / name)
+    ref = hf_bert(vocab_dir / name, lowercase=name == "bert_uncased")
+    rng = random.Random(5)
+    for _ in range(100):
+        words = [rng.choice([*WORDS, *TEXTS[:50]]) for _ in range(rng.randint(0, 12))]
+        words = [w for w in words if w]
+        pair = [rng.choice(WORDS) for _ in range(rng.randint(1, 5))]
+        for a, b in (
+            (ours.encode(words, is_pretokenized=True), ref.encode(words, is_pretokenized=True)),
+            (ours.encode(words, pair, is_pretokenized=True), ref.encode(words, pair, is_pretokenized=True)),
+        ):
+            for f in FIELDS:
+                assert list(getattr(a, f)) == list(getattr(b, f)), (f, words)

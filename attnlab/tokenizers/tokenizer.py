@@ -58,7 +58,7 @@ class AddedToken:
     special: bool = True
 
 
-Input = str | tuple[str, str] | list[str]
+Input = str | tuple[str, str] | list[str] | tuple[list[str], list[str]]
 
 
 class Tokenizer:
@@ -382,6 +382,22 @@ class Tokenizer:
         n = len(ids)
         return Encoding(ids, tokens, offsets, [0] * n, [0] * n, [1] * n, words, [0] * n)
 
+    def _encode_input(self, x: str | Sequence[str], is_pretokenized: bool, what: str) -> Encoding:
+        if not is_pretokenized:
+            if not isinstance(x, str):
+                raise TypeError(
+                    f"encode: {what} must be a str (or pass is_pretokenized=True), got {type(x).__name__}"
+                )
+            return self._encode_sequence(x)
+        if isinstance(x, str) or not all(isinstance(w, str) for w in x):
+            raise TypeError(f"encode(is_pretokenized=True): {what} must be a list of str")
+        out = Encoding()
+        for w, word in enumerate(x):
+            e = self._encode_sequence(word)
+            e.word_ids = [w] * len(e.ids)
+            out.extend(e)
+        return out
+
     def _encode_sequence(self, text: str) -> Encoding:
         """Tokens of one text, no special tokens: ids, tokens, offsets and word ids."""
         norm_re, norm_table = self._normalized_added()
@@ -445,21 +461,22 @@ class Tokenizer:
 
     def encode(
         self,
-        text: str,
-        pair: str | None = None,
+        text: str | Sequence[str],
+        pair: str | Sequence[str] | None = None,
         add_special_tokens: bool = True,
         return_overflowing: bool = True,
+        is_pretokenized: bool = False,
     ) -> Encoding:
         """Encode a text or a text pair (truncated and padded per the tokenizer's settings).
 
+        With ``is_pretokenized`` each input is a list of words (as CoNLL NER gives them): word ids are the
+        list indices and, as in HF tokenizers, offsets are relative to each word.
         Returns an :class:`Encoding` of length T; with truncation, the windows cut off are in
         ``encoding.overflowing`` (unless ``return_overflowing`` is False).
         """
-        if not isinstance(text, str) or (pair is not None and not isinstance(pair, str)):
-            raise TypeError(f"encode expects str inputs, got {type(text).__name__} and {type(pair).__name__}")
-        encodings = [self._encode_sequence(text)]
+        encodings = [self._encode_input(text, is_pretokenized, "text")]
         if pair is not None:
-            second = self._encode_sequence(pair)
+            second = self._encode_input(pair, is_pretokenized, "pair")
             second.type_ids = [1] * len(second.ids)
             second.sequence_ids = [1] * len(second.ids)
             encodings.append(second)
@@ -535,20 +552,30 @@ class Tokenizer:
         inputs: Sequence[Input],
         add_special_tokens: bool = True,
         return_overflowing: bool = True,
+        is_pretokenized: bool = False,
     ) -> list[Encoding]:
-        """Encode texts or ``(text, pair)`` tuples; padding to the longest applies across the batch."""
+        """Encode texts or ``(text, pair)`` tuples (with ``is_pretokenized``: word lists or pairs of them);
+        padding to the longest applies across the batch."""
         padding, self.padding = self.padding, None
         # The encodings are acyclic lists of ints, strings and tuples; letting the cyclic garbage collector
         # rescan the growing batch again and again costs more than the encoding itself (2-3x on 2 MB).
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            out = [
-                self.encode(x, None, add_special_tokens, return_overflowing)
-                if isinstance(x, str)
-                else self.encode(x[0], x[1], add_special_tokens, return_overflowing)
-                for x in inputs
-            ]
+            if is_pretokenized:
+                out = [
+                    self.encode(x, None, add_special_tokens, return_overflowing, True)
+                    if not x or isinstance(x[0], str)
+                    else self.encode(x[0], x[1], add_special_tokens, return_overflowing, True)
+                    for x in inputs
+                ]
+            else:
+                out = [
+                    self.encode(x, None, add_special_tokens, return_overflowing)
+                    if isinstance(x, str)
+                    else self.encode(x[0], x[1], add_special_tokens, return_overflowing)
+                    for x in inputs
+                ]
         finally:
             self.padding = padding
             if gc_was_enabled:
