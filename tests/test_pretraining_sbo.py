@@ -89,8 +89,9 @@ def test_loss_is_mlm_plus_sbo_over_the_span_tokens():
     )
     assert torch.allclose(out.sbo_logits, expected, atol=1e-5)
     assert out.sbo_loss.item() == pytest.approx(F.cross_entropy(expected, labels[b, t]).item(), rel=1e-5)
-    mlm = masked_lm_loss(m.model.mlm_head(hidden), labels)
+    mlm = masked_lm_loss(m.model.mlm_head(hidden), labels)  # over all positions, as EncoderForPreTraining
     assert out.mlm_loss.item() == pytest.approx(mlm.item(), rel=1e-5)
+    assert out.mlm_logits.shape == (int(inside.sum()), V) and torch.equal(out.mlm_labels, labels[b, t])
     assert out.loss.item() == pytest.approx(out.mlm_loss.item() + out.sbo_loss.item(), rel=1e-6)
     out.loss.backward()
     assert m.sbo_head.dense1.weight.grad.abs().sum() > 0 and m.sbo_head.position.weight.grad.abs().sum() > 0

@@ -1,6 +1,7 @@
 """attnlab.pretraining: the papers' pre-training objectives and recipes, wired into runs.
 
 - `ElectraPreTrainer` (electra.py): generator + discriminator with shared embeddings (Clark et al. 2020).
+- `MaskedLMPreTrainer` (masked_lm.py): BERT/RoBERTa/ALBERT's step, MLM logits only where predicted.
 - `SpanBoundaryHead`, `SpanBertForPreTraining` (span_boundary.py): SpanBERT's SBO (Joshi et al. 2020).
 - `Recipe`, `RECIPES` (recipes.py): bert, roberta, albert, spanbert, electra as named presets.
 - `pretrain`, `prepare_corpus`, ... (run.py): corpus -> tokenizer -> shards -> Trainer -> saved model.
@@ -9,6 +10,7 @@
 
 from attnlab.pretraining.electra import ElectraOutput, ElectraPreTrainer, generator_config
 from attnlab.pretraining.fill_mask import Prediction, fill_mask, load_masked_lm
+from attnlab.pretraining.masked_lm import MaskedLMOutput, MaskedLMPreTrainer
 from attnlab.pretraining.recipes import RECIPES, LengthStage, Recipe, get_recipe
 from attnlab.pretraining.span_boundary import SpanBertForPreTraining, SpanBertOutput, SpanBoundaryHead
 
@@ -17,6 +19,8 @@ __all__ = [
     "ElectraOutput",
     "ElectraPreTrainer",
     "LengthStage",
+    "MaskedLMOutput",
+    "MaskedLMPreTrainer",
     "Prediction",
     "Recipe",
     "SpanBertForPreTraining",

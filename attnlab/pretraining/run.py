@@ -58,6 +58,7 @@ from attnlab.models import (
     get_preset,
 )
 from attnlab.pretraining.electra import ElectraPreTrainer, generator_config
+from attnlab.pretraining.masked_lm import MaskedLMPreTrainer
 from attnlab.pretraining.recipes import Recipe
 from attnlab.pretraining.span_boundary import SpanBertForPreTraining
 from attnlab.train import ResumableLoader, Trainer, TrainerConfig, latest_checkpoint, set_seed
@@ -108,7 +109,7 @@ def build_pretraining_model(recipe: Recipe, config: EncoderConfig) -> nn.Module:
         return ElectraPreTrainer(generator, discriminator, rtd_weight=recipe.rtd_weight)
     if recipe.objective == "sbo":
         return SpanBertForPreTraining.from_config(config, max_positions=recipe.sbo_max_positions)
-    return EncoderForPreTraining.from_config(config, pair_head=recipe.has_pair_head)
+    return MaskedLMPreTrainer(EncoderForPreTraining.from_config(config, pair_head=recipe.has_pair_head))
 
 
 def final_model(model: nn.Module) -> nn.Module:
@@ -117,6 +118,8 @@ def final_model(model: nn.Module) -> nn.Module:
         return model.discriminator_only()
     if isinstance(model, SpanBertForPreTraining):
         return model.mlm_only()
+    if isinstance(model, MaskedLMPreTrainer):
+        return model.model
     return model
 
 
@@ -124,8 +127,8 @@ def masked_lm_of(model: nn.Module) -> EncoderForPreTraining:
     """The masked LM inside a pre-training model (ELECTRA: the generator)."""
     if isinstance(model, ElectraPreTrainer):
         return model.generator
-    if isinstance(model, SpanBertForPreTraining):
-        return model.mlm_only()
+    if isinstance(model, (SpanBertForPreTraining, MaskedLMPreTrainer)):
+        return final_model(model)
     if isinstance(model, EncoderForPreTraining):
         return model
     raise TypeError(f"{type(model).__name__} holds no masked LM")
@@ -137,8 +140,8 @@ def masked_lm_of(model: nn.Module) -> EncoderForPreTraining:
 class MaskedLMMetric:
     """Streaming held-out MLM accuracy and perplexity over the masked tokens (``labels != -100``).
 
-    Reads ``output.mlm_logits`` (B, T, V) with ``batch["labels"]``, or ELECTRA's gathered (M, V) logits with
-    ``output.mlm_labels`` (M,).
+    Reads ``output.mlm_logits`` (B, T, V) with ``batch["labels"]``, or logits gathered at the predicted
+    positions (M, V) with ``output.mlm_labels`` (M,) (`MaskedLMPreTrainer`, SpanBERT, ELECTRA).
     """
 
     def __init__(self) -> None:

@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.models import EncoderForPreTraining, init_bert_weights
-from attnlab.models.pretraining import IGNORE_INDEX, masked_lm_loss
+from attnlab.models.pretraining import IGNORE_INDEX
 from attnlab.nn.activations import get_activation
+from attnlab.pretraining.masked_lm import gathered_mlm_loss
 
 
 class SpanBoundaryHead(nn.Module):
@@ -107,8 +108,9 @@ class SpanBoundaryHead(nn.Module):
 @dataclass
 class SpanBertOutput:
     loss: Tensor | None  # mlm_loss + sbo_loss
-    mlm_logits: Tensor  # (B, T, V)
-    sbo_logits: Tensor | None  # (M, V) at the span tokens, row-major (b, t) order
+    mlm_logits: Tensor  # (M, V) at the predicted positions, row-major (b, t) order
+    mlm_labels: Tensor  # (M,)
+    sbo_logits: Tensor | None  # (M', V) at the predicted span tokens (all M with span masking)
     mlm_loss: Tensor | None = None
     sbo_loss: Tensor | None = None
     metrics: dict[str, Tensor] = dataclasses.field(default_factory=dict)
@@ -166,11 +168,15 @@ class SpanBertForPreTraining(nn.Module):
             input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids
         )
         hidden = enc.last_hidden_state  # (B, T, H)
-        mlm_logits = self.model.mlm_head(hidden)  # (B, T, V)
-        mlm_loss = masked_lm_loss(mlm_logits, labels)
+        selected = labels != IGNORE_INDEX
+        mlm_labels = labels[selected]  # (M,)
+        mlm_logits = self.model.mlm_head(
+            hidden[selected]
+        )  # (M, V): only where predicted (MaskedLMPreTrainer)
+        mlm_loss = gathered_mlm_loss(mlm_logits, mlm_labels)
 
         # SBO at every masked token that lies in a span (all of them with span masking)
-        b, t = torch.nonzero((span_position >= 0) & (labels != IGNORE_INDEX), as_tuple=True)  # (M,), (M,)
+        b, t = torch.nonzero((span_position >= 0) & selected, as_tuple=True)  # (M,), (M,)
         left, right = span_left[b, t], span_right[b, t]
         if left.numel() and (int(left.min()) < 0 or int(right.max()) >= input_ids.size(1)):
             raise ValueError(
@@ -190,6 +196,7 @@ class SpanBertForPreTraining(nn.Module):
         return SpanBertOutput(
             loss=mlm_loss + sbo_loss,
             mlm_logits=mlm_logits,
+            mlm_labels=mlm_labels,
             sbo_logits=sbo_logits,
             mlm_loss=mlm_loss,
             sbo_loss=sbo_loss,
