@@ -3,6 +3,7 @@ the encoding API and the field's vocabulary files (see docs/architecture.md).
 Pure Python + ``regex``, no torch."""
 
 from attnlab.tokenizers.encoding import Encoding
+from attnlab.tokenizers.files import load_tokenizer
 from attnlab.tokenizers.models import BPE, Unigram, WordPiece
 from attnlab.tokenizers.tokenizer import (
     AddedToken,
@@ -28,10 +29,3 @@ __all__ = [
     "sentencepiece_bpe",
     "sentencepiece_unigram",
 ]
-
-
-def load_tokenizer(directory):  # noqa: ANN001, ANN201 - thin lazy wrapper, documented in files.py
-    """Load the tokenizer of a checkpoint directory (see :func:`attnlab.tokenizers.files.load_tokenizer`)."""
-    from attnlab.tokenizers.files import load_tokenizer as _load
-
-    return _load(directory)
