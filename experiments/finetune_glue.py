@@ -1,6 +1,7 @@
 """Fine-tune on GLUE (SST-2, MRPC, RTE, STS-B, CoLA), CoNLL-2003 NER and SQuAD v1.1, and print one table.
 
-Data: ``/work/shared/data`` (``--data``): ``glue/{SST-2,MRPC,RTE,STS-B,CoLA}``, ``conll2003`` and
+Data: ``../shared/data`` beside the repository (``--data``): ``glue/{SST-2,MRPC,RTE,STS-B,CoLA}``,
+``conll2003`` and
 ``squad/v1.1/dev-v1.1.json``. SQuAD's training split is not available here, so the dev file is split by
 article: the first 40 articles train, the last 8 evaluate (no passage is in both).
 
@@ -39,7 +40,7 @@ SQUAD_TRAIN_ARTICLES, SQUAD_EVAL_ARTICLES = 40, 8
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default="/work/shared/data", help="the shared data directory")
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"), help="the shared data directory")
     p.add_argument("--model", help="checkpoint directory to start from (default: random init of --preset)")
     p.add_argument("--preset", default="bert-mini", help="preset for random initialisation")
     p.add_argument("--tokenizer", help="tokenizer directory for random initialisation (default: train one)")

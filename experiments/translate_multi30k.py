@@ -46,7 +46,7 @@ import torch  # noqa: E402
 from attnlab.metrics.bleu import corpus_bleu  # noqa: E402
 from attnlab.translation.recipe import load_pretrained, train_translation, translate_texts  # noqa: E402
 
-DATA = Path("/work/shared/data/multi30k")
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 
 
 def main(argv: list[str] | None = None) -> int:

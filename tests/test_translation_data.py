@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -31,9 +32,8 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/data/multi30k")
+SHARED_DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = SHARED_DATA / "multi30k"
 
 EN = [
     "a dog runs .",
