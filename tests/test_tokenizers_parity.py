@@ -345,3 +345,65 @@ def test_pretokenized_words_parity(vocab_dir, name):
         ):
             for f in FIELDS:
                 assert list(getattr(a, f)) == list(getattr(b, f)), (f, words)
+
+
+def _pre_tokenizer_pairs():
+    from attnlab.tokenizers import pre_tokenizers as O
+
+    H = pre_tokenizers
+    return [
+        (H.Whitespace(), O.Whitespace()),
+        (H.WhitespaceSplit(), O.WhitespaceSplit()),
+        (H.BertPreTokenizer(), O.BertPreTokenizer()),
+        (H.ByteLevel(add_prefix_space=False), O.ByteLevel(add_prefix_space=False)),
+        (H.ByteLevel(add_prefix_space=True), O.ByteLevel(add_prefix_space=True)),
+        (
+            H.ByteLevel(add_prefix_space=False, use_regex=False),
+            O.ByteLevel(add_prefix_space=False, use_regex=False),
+        ),
+        (H.Metaspace(), O.Metaspace()),
+        (H.Metaspace(prepend_scheme="first"), O.Metaspace(prepend_scheme="first")),
+        (H.Metaspace(prepend_scheme="never"), O.Metaspace(prepend_scheme="never")),
+        (H.Metaspace(split=False), O.Metaspace(split=False)),
+        *[
+            (H.Punctuation(b), O.Punctuation(b))
+            for b in ("isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous")
+        ],
+        (H.Digits(), O.Digits()),
+        (H.Digits(individual_digits=True), O.Digits(individual_digits=True)),
+        (H.Split(Regex(r"\s+"), "removed"), O.Split(r"\s+", "removed")),
+        (H.Split("a", "isolated", invert=True), O.Split("a", "isolated", invert=True, is_regex=False)),
+        (
+            H.Sequence([H.WhitespaceSplit(), H.Digits(True), H.Punctuation()]),
+            O.Sequence([O.WhitespaceSplit(), O.Digits(True), O.Punctuation()]),
+        ),
+    ]
+
+
+def test_pre_tokenizers_and_normalizers_parity():
+    from attnlab.tokenizers import normalizers as ON
+
+    texts = adversarial_texts(300, seed=4) + ["a  b", " x", "x ", "▁a", "12345 x1y22 ½²", "a,,b..c", "  "]
+    for h, o in _pre_tokenizer_pairs():
+        for t in texts:
+            assert o.pre_tokenize_str(t) == h.pre_tokenize_str(t), (type(o).__name__, t)
+    HN = normalizers
+    pairs = [
+        (HN.NFC(), ON.NFC()),
+        (HN.NFD(), ON.NFD()),
+        (HN.NFKC(), ON.NFKC()),
+        (HN.NFKD(), ON.NFKD()),
+        (HN.Lowercase(), ON.Lowercase()),
+        (HN.Strip(), ON.Strip()),
+        (HN.Sequence([HN.NFD(), HN.StripAccents()]), ON.Sequence([ON.NFD(), ON.StripAccents()])),
+        (HN.Prepend("▁"), ON.Prepend("▁")),
+        (HN.Replace(Regex(r"\s+"), "_"), ON.Replace(r"\s+", "_", is_regex=True)),
+        (HN.BertNormalizer(lowercase=True), ON.BertNormalizer(lowercase=True)),
+        (
+            HN.BertNormalizer(lowercase=False, strip_accents=True),
+            ON.BertNormalizer(lowercase=False, strip_accents=True),
+        ),
+    ]
+    for h, o in pairs:
+        for t in texts:
+            assert o.normalize_str(t) == h.normalize_str(t), (type(o).__name__, t)

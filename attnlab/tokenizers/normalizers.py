@@ -181,6 +181,9 @@ WHITESPACE = frozenset(
 )  # the Unicode White_Space property (Python's str.isspace also counts \x1c-\x1f, Unicode does not)
 
 
+_WHITESPACE_CHARS = "".join(sorted(WHITESPACE))
+
+
 def is_bert_whitespace(ch: str) -> bool:
     """Unicode White_Space (tab, newline and carriage return included)."""
     return ch in WHITESPACE
@@ -484,10 +487,11 @@ class Strip(Normalizer):
     def normalize(self, ns: NormalizedString) -> NormalizedString:
         text = ns.normalized
         s, e = 0, len(text)
+        ws = _WHITESPACE_CHARS
         if self.left:
-            s = e - len(text.lstrip())
+            s = e - len(text.lstrip(ws))
         if self.right:
-            e = s + len(text[s:].rstrip())
+            e = s + len(text[s:].rstrip(ws))
         if (s, e) == (0, len(text)):
             return ns
         return ns.slice(s, e)

@@ -126,8 +126,13 @@ class WhitespaceSplit(PreTokenizer):
 SPLIT_BEHAVIORS = ("removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous")
 
 
-def _split_by_matches(piece: Piece, spans: list[tuple[int, int]], behavior: str) -> list[Piece]:
-    """Split ``piece`` around the delimiter ``spans`` (sorted, non-overlapping) following ``behavior``."""
+def _split_by_matches(
+    piece: Piece, spans: list[tuple[int, int]], behavior: str, invert: bool = False
+) -> list[Piece]:
+    """Split ``piece`` around the delimiter ``spans`` (sorted, non-overlapping) following ``behavior``.
+
+    With ``invert`` the spans are the words (each its own region) and what lies between them the delimiters.
+    """
     text = piece[0]
     n = len(text)
     # Mark each region as (start, end, is_delimiter).
@@ -135,11 +140,11 @@ def _split_by_matches(piece: Piece, spans: list[tuple[int, int]], behavior: str)
     pos = 0
     for s, e in spans:
         if s > pos:
-            regions.append((pos, s, False))
-        regions.append((s, e, True))
+            regions.append((pos, s, invert))  # a gap: a word, or (inverted) a delimiter
+        regions.append((s, e, not invert))  # a match: a delimiter, or (inverted) a word
         pos = e
     if pos < n:
-        regions.append((pos, n, False))
+        regions.append((pos, n, invert))
     if behavior == "removed":
         bounds = [(s, e) for s, e, d in regions if not d]
     elif behavior == "isolated":
@@ -203,7 +208,8 @@ class Digits(PreTokenizer):
 
     def __init__(self, individual_digits: bool = False) -> None:
         self.individual_digits = individual_digits
-        self._re = regex.compile(r"\p{Nd}" if individual_digits else r"\p{Nd}+")
+        # Rust's char::is_numeric: every Unicode number (Nd, Nl, No: "½", "²", "Ⅳ"), not only decimal digits.
+        self._re = regex.compile(r"\p{N}" if individual_digits else r"\p{N}+")
 
     def split_piece(self, piece: Piece, index: int) -> list[Piece]:
         spans = [m.span() for m in self._re.finditer(piece[0])]
@@ -227,18 +233,7 @@ class Split(PreTokenizer):
 
     def split_piece(self, piece: Piece, index: int) -> list[Piece]:
         spans = [m.span() for m in self._re.finditer(piece[0]) if m.end() > m.start()]
-        if self.invert:
-            # The matches are the words: the gaps between them are the delimiters.
-            gaps: list[tuple[int, int]] = []
-            pos = 0
-            for s, e in spans:
-                if s > pos:
-                    gaps.append((pos, s))
-                pos = e
-            if pos < len(piece[0]):
-                gaps.append((pos, len(piece[0])))
-            spans = gaps
-        return _split_by_matches(piece, spans, self.behavior)
+        return _split_by_matches(piece, spans, self.behavior, invert=self.invert)
 
     def to_json(self) -> dict[str, Any]:
         key = "Regex" if self.is_regex else "String"
@@ -312,7 +307,7 @@ class ByteLevel(PreTokenizer):
                 first = cmap[0] if cmap is not None else start
                 rest = cmap if cmap is not None else list(range(start, end))
                 piece = (" " + text, start, end, [first] + rest)
-            words = _regex_pieces(piece, _GPT2_RE) if self.use_regex else [piece]
+            words = _regex_pieces(piece, _GPT2_RE) if self.use_regex else [piece] if piece[0] else []
             for w in words:
                 out.append(self._to_bytes(w))
         return out
