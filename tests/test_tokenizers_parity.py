@@ -407,3 +407,56 @@ def test_pre_tokenizers_and_normalizers_parity():
     for h, o in pairs:
         for t in texts:
             assert o.normalize_str(t) == h.normalize_str(t), (type(o).__name__, t)
+
+
+def test_bpe_variants_parity(tmp_path):
+    """BPE with an end-of-word suffix, a continuation prefix, fused unknowns, and SentencePiece-style byte
+    fallback: tokenizer.json from HF, identical encodings and decodings."""
+    lines = corpus_lines(1500)
+    configs = {
+        "suffix": (
+            models.BPE(unk_token="<unk>", end_of_word_suffix="</w>"),
+            trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>"], end_of_word_suffix="</w>"),
+            pre_tokenizers.Whitespace(),
+            decoders.BPEDecoder(),
+        ),
+        "prefix": (
+            models.BPE(unk_token="<unk>", continuing_subword_prefix="##"),
+            trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>"], continuing_subword_prefix="##"),
+            pre_tokenizers.BertPreTokenizer(),
+            decoders.WordPiece(),
+        ),
+        "fuse_unk": (
+            models.BPE(unk_token="<unk>", fuse_unk=True),
+            trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>"], limit_alphabet=40),
+            pre_tokenizers.Metaspace(),
+            decoders.Metaspace(),
+        ),
+    }
+    paths = []
+    for name, (model, trainer, pre_tok, decoder) in configs.items():
+        t = HFTokenizer(model)
+        t.pre_tokenizer = pre_tok
+        t.decoder = decoder
+        _train(t, trainer, lines)
+        t.save(str(tmp_path / f"{name}.json"))
+        paths.append(tmp_path / f"{name}.json")
+    vocab = {"<unk>": 0, **{f"<0x{b:02X}>": b + 1 for b in range(256)}}
+    for c in "abcdefghijklmnopqrstuvwxyz▁":
+        vocab.setdefault(c, len(vocab))
+    merges = [("▁", "t"), ("h", "e"), ("▁t", "he")]
+    for a, b in merges:
+        vocab[a + b] = len(vocab)
+    t = HFTokenizer(models.BPE(vocab, merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    t.pre_tokenizer = pre_tokenizers.Metaspace()
+    t.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    t.save(str(tmp_path / "byte_fallback.json"))
+    paths.append(tmp_path / "byte_fallback.json")
+    for path in paths:
+        ours, ref = Tokenizer.from_file(path), HFTokenizer.from_file(str(path))
+        assert_same(ours, ref, TEXTS[:250])
+        for text in TEXTS[:250]:
+            ids = ref.encode(text).ids
+            assert ours.decode(ids) == ref.decode(ids), (path.name, text)
