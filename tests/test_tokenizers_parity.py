@@ -460,3 +460,23 @@ def test_bpe_variants_parity(tmp_path):
         for text in TEXTS[:250]:
             ids = ref.encode(text).ids
             assert ours.decode(ids) == ref.decode(ids), (path.name, text)
+
+
+def test_sentencepiece_unigram_factory_matches_transformers_albert(vocab_dir):
+    """``sentencepiece_unigram`` builds ALBERT's pipeline as HF transformers' AlbertTokenizer does."""
+    transformers = pytest.importorskip("transformers")
+    from attnlab.tokenizers import sentencepiece_unigram
+
+    ref_json = HFTokenizer.from_file(str(vocab_dir / "unigram" / "tokenizer.json"))
+    import json
+
+    pieces = [tuple(p) for p in json.loads(ref_json.to_str())["model"]["vocab"]]
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert [p for p, _ in pieces[:5]] == specials  # AlbertTokenizer expects the unknown piece at id 1
+    ref = transformers.AlbertTokenizer(vocab=pieces, unk_token="[UNK]", pad_token="[PAD]")._tokenizer
+    ours = sentencepiece_unigram(pieces, special_tokens=specials)
+    assert_same(ours, ref, TEXTS)
+    assert_same(ours, ref, TEXTS[:200], pairs=True)
+    for text in TEXTS[:200]:
+        ids = ref.encode(text).ids
+        assert ours.decode(ids) == ref.decode(ids)

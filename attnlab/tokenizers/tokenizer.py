@@ -777,25 +777,33 @@ def byte_level_bpe(
 
 def sentencepiece_unigram(
     pieces: list[tuple[str, float]] | Unigram,
-    unk_id: int = 0,
+    unk_id: int | None = None,
     lowercase: bool = True,
     keep_accents: bool = False,
     template: str = "albert",
     special_tokens: Sequence[str] | None = None,
 ) -> Tokenizer:
-    """ALBERT/XLNet-style SentencePiece Unigram: NFKD (+ accent stripping unless ``keep_accents``),
-    lowercasing for ALBERT, Metaspace "▁", ``[CLS] A [SEP] B [SEP]`` (ALBERT) or ``A <sep> <cls>`` (XLNet).
+    """ALBERT/XLNet-style SentencePiece Unigram (Kudo & Richardson 2018), built as HF transformers builds
+    ALBERT's tokenizer: ```` `` ```` and ``''`` to ``"``, NFKD + accent stripping (unless ``keep_accents``),
+    lowercasing (ALBERT), whitespace split then "▁" before every word, and ``[CLS] A [SEP] B [SEP]`` (ALBERT)
+    or ``A <sep> <cls>`` (XLNet, ``<cls>`` with type id 2).
 
-    Deviation: SentencePiece's compiled ``nmt_nfkc`` character map is approximated by NFKD + the replacements
-    that ALBERT's converter lists (```` `` ```` and ``''`` to ``"``, runs of spaces to one).
+    ``unk_id`` defaults to the id of ``<unk>`` (or ``[UNK]``) in ``pieces``, else 0.
+    Deviation: SentencePiece's compiled ``nmt_nfkc`` character map (``Precompiled`` in ``tokenizer.json``) is
+    not applied; the whitespace split already covers its whitespace handling.
     """
-    model = pieces if isinstance(pieces, Unigram) else Unigram(pieces, unk_id=unk_id)
+    if isinstance(pieces, Unigram):
+        model = pieces
+    else:
+        if unk_id is None:
+            names_ = [p for p, _ in pieces]
+            unk_id = next((names_.index(t) for t in ("<unk>", "[UNK]") if t in names_), 0)
+        model = Unigram(pieces, unk_id=unk_id)
     steps: list[norm.Normalizer] = [norm.Replace("``", '"'), norm.Replace("''", '"')]
     if not keep_accents:
         steps += [norm.NFKD(), norm.StripAccents()]
     if lowercase:
         steps.append(norm.Lowercase())
-    steps.append(norm.Replace(" {2,}", " ", is_regex=True))
     v = model.vocab
     if template == "albert":
         names = list(special_tokens or ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"])
@@ -817,7 +825,7 @@ def sentencepiece_unigram(
     return Tokenizer(
         model,
         normalizer=norm.Sequence(steps),
-        pre_tokenizer=pre.Metaspace("▁", prepend_scheme="always"),
+        pre_tokenizer=pre.Sequence([pre.WhitespaceSplit(), pre.Metaspace("▁", prepend_scheme="always")]),
         post_processor=post,
         decoder=dec.Metaspace("▁", prepend_scheme="always"),
         special_tokens=names,
