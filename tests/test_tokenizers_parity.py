@@ -480,3 +480,32 @@ def test_sentencepiece_unigram_factory_matches_transformers_albert(vocab_dir):
     for text in TEXTS[:200]:
         ids = ref.encode(text).ids
         assert ours.decode(ids) == ref.decode(ids)
+
+
+def test_factories_match_transformers_tokenizers(vocab_dir):
+    """``byte_level_bpe`` (RoBERTa and GPT-2 templates) and ``bert_wordpiece`` build the pipelines that HF
+    transformers' RobertaTokenizer / GPT2Tokenizer / BertTokenizer build from the same vocabulary."""
+    transformers = pytest.importorskip("transformers")
+    import json
+
+    from attnlab.tokenizers import bert_wordpiece, byte_level_bpe
+    from attnlab.tokenizers.files import read_merges_txt, read_vocab_txt
+
+    vocab = json.loads((vocab_dir / "roberta" / "vocab.json").read_text())
+    merges = read_merges_txt(vocab_dir / "roberta" / "merges.txt")
+    hf_merges = list(merges)
+    for add_prefix_space in (False, True):
+        ref = transformers.RobertaTokenizer(vocab=vocab, merges=hf_merges, add_prefix_space=add_prefix_space)
+        ours = byte_level_bpe(vocab, merges, template="roberta", add_prefix_space=add_prefix_space)
+        assert_same(ours, ref._tokenizer, TEXTS[:300])
+        assert_same(ours, ref._tokenizer, TEXTS[:100], pairs=True)
+    gpt2_vocab = {**vocab, "<|endoftext|>": len(vocab)}
+    ref = transformers.GPT2Tokenizer(vocab=gpt2_vocab, merges=hf_merges)
+    ours = byte_level_bpe(gpt2_vocab, merges, template="gpt2")
+    texts = [*TEXTS[:300], "a<|endoftext|>b"]
+    for text in texts:
+        assert ours.encode(text).ids == ref._tokenizer.encode(text).ids, text
+        assert ours.encode(text).offsets == ref._tokenizer.encode(text).offsets, text
+    bert_vocab = read_vocab_txt(vocab_dir / "bert_uncased" / "vocab.txt")
+    ref = transformers.BertTokenizer(vocab=bert_vocab)
+    assert_same(bert_wordpiece(bert_vocab), ref._tokenizer, TEXTS[:300])

@@ -763,7 +763,7 @@ def byte_level_bpe(
         specials: list[str | AddedToken] = list(special_tokens or ["<|endoftext|>"])
         _require(v, [s for s in specials if isinstance(s, str)], "byte_level_bpe (gpt2)")
         post: proc.PostProcessor = proc.ByteLevelProcessing(
-            trim_offsets=True, add_prefix_space=add_prefix_space
+            trim_offsets=False, add_prefix_space=add_prefix_space
         )
         return Tokenizer(model, None, pre_tok, post, decoder, specials)
     names = list(special_tokens or ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
