@@ -748,6 +748,7 @@ def save_tokenizer_json(tok: Tokenizer, path: str | os.PathLike, pretty: bool = 
     if p.is_dir() or (not p.suffix and not p.exists()):
         p.mkdir(parents=True, exist_ok=True)
         p = p / "tokenizer.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_name(p.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(tokenizer_to_json(tok), f, ensure_ascii=False, indent=2 if pretty else None)

@@ -633,6 +633,12 @@ class Tokenizer:
 
         return tokenizer_from_json_str(text)
 
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_word_cache"] = {}  # caches stay behind when the tokenizer is sent to worker processes
+        state["_word_cache_model"] = None
+        return state
+
     def __repr__(self) -> str:
         parts = [type(self.model).__name__, f"vocab_size={self.vocab_size}"]
         for name in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
