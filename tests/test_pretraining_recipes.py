@@ -26,6 +26,7 @@ from attnlab.pretraining.run import (
     split_rule,
     train_or_load_tokenizer,
 )
+from attnlab.tokenizers.trainers import train_tokenizer
 
 TINY_MODEL = {
     "hidden_size": 32,
@@ -221,3 +222,20 @@ def test_time_limit_then_resume_matches_an_uninterrupted_run(corpus_file, tmp_pa
     assert resumed.steps == 4
     a, b = full.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)  # exact resume: data order, masks, dropout, optimizer
+
+
+def test_trained_wordpiece_keeps_frequent_words_whole(corpus_file, tmp_path):
+    # A target the likelihood-ranked merges would fill before merging frequent words: the pair threshold
+    # rises until the trainer stops below it, and "the" is one token.
+    recipe = RECIPES["bert"]
+    tok = train_or_load_tokenizer(
+        recipe, corpus_documents([corpus_file]), tmp_path / "tok", vocab_size=110, log=lambda m: None
+    )
+    assert tok.get_vocab_size() < 110
+    assert tok.encode("the value").tokens[1] == "the"
+    plain = train_tokenizer("wordpiece", iter(corpus_file.read_text().splitlines()), 110, show_progress=False)
+    assert plain.get_vocab_size() == 110 and "the" not in plain.get_vocab()  # what the threshold avoids
+    again = train_or_load_tokenizer(
+        recipe, corpus_documents([corpus_file]), tmp_path / "tok", log=lambda m: None
+    )
+    assert again.get_vocab() == tok.get_vocab()  # loaded from the directory, not trained again

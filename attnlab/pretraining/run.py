@@ -568,7 +568,7 @@ def train_or_load_tokenizer(
     log: Callable[[str], None] = print,
 ) -> Any:
     """The tokenizer saved in ``directory`` if there is one; otherwise the recipe's kind trained on (the first
-    ``sample_chars`` characters of) the corpus and saved there. ``min_frequency`` None: 10 for WordPiece
+    ``sample_chars`` characters of) the corpus and saved there. ``min_frequency`` None: chosen for WordPiece
     (see below), the trainer's default otherwise."""
     from attnlab.tokenizers import load_tokenizer
     from attnlab.tokenizers.trainers import train_tokenizer
@@ -577,23 +577,31 @@ def train_or_load_tokenizer(
     if (d / "tokenizer.json").is_file():
         return load_tokenizer(d)
     t0 = time.perf_counter()
-    if min_frequency is None and recipe.tokenizer == "wordpiece":
-        # attnlab's WordPiece trainer ranks pairs by freq(ab) / (freq(a) freq(b)), which puts pairs of rare
-        # symbols first: with its default (2) a small vocabulary fills with rare strings (digit runs) while
-        # "the" stays "th ##e" (seen on the books and the stdlib docstrings); 10 keeps common words whole.
+    target = vocab_size or recipe.vocab_size
+    adaptive = min_frequency is None and recipe.tokenizer == "wordpiece"
+    if adaptive:
+        # attnlab's WordPiece trainer ranks pairs by freq(ab) / (freq(a) freq(b)), which puts the merges of
+        # frequent words last: when the vocabulary fills up before the merges run out, "the" stays "th ##e"
+        # (seen on the books and the stdlib docstrings). So the pair threshold starts at 10 and rises until
+        # the trainer stops on its own below the requested size (a smaller, whole-word vocabulary).
         min_frequency = 10
-    tokenizer = train_tokenizer(
-        recipe.tokenizer,
-        document_texts(source, sample_chars),
-        vocab_size or recipe.vocab_size,
-        lowercase=recipe.lowercase,
-        min_frequency=min_frequency,
-        show_progress=False,
-    )
+    texts = list(document_texts(source, sample_chars))
+    for _ in range(6):
+        tokenizer = train_tokenizer(
+            recipe.tokenizer,
+            iter(texts),
+            target,
+            lowercase=recipe.lowercase,
+            min_frequency=min_frequency,
+            show_progress=False,
+        )
+        if not adaptive or tokenizer.get_vocab_size() < target:
+            break
+        min_frequency *= 3
     _save_tokenizer(tokenizer, d, recipe, max(s.max_length for s in recipe.stages))
     log(
         f"trained a {recipe.tokenizer} tokenizer of {tokenizer.get_vocab_size():,} tokens in "
-        f"{time.perf_counter() - t0:.1f}s -> {d}"
+        f"{time.perf_counter() - t0:.1f}s (min_frequency {min_frequency}) -> {d}"
     )
     return tokenizer
 
