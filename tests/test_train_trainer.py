@@ -318,3 +318,19 @@ def test_request_stop_saves_and_returns_like_a_signal(tmp_path) -> None:
         json.loads((result.last_checkpoint / "trainer_state.json").read_text())["interrupted_by"]
         == "time limit"
     )
+
+
+def test_time_budget_ends_the_run_normally_at_a_step_boundary(tmp_path) -> None:
+    """max_minutes ends like total_steps does (not interrupted, final checkpoint at that step)."""
+    trainer = lm_trainer(tmp_path, 10_000, sleep=0.05, max_minutes=0.2 / 60)  # 0.2 s, ~0.1 s per step
+    result = trainer.train()
+    assert not result.interrupted
+    assert 1 <= result.step < 20
+    assert result.last_checkpoint.name == f"step-{result.step:06d}"
+    state = json.loads((result.last_checkpoint / "trainer_state.json").read_text())
+    assert state.get("interrupted_by") is None
+
+
+def test_time_budget_must_be_positive(tmp_path) -> None:
+    with pytest.raises(ValueError, match="max_minutes"):
+        lm_config(tmp_path, 5, max_minutes=0)

@@ -22,6 +22,10 @@ class TrainerConfig:
     # --- length of the run: exactly one of max_steps / epochs. A step is one optimizer update.
     max_steps: int | None = None
     epochs: float | None = None  # converted to optimizer steps with len(train loader) / grad_accum_steps
+    # Wall-clock budget of this invocation: the run ends at the first step boundary after it, as it would
+    # at max_steps (final evaluation and checkpoint), on every rank together. The schedule still decays
+    # over max_steps/epochs, so pick those to fit the budget when the schedule's end matters.
+    max_minutes: float | None = None
 
     # --- batches. Effective batch = batch_size * grad_accum_steps * world_size examples per update.
     batch_size: int = 32  # per device (per process), used when the trainer builds the loader itself
@@ -80,6 +84,13 @@ class TrainerConfig:
             raise ValueError(f"TrainerConfig.max_steps: expected a positive int, got {self.max_steps!r}")
         if self.epochs is not None and not (self.epochs > 0):
             raise ValueError(f"TrainerConfig.epochs: expected a positive number, got {self.epochs!r}")
+        if self.max_minutes is not None and not (
+            isinstance(self.max_minutes, (int, float)) and self.max_minutes > 0
+        ):
+            raise ValueError(
+                f"TrainerConfig.max_minutes: expected a positive number of minutes or None, "
+                f"got {self.max_minutes!r}"
+            )
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("schedule", self.schedule, SCHEDULES)
         _choice("precision", self.precision, PRECISIONS)

@@ -173,6 +173,8 @@ class Trainer:
         self._plain_position = 0
         self._stop_signal: int | str | None = None  # a signal number (handler) or a reason (request_stop)
         self._stop_now = False  # decided once per step from the all-reduced flag
+        self._deadline: float | None = None  # time.monotonic() at which max_minutes is spent
+        self._budget_spent = False  # decided once per step from the all-reduced flag, like _stop_now
         self._logger: RunLogger | None = None
 
     # ------------------------------------------------------------------ set-up helpers
@@ -331,12 +333,15 @@ class Trainer:
         # One all-reduce per step carries the loss (for logging and the NaN check, identical on all
         # ranks so that they stop together), the counts and the stop flag of a signal seen by any rank.
         stop = 1.0 if self._stop_signal is not None else 0.0
+        # The time budget travels the same way: ranks' clocks differ, the decision must not.
+        spent = 1.0 if self._deadline is not None and time.monotonic() >= self._deadline else 0.0
         totals = torch.stack(
             [
                 loss_sum,
                 loss_sum.new_tensor(float(examples)),
                 loss_sum.new_tensor(float(tokens)),
                 loss_sum.new_tensor(stop),
+                loss_sum.new_tensor(spent),
             ]
         )
         totals = all_reduce_sum(totals, self.context).tolist()
@@ -366,6 +371,7 @@ class Trainer:
         # rank after its contribution is acted on one step later by all ranks together (else the others
         # would hang in the next collective). One process stops at the boundary that follows the signal.
         self._stop_now = totals[3] > 0
+        self._budget_spent = totals[4] > 0
         if self._stop_now and self._stop_signal is None:
             self._stop_signal = "stop on another rank"
         record: dict[str, Any] = {"step": self.step, "loss": loss_value, "lr": lr, "examples": int(totals[1])}
@@ -381,7 +387,8 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
 
     def train(self) -> TrainResult:
-        """Run until ``total_steps`` optimizer steps (counting those before a resume) or a signal."""
+        """Run until ``total_steps`` optimizer steps (counting those before a resume), the time budget
+        ``config.max_minutes`` of this invocation, or a signal."""
         cfg, ctx = self.config, self.context
         if ctx.is_main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -394,7 +401,8 @@ class Trainer:
             disable=not (ctx.is_main and cfg.progress_bar),
             dynamic_ncols=True,
         )
-        self._stop_signal, self._stop_now = None, False
+        self._stop_signal, self._stop_now, self._budget_spent = None, False, False
+        self._deadline = time.monotonic() + 60.0 * cfg.max_minutes if cfg.max_minutes is not None else None
         self._train_model.train()
         stream = self._batch_stream()
         window: list[dict[str, Any]] = []
@@ -411,9 +419,8 @@ class Trainer:
                     for callback in self.callbacks:
                         callback(self, record)
                     stopping = self._stop_now or (not ctx.is_distributed and self._stop_signal is not None)
-                    if cfg.log_every and (
-                        self.step % cfg.log_every == 0 or stopping or self.step == self.total_steps
-                    ):
+                    at_end = self.step == self.total_steps or self._budget_spent
+                    if cfg.log_every and (self.step % cfg.log_every == 0 or stopping or at_end):
                         self._log_window(window, time.perf_counter() - window_start, progress)
                         window, window_start = [], time.perf_counter()
                     if self.eval_data is not None and cfg.eval_every and self.step % cfg.eval_every == 0:
@@ -428,6 +435,10 @@ class Trainer:
                             progress.write(
                                 f"{name}: saved {self.last_checkpoint} at step {self.step}; stopping"
                             )
+                        break
+                    if self._budget_spent:  # a normal end: evaluated and saved below, as at total_steps
+                        if ctx.is_main:
+                            progress.write(f"time budget {cfg.max_minutes:g} min spent at step {self.step}")
                         break
             if not interrupted:
                 if self.eval_data is not None and not (cfg.eval_every and self.step % cfg.eval_every == 0):
