@@ -595,21 +595,6 @@ def save_model_dir(model: nn.Module, tokenizer: Any, directory: str | os.PathLik
     return directory
 
 
-class _TimeUp(Exception):
-    """Raised by the time-budget callback after an optimizer step; `run_once` catches it and evaluates."""
-
-
-def _stop_after(minutes: float | None, flag: dict[str, bool]) -> Callable[[Any, dict[str, Any]], None]:
-    start = time.monotonic()
-
-    def callback(trainer: Any, record: dict[str, Any]) -> None:
-        if minutes is not None and time.monotonic() - start > 60.0 * minutes:
-            flag["stop"] = True
-            raise _TimeUp(f"time budget of {minutes} min spent after step {trainer.step}")
-
-    return callback
-
-
 def run_once(
     spec: TaskSpec,
     source: ModelSource,
@@ -653,6 +638,7 @@ def run_once(
         progress_bar=cfg.progress_bar,
         plot=False,
         drop_last=False,
+        max_minutes=cfg.minutes,
         extra={"task": spec.name, "model": source.name, "seed": seed, "lr": learning_rate},
     )
     keeper = _BestKeeper(model, source.tokenizer, spec.metric, output_dir / "best" if cfg.keep_best else None)
@@ -661,7 +647,6 @@ def run_once(
     for b in eval_batches:  # labels stay (eval loss); QA dev features carry no positions
         b.pop("start_positions", None)
         b.pop("end_positions", None)
-    flag = {"stop": False}
     trainer = Trainer(
         model,
         tcfg,
@@ -669,14 +654,13 @@ def run_once(
         eval_data=eval_batches,
         metric_fn=evaluator,
         collate_fn=lambda items: collate(items, pad),
-        callbacks=[_stop_after(cfg.minutes, flag)],
     )
     keeper.trainer = trainer
     start = time.monotonic()
-    try:
-        trainer.train()  # the Trainer's loop closes its logs and progress bar on the way out
-    except _TimeUp as e:
-        logger.info("%s: %s", spec.name, e)
+    trainer.train()  # ends at cfg.epochs or after cfg.minutes (TrainerConfig.max_minutes), evaluated
+    stopped_by_time = trainer.step < trainer.total_steps
+    if stopped_by_time:
+        logger.info("%s: time budget of %s min spent after step %d", spec.name, cfg.minutes, trainer.step)
     if not keeper.history or keeper.history[-1]["step"] != trainer.step:
         trainer.evaluate()  # stopped by the time budget before an epoch's end: score what was reached
     minutes = (time.monotonic() - start) / 60.0
@@ -690,7 +674,7 @@ def run_once(
         best_step=keeper.best_step,
         steps=trainer.step,
         minutes=minutes,
-        stopped_by_time=flag["stop"],
+        stopped_by_time=stopped_by_time,
         best_dir=str(output_dir / "best") if cfg.keep_best else None,
     )
 

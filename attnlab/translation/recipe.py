@@ -15,7 +15,6 @@ A model directory holds ``config.json`` (`Seq2SeqConfig`), ``model.safetensors``
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,18 +181,6 @@ class TranslationRun:
     report: dict[str, Any]
 
 
-def time_limit_callback(minutes: float) -> Callable[[Trainer, dict[str, Any]], None]:
-    """A `Trainer` callback that ends the run at the first step boundary after ``minutes`` (it lowers
-    ``trainer.total_steps`` to the current step; the trainer then evaluates and saves as at a normal end)."""
-    deadline = time.monotonic() + 60.0 * minutes
-
-    def callback(trainer: Trainer, record: dict[str, Any]) -> None:
-        if time.monotonic() >= deadline:
-            trainer.total_steps = trainer.step
-
-    return callback
-
-
 def train_translation(
     src_train: str | Path,
     tgt_train: str | Path,
@@ -250,12 +237,13 @@ def train_translation(
     trainer_settings = dict(
         save_every=save_every, keep_last=max(average_last, 1), seed=seed, log_every=10, eval_every=0
     )
+    if minutes is not None:
+        trainer_settings["max_minutes"] = minutes  # ends normally at the first step after the budget
     trainer_settings.update(trainer_overrides or {})
     tconfig = paper_trainer_config(
         config.d_model, max_steps, output_dir, warmup, lr_scale, **trainer_settings
     )
-    callbacks = [time_limit_callback(minutes)] if minutes is not None else []
-    trainer = Trainer(model, tconfig, loader, eval_data=eval_batches, callbacks=callbacks)
+    trainer = Trainer(model, tconfig, loader, eval_data=eval_batches)
     result = trainer.train()
     checkpoints = last_checkpoints(output_dir, average_last)
     if len(checkpoints) > 1:
