@@ -22,7 +22,7 @@ $(VENV)/.installed: $(BIN)/activate pyproject.toml
 install: $(VENV)/.installed
 
 run: install
-	$(BIN)/attnlab demo
+	$(BIN)/attnlab pretrain
 
 test: install
 	$(BIN)/python -m ruff check attnlab tests benchmarks experiments

@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ft = subparsers.add_parser(
         "finetune",
         help="fine-tune a checkpoint (or a randomly initialised preset) on a task",
-        description="BERT's fine-tuning recipe: AdamW, 10%% warm-up then linear decay, dropout 0.1, "
+        description="BERT's fine-tuning recipe: AdamW, 10% warm-up then linear decay, dropout 0.1, "
         "batch 32, 2-4 epochs, dev evaluation after every epoch, the best epoch kept in OUTPUT_DIR/best.",
     )
     ft.add_argument("--task", required=True, choices=sorted(TASKS), help="the task")
