@@ -179,7 +179,11 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         train_or_load_tokenizer,
     )
     from attnlab.tokenizers import load_tokenizer
+    from attnlab.train import setup_distributed
+    from attnlab.train.distributed import barrier
 
+    ctx = setup_distributed()  # one process unless launched by torchrun
+    log = print if ctx.is_main else (lambda message: None)
     builtin = not args.corpus
     overrides = collect_overrides(args.config, args.set)
     recipe = get_recipe(args.recipe)
@@ -214,11 +218,9 @@ def _run_pretrain(args: argparse.Namespace) -> int:
 
     if builtin:
         corpus_file = out / "corpus" / "stdlib_docstrings.txt"
-        if not corpus_file.is_file():
+        if ctx.is_main and not corpus_file.is_file():
             docs, chars = builtin_corpus.write_corpus(corpus_file)
-            print(
-                f"built-in corpus: {docs} stdlib modules' docstrings, {chars:,} characters -> {corpus_file}"
-            )
+            log(f"built-in corpus: {docs} stdlib modules' docstrings, {chars:,} characters -> {corpus_file}")
         paths, fmt = [corpus_file], "sentences"
         vocab_size = args.vocab_size or 8000
         min_frequency = args.tokenizer_min_frequency
@@ -229,19 +231,28 @@ def _run_pretrain(args: argparse.Namespace) -> int:
                 raise FileNotFoundError(f"{p}: no such corpus file or directory")
         vocab_size, min_frequency = args.vocab_size, args.tokenizer_min_frequency
     source = corpus_documents(paths, fmt)
-    if args.tokenizer:
-        if not Path(args.tokenizer).is_dir():
-            raise NotADirectoryError(f"{args.tokenizer}: --tokenizer expects a tokenizer directory")
-        tokenizer = load_tokenizer(args.tokenizer)
-    else:
-        tokenizer = train_or_load_tokenizer(
-            recipe, source, out / "tokenizer", vocab_size=vocab_size, min_frequency=min_frequency
-        )
-    train_corpus, heldout = prepare_corpus(
-        source, tokenizer, out / "data", source_key=files_key(paths, fmt),
-        heldout_every=args.heldout_every, workers=args.workers or min(2, os.cpu_count() or 1),
-    )  # fmt: skip
-    print(
+
+    def prepare():
+        if args.tokenizer:
+            if not Path(args.tokenizer).is_dir():
+                raise NotADirectoryError(f"{args.tokenizer}: --tokenizer expects a tokenizer directory")
+            tokenizer = load_tokenizer(args.tokenizer)
+        else:
+            tokenizer = train_or_load_tokenizer(
+                recipe, source, out / "tokenizer", vocab_size=vocab_size, min_frequency=min_frequency, log=log
+            )
+        return (tokenizer,) + prepare_corpus(
+            source, tokenizer, out / "data", source_key=files_key(paths, fmt),
+            heldout_every=args.heldout_every, workers=args.workers or min(2, os.cpu_count() or 1), log=log,
+        )  # fmt: skip
+
+    # under torchrun: rank 0 trains the tokenizer and prepares the shards, the others then reuse them
+    if ctx.is_main:
+        tokenizer, train_corpus, heldout = prepare()
+    barrier(ctx)
+    if not ctx.is_main:
+        tokenizer, train_corpus, heldout = prepare()
+    log(
         f"recipe {recipe.name} ({recipe.objective}, {recipe.instance_format}, "
         f"{recipe.masking.strategy} masking), "
         f"preset {preset}, batch {recipe.batch_size}, lengths {[s.max_length for s in recipe.stages]}"
@@ -250,8 +261,10 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     result = pretrain(
         recipe, tokenizer, train_corpus, heldout, out, preset=preset, model_overrides=overrides["model"],
         trainer_overrides=trainer_overrides, minutes=minutes, auto_steps=auto_steps, resume=args.resume,
-        overwrite=args.overwrite or builtin, eval_examples=args.eval_examples, seed=args.seed,
+        overwrite=args.overwrite or builtin, eval_examples=args.eval_examples, seed=args.seed, log=log,
     )  # fmt: skip
+    if not ctx.is_main:
+        return 0
     m = result.eval_metrics
     accuracy, perplexity = (
         m.get("eval_mlm_accuracy", float("nan")),

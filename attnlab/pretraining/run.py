@@ -62,7 +62,7 @@ from attnlab.pretraining.masked_lm import MaskedLMPreTrainer
 from attnlab.pretraining.recipes import Recipe
 from attnlab.pretraining.span_boundary import SpanBertForPreTraining
 from attnlab.train import ResumableLoader, Trainer, TrainerConfig, latest_checkpoint, set_seed
-from attnlab.train.distributed import current_context
+from attnlab.train.distributed import all_gather_object, barrier, current_context
 
 DocumentSource = Callable[[], Iterable[list[str]]]  # a fresh stream of documents per call
 
@@ -322,6 +322,10 @@ class PretrainResult:
 TIME_LIMIT = "time limit"
 
 
+def _silent(message: str) -> None:
+    pass
+
+
 def time_limit(deadline: float) -> Callable[[Trainer, dict[str, Any]], None]:
     """A Trainer callback ending the run at the first step boundary after ``deadline`` (time.monotonic):
     the trainer saves a checkpoint there and returns (`Trainer.request_stop`, safe under DDP)."""
@@ -444,16 +448,20 @@ def pretrain(
     elif auto_steps and minutes is not None:
         first = loader(0)
         steps = estimate_steps(model, first, base, 60.0 * minutes - (time.monotonic() - t_start))
+        steps = min(all_gather_object(steps, ctx))  # every rank must run the same schedule
         log(f"{steps} steps of {base.batch_size} sequences fit in {minutes:g} minutes here")
         recipe = dataclasses.replace(recipe, max_steps=steps)
     base = dataclasses.replace(base, max_steps=recipe.max_steps)
-    run_path.write_text(
-        json.dumps(
-            {"recipe": recipe.to_dict(), "model_config": config.to_dict(), "max_steps": recipe.max_steps},
-            indent=1,
-            default=str,
+    if not ctx.is_main:
+        log = _silent
+    if ctx.is_main:
+        run_path.write_text(
+            json.dumps(
+                {"recipe": recipe.to_dict(), "model_config": config.to_dict(), "max_steps": recipe.max_steps},
+                indent=1,
+                default=str,
+            )
         )
-    )
 
     # eval data: held-out documents, masked once
     eval_set = masked_dataset(
@@ -501,7 +509,10 @@ def pretrain(
     # the trainer evaluates at the end of a stage, not when stopped early
     eval_metrics = trainer.evaluate() if interrupted or not trainer.last_eval else dict(trainer.last_eval)
     timed_out = deadline is not None and time.monotonic() >= deadline
-    model_dir = save_final(model, tokenizer, recipe, out, config)
+    model_dir = out / "model"
+    if ctx.is_main:
+        save_final(model, tokenizer, recipe, out, config)
+    barrier(ctx)
     summary = {
         "recipe": recipe.to_dict(),
         "model_config": config.to_dict(),
@@ -512,7 +523,8 @@ def pretrain(
         "eval": eval_metrics,
         "seconds": time.monotonic() - t_start,
     }
-    run_path.write_text(json.dumps(summary, indent=1, default=str))
+    if ctx.is_main:
+        run_path.write_text(json.dumps(summary, indent=1, default=str))
     return PretrainResult(
         output_dir=out,
         model_dir=model_dir,
