@@ -4,6 +4,10 @@
   ALBERT (SOP), and ELECTRA's generator (MLM only).
 - `ReplacedTokenDetection`: ELECTRA's discriminator.
 
+Both, like the fine-tuning models of `attnlab.models.task_heads`, are an `EncoderWithHeads`: ``encoder``
+(state-dict keys ``encoder.*``) and ``config``. Each ``forward`` names its inputs, passes the encoder's on
+in `Encoder.forward`'s order and adds only its heads and loss.
+
 Shapes: B batch, T sequence, H hidden, V vocabulary. Labels use -100 for ignored positions.
 """
 
@@ -44,6 +48,15 @@ def masked_lm_loss(logits: Tensor, labels: Tensor) -> Tensor:
     return loss / (flat != IGNORE_INDEX).sum().clamp(min=1)
 
 
+class EncoderWithHeads(nn.Module):
+    """The base of every composition: the one ``encoder`` (and its ``config``), heads added by subclasses."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        super().__init__()
+        self.config = encoder.config
+        self.encoder = encoder  # registered first: the state dict lists encoder.* before the heads
+
+
 @dataclass
 class PreTrainingOutput:
     loss: Tensor | None  # MLM loss (+ pair loss when pair_labels are given)
@@ -63,7 +76,7 @@ class ReplacedTokenOutput:
     attentions: tuple[Tensor, ...] | None = None
 
 
-class EncoderForPreTraining(nn.Module):
+class EncoderForPreTraining(EncoderWithHeads):
     """``encoder`` + ``mlm_head`` (+ ``pair_head`` over the pooled output). Ties the MLM decoder to the
     encoder's word embedding unless ``tie_weights=False``."""
 
@@ -74,13 +87,11 @@ class EncoderForPreTraining(nn.Module):
         pair_head: SentencePairHead | None = None,
         tie_weights: bool = True,
     ) -> None:
-        super().__init__()
         if pair_head is not None and encoder.pooler is None:
             raise ValueError(
                 "EncoderForPreTraining: a pair_head needs an encoder with a pooler (add_pooler=True)"
             )
-        self.config = encoder.config
-        self.encoder = encoder
+        super().__init__(encoder)
         self.mlm_head = mlm_head
         self.pair_head = pair_head
         if tie_weights:
@@ -116,12 +127,7 @@ class EncoderForPreTraining(nn.Module):
     ) -> PreTrainingOutput:
         """``labels`` (B, T): original ids at masked positions, -100 elsewhere. ``pair_labels`` (B,)."""
         out = self.encoder(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions,
+            input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states, output_attentions
         )
         mlm_logits = self.mlm_head(out.last_hidden_state)  # (B, T, V)
         pair_logits = self.pair_head(out.pooled_output) if self.pair_head is not None else None  # (B, 2)
@@ -147,13 +153,11 @@ class EncoderForPreTraining(nn.Module):
         )
 
 
-class ReplacedTokenDetection(nn.Module):
+class ReplacedTokenDetection(EncoderWithHeads):
     """ELECTRA discriminator: ``encoder`` + ``rtd_head``; per-token "replaced?" logits."""
 
     def __init__(self, encoder: Encoder, rtd_head: ReplacedTokenHead) -> None:
-        super().__init__()
-        self.config = encoder.config
-        self.encoder = encoder
+        super().__init__(encoder)
         self.rtd_head = rtd_head
 
     @classmethod
@@ -178,12 +182,7 @@ class ReplacedTokenDetection(nn.Module):
     ) -> ReplacedTokenOutput:
         """``labels`` (B, T): 1 = replaced, 0 = original, -100 = ignored; padding is ignored too."""
         out = self.encoder(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions,
+            input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states, output_attentions
         )
         logits = self.rtd_head(out.last_hidden_state)  # (B, T)
         loss = None

@@ -24,15 +24,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.models.config import EncoderConfig
-from attnlab.models.encoder import Encoder, EncoderOutput, init_bert_weights
-from attnlab.models.pretraining import IGNORE_INDEX, masked_lm_loss
+from attnlab.models.encoder import Encoder
+from attnlab.models.pretraining import IGNORE_INDEX, EncoderWithHeads, _init_head, masked_lm_loss
 
 
 @dataclass
@@ -77,9 +77,9 @@ def _check_dropout(value: float | None, where: str) -> None:
         )
 
 
-def _check_labels(num_labels: int, labels: Sequence[str] | None, where: str, minimum: int = 1) -> list | None:
-    if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < minimum:
-        raise ValueError(f"{where}: num_labels must be an int >= {minimum}, got {num_labels!r}")
+def _check_labels(num_labels: int, labels: Sequence[str] | None, where: str) -> list | None:
+    if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
+        raise ValueError(f"{where}: num_labels must be an int >= 1, got {num_labels!r}")
     if labels is None:
         return None
     labels = [str(x) for x in labels]
@@ -90,22 +90,33 @@ def _check_labels(num_labels: int, labels: Sequence[str] | None, where: str, min
     return labels
 
 
-def _with_pooler(config: EncoderConfig) -> EncoderConfig:
-    return config if config.add_pooler else dataclasses.replace(config, add_pooler=True)
+class _TaskModel(EncoderWithHeads):
+    """Shared plumbing: the pooler check, the dropout + classifier head, label names, the options
+    `save_pretrained` records."""
 
-
-def _init(module: nn.Module, std: float) -> None:
-    module.apply(lambda m: init_bert_weights(m, std))
-
-
-class _TaskModel(nn.Module):
-    """Shared plumbing: the encoder call, label names, the options `save_pretrained` records."""
-
-    encoder: Encoder
+    uses_pooler: bool = False  # the head reads the pooled [CLS] output: ``from_config`` adds a pooler
     head_parameters: tuple[str, ...] = ()  # state-dict prefixes of the head (initialised fresh on transfer)
 
-    def _encode(self, input_ids: Tensor, **kwargs: Any) -> EncoderOutput:
-        return self.encoder(input_ids, **kwargs)
+    def __init__(self, encoder: Encoder, options: dict[str, Any]) -> None:
+        if self.uses_pooler and encoder.pooler is None:
+            raise ValueError(
+                f"{type(self).__name__}: the encoder has no pooler (add_pooler=False); build it with one"
+            )
+        super().__init__(encoder)
+        self.options = options
+
+    @classmethod
+    def _encoder_for(cls, config: EncoderConfig) -> Encoder:
+        if cls.uses_pooler and not config.add_pooler:
+            config = dataclasses.replace(config, add_pooler=True)
+        return Encoder(config)
+
+    def _add_classifier(self, num_outputs: int, classifier_dropout: float | None) -> None:
+        """``dropout`` (``classifier_dropout``, else the encoder's hidden dropout) and ``classifier``
+        Linear(H, num_outputs)."""
+        p = self.config.hidden_dropout if classifier_dropout is None else classifier_dropout
+        self.dropout = nn.Dropout(p)
+        self.classifier = nn.Linear(self.config.hidden_size, num_outputs)
 
     @property
     def id2label(self) -> dict[int, str]:
@@ -118,12 +129,12 @@ class _TaskModel(nn.Module):
         return [k for k in self.state_dict() if not k.startswith("encoder.")]
 
 
-class EncoderForSequenceClassification(_TaskModel):
-    """``encoder`` -> pooled [CLS] (B, H) -> dropout -> ``classifier`` Linear(H, C).
+_Self = TypeVar("_Self", bound="_LabelClassifier")  # from_config returns the subclass it is called on
 
-    ``num_labels == 1`` is regression (STS-B): the logit is the prediction and the loss is MSE against float
-    labels. ``labels`` optionally names the classes (kept in the checkpoint for pipelines).
-    """
+
+class _LabelClassifier(_TaskModel):
+    """``dropout`` -> ``classifier`` Linear(H, C) over C = ``num_labels`` classes, optionally named by
+    ``labels`` (kept in the checkpoint for pipelines)."""
 
     def __init__(
         self,
@@ -132,38 +143,42 @@ class EncoderForSequenceClassification(_TaskModel):
         labels: Sequence[str] | None = None,
         classifier_dropout: float | None = None,
     ) -> None:
-        super().__init__()
         where = type(self).__name__
         labels = _check_labels(num_labels, labels, where)
         _check_dropout(classifier_dropout, where)
-        if encoder.pooler is None:
-            raise ValueError(f"{where}: the encoder has no pooler (add_pooler=False); build it with one")
-        self.config = encoder.config
-        self.encoder = encoder
-        self.options = {"num_labels": num_labels, "labels": labels, "classifier_dropout": classifier_dropout}
-        p = self.config.hidden_dropout if classifier_dropout is None else classifier_dropout
-        self.dropout = nn.Dropout(p)
-        self.classifier = nn.Linear(self.config.hidden_size, num_labels)
+        options = {"num_labels": num_labels, "labels": labels, "classifier_dropout": classifier_dropout}
+        super().__init__(encoder, options)
+        self._add_classifier(num_labels, classifier_dropout)
 
     @property
     def num_labels(self) -> int:
         return self.options["num_labels"]
 
-    @property
-    def is_regression(self) -> bool:
-        return self.num_labels == 1
-
     @classmethod
     def from_config(
-        cls,
+        cls: type[_Self],
         config: EncoderConfig,
         num_labels: int = 2,
         labels: Sequence[str] | None = None,
         classifier_dropout: float | None = None,
-    ) -> EncoderForSequenceClassification:
-        model = cls(Encoder(_with_pooler(config)), num_labels, labels, classifier_dropout)
-        _init(model.classifier, config.initializer_range)
+    ) -> _Self:
+        model = cls(cls._encoder_for(config), num_labels, labels, classifier_dropout)
+        _init_head(model.classifier, config.initializer_range)
         return model
+
+
+class EncoderForSequenceClassification(_LabelClassifier):
+    """``encoder`` -> pooled [CLS] (B, H) -> dropout -> ``classifier`` Linear(H, C).
+
+    ``num_labels == 1`` is regression (STS-B): the logit is the prediction and the loss is MSE against float
+    labels. ``labels`` optionally names the classes (kept in the checkpoint for pipelines).
+    """
+
+    uses_pooler = True
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
 
     def forward(
         self,
@@ -176,13 +191,8 @@ class EncoderForSequenceClassification(_TaskModel):
         output_attentions: bool = False,
     ) -> SequenceClassifierOutput:
         """``input_ids`` (B, T); ``labels`` (B,) class ids (int) or, for regression, targets (float)."""
-        out = self._encode(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions,
+        out = self.encoder(
+            input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states, output_attentions
         )
         logits = self.classifier(self.dropout(out.pooled_output))  # (B, C)
         loss = None
@@ -203,42 +213,8 @@ class EncoderForSequenceClassification(_TaskModel):
         return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
-class EncoderForTokenClassification(_TaskModel):
+class EncoderForTokenClassification(_LabelClassifier):
     """``encoder`` -> every token (B, T, H) -> dropout -> ``classifier`` Linear(H, C)."""
-
-    def __init__(
-        self,
-        encoder: Encoder,
-        num_labels: int = 2,
-        labels: Sequence[str] | None = None,
-        classifier_dropout: float | None = None,
-    ) -> None:
-        super().__init__()
-        where = type(self).__name__
-        labels = _check_labels(num_labels, labels, where, minimum=1)
-        _check_dropout(classifier_dropout, where)
-        self.config = encoder.config
-        self.encoder = encoder
-        self.options = {"num_labels": num_labels, "labels": labels, "classifier_dropout": classifier_dropout}
-        p = self.config.hidden_dropout if classifier_dropout is None else classifier_dropout
-        self.dropout = nn.Dropout(p)
-        self.classifier = nn.Linear(self.config.hidden_size, num_labels)
-
-    @property
-    def num_labels(self) -> int:
-        return self.options["num_labels"]
-
-    @classmethod
-    def from_config(
-        cls,
-        config: EncoderConfig,
-        num_labels: int = 2,
-        labels: Sequence[str] | None = None,
-        classifier_dropout: float | None = None,
-    ) -> EncoderForTokenClassification:
-        model = cls(Encoder(config), num_labels, labels, classifier_dropout)
-        _init(model.classifier, config.initializer_range)
-        return model
 
     def forward(
         self,
@@ -251,13 +227,8 @@ class EncoderForTokenClassification(_TaskModel):
         output_attentions: bool = False,
     ) -> TokenClassifierOutput:
         """``labels`` (B, T): class id of each word's first sub-token, -100 elsewhere (padding included)."""
-        out = self._encode(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions,
+        out = self.encoder(
+            input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states, output_attentions
         )
         logits = self.classifier(self.dropout(out.last_hidden_state))  # (B, T, C)
         loss = masked_lm_loss(logits, labels) if labels is not None else None
@@ -272,16 +243,13 @@ class EncoderForQuestionAnswering(_TaskModel):
     """
 
     def __init__(self, encoder: Encoder) -> None:
-        super().__init__()
-        self.config = encoder.config
-        self.encoder = encoder
-        self.options: dict[str, Any] = {}
+        super().__init__(encoder, {})
         self.qa_outputs = nn.Linear(self.config.hidden_size, 2)
 
     @classmethod
     def from_config(cls, config: EncoderConfig) -> EncoderForQuestionAnswering:
-        model = cls(Encoder(config))
-        _init(model.qa_outputs, config.initializer_range)
+        model = cls(cls._encoder_for(config))
+        _init_head(model.qa_outputs, config.initializer_range)
         return model
 
     def forward(
@@ -297,13 +265,8 @@ class EncoderForQuestionAnswering(_TaskModel):
     ) -> QuestionAnsweringOutput:
         """``start_positions``, ``end_positions`` (B,): token indices of the answer in each window, 0 ([CLS])
         for a window without the answer or an unanswerable question; indices outside [0, T) are ignored."""
-        out = self._encode(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions,
+        out = self.encoder(
+            input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states, output_attentions
         )
         logits = self.qa_outputs(out.last_hidden_state)  # (B, T, 2)
         start_logits, end_logits = logits.unbind(dim=-1)  # (B, T) each
@@ -329,24 +292,19 @@ class EncoderForMultipleChoice(_TaskModel):
     """Each of the K (context, ending) pairs -> pooled (B*K, H) -> dropout -> ``classifier`` Linear(H, 1),
     reshaped to (B, K): one score per choice, soft-maxed over the choices."""
 
+    uses_pooler = True
+
     def __init__(self, encoder: Encoder, classifier_dropout: float | None = None) -> None:
-        super().__init__()
         _check_dropout(classifier_dropout, type(self).__name__)
-        if encoder.pooler is None:
-            raise ValueError(f"{type(self).__name__}: the encoder has no pooler (add_pooler=False)")
-        self.config = encoder.config
-        self.encoder = encoder
-        self.options = {"classifier_dropout": classifier_dropout}
-        p = self.config.hidden_dropout if classifier_dropout is None else classifier_dropout
-        self.dropout = nn.Dropout(p)
-        self.classifier = nn.Linear(self.config.hidden_size, 1)
+        super().__init__(encoder, {"classifier_dropout": classifier_dropout})
+        self._add_classifier(1, classifier_dropout)
 
     @classmethod
     def from_config(
         cls, config: EncoderConfig, classifier_dropout: float | None = None
     ) -> EncoderForMultipleChoice:
-        model = cls(Encoder(_with_pooler(config)), classifier_dropout)
-        _init(model.classifier, config.initializer_range)
+        model = cls(cls._encoder_for(config), classifier_dropout)
+        _init_head(model.classifier, config.initializer_range)
         return model
 
     def forward(
@@ -373,13 +331,13 @@ class EncoderForMultipleChoice(_TaskModel):
                 raise ValueError(f"expected shape {(B, K, T)} (B, K, T) like input_ids, got {tuple(t.shape)}")
             return t.reshape(B * K, T)
 
-        out = self._encode(
+        out = self.encoder(
             input_ids.reshape(B * K, T),
-            attention_mask=flat(attention_mask),
-            token_type_ids=flat(token_type_ids),
-            position_ids=position_ids,
-            output_hidden_states=output_hidden_states,
-            output_attentions=output_attentions,
+            flat(attention_mask),
+            flat(token_type_ids),
+            position_ids,
+            output_hidden_states,
+            output_attentions,
         )
         logits = self.classifier(self.dropout(out.pooled_output)).view(B, K)  # (B*K, 1) -> (B, K)
         loss = None
