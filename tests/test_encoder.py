@@ -446,3 +446,20 @@ def test_demo_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert "last_hidden_state (2, 8, 128)" in printed
     assert "MLM decoder tied to the word embedding: True" in printed
     assert "albert-xxlarge" in printed and "222,595,584" in printed
+
+
+def test_encoder_forward_parameter_order_is_pinned() -> None:
+    """The compositions (attnlab.models.pretraining, task_heads) call the encoder positionally in this order;
+    reordering Encoder.forward must fail here rather than silently swap masks and segment ids."""
+    import inspect
+
+    params = list(inspect.signature(Encoder.forward).parameters)
+    assert params[:7] == [
+        "self",
+        "input_ids",
+        "attention_mask",
+        "token_type_ids",
+        "position_ids",
+        "output_hidden_states",
+        "output_attentions",
+    ]
