@@ -147,8 +147,8 @@ def test_builtin_corpus_is_deterministic_prose():
 def test_builtin_pretraining_run(tmp_path):
     """The README's main job, shortened to one minute: stdlib docstrings, WordPiece, bert-mini, fill-mask."""
     proc = subprocess.run(
-        [sys.executable, "-m", "attnlab.cli", "pretrain", "--minutes", "1", "--output", str(tmp_path / "r"),
-         "--no-progress"],
+        [sys.executable, "-c", "import sys; from attnlab.cli import main; sys.exit(main())", "pretrain",
+         "--minutes", "1", "--output", str(tmp_path / "r"), "--no-progress"],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -337,30 +337,56 @@ def time_limit(deadline: float) -> Callable[[Trainer, dict[str, Any]], None]:
     return callback
 
 
+def _time_steps(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list, accum: int) -> float:
+    """Median seconds of one optimizer step over ``batches`` (after one untimed step)."""
+    times = []
+    for i, batch in enumerate(batches):
+        t0 = time.perf_counter()
+        for _ in range(accum):
+            model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if i > 0:
+            times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2] if times else 1.0
+
+
 def estimate_steps(
-    model: nn.Module, loader: ResumableLoader, tconfig: TrainerConfig, seconds: float, probe_steps: int = 3
+    model: nn.Module,
+    loader: ResumableLoader,
+    tconfig: TrainerConfig,
+    seconds: float,
+    probe_steps: int = 3,
+    log: Callable[[str], None] = print,
 ) -> int:
     """How many optimizer steps fit in ``seconds``: times ``probe_steps`` steps of a copy of the model (after
-    one warm-up step) on the first batches, with the run's optimizer settings; keeps 10% in reserve."""
+    one warm-up step) on the first batches, with the run's optimizer settings; keeps 10% in reserve.
+
+    On CPU it also times one thread against torch's default and keeps the faster: on a machine whose cores
+    are busy with other work, torch's threads wait on each other at every operation (measured 20x slower
+    with 2 threads than with 1 on a loaded 2-core machine), while on an idle one more threads win.
+    """
     from attnlab.train import build_optimizer
 
     probe = copy.deepcopy(model)
     probe.train()
     optimizer = build_optimizer(probe, tconfig)
-    batches = loader.iter_epoch(0)
-    times = []
-    for i in range(probe_steps + 1):
-        batch = next(batches, None)
-        if batch is None:
+    batches = []
+    for batch in loader.iter_epoch(0):
+        batches.append(batch)
+        if len(batches) > probe_steps:
             break
-        t0 = time.perf_counter()
-        for _ in range(tconfig.grad_accum_steps):
-            probe(**batch).loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if i > 0:
-            times.append(time.perf_counter() - t0)
-    per_step = sum(times) / len(times) if times else 1.0
+    threads = torch.get_num_threads()
+    per_step = _time_steps(probe, optimizer, batches, tconfig.grad_accum_steps)
+    on_cpu = next(model.parameters()).device.type == "cpu" and tconfig.device in ("auto", "cpu")
+    if on_cpu and threads > 1 and not torch.cuda.is_available():
+        torch.set_num_threads(1)
+        single = _time_steps(probe, optimizer, batches, tconfig.grad_accum_steps)
+        if single < per_step:
+            log(f"one thread is faster here than {threads} ({single:.2f}s against {per_step:.2f}s a step)")
+            per_step = single
+        else:
+            torch.set_num_threads(threads)
     return max(1, int(0.9 * seconds / per_step))
 
 
@@ -447,7 +473,7 @@ def pretrain(
         recipe = dataclasses.replace(recipe, max_steps=int(previous["max_steps"]))
     elif auto_steps and minutes is not None:
         first = loader(0)
-        steps = estimate_steps(model, first, base, 60.0 * minutes - (time.monotonic() - t_start))
+        steps = estimate_steps(model, first, base, 60.0 * minutes - (time.monotonic() - t_start), log=log)
         steps = min(all_gather_object(steps, ctx))  # every rank must run the same schedule
         log(f"{steps} steps of {base.batch_size} sequences fit in {minutes:g} minutes here")
         recipe = dataclasses.replace(recipe, max_steps=steps)
@@ -477,6 +503,7 @@ def pretrain(
     trainer: Trainer | None = None
     end = 0
     interrupted = False
+    evaluated = False  # Trainer.train evaluates at its end, unless stopped early
     for k, n in enumerate(stage_steps):
         end += n
         stage_dir = out / "train" / f"stage-{k + 1}" if multi else out / "train"
@@ -498,16 +525,18 @@ def pretrain(
             path = trainer.resume()
             log(f"resumed from {path} (step {trainer.step})")
         if trainer.step >= end:
+            evaluated = False
             continue  # this stage finished in an earlier run
         if multi:
             log(f"stage {k + 1}/{len(stage_steps)}: length {recipe.stages[k].max_length}, steps to {end}")
         result = trainer.train()
+        evaluated = not result.interrupted
         if result.interrupted:  # a signal or the time limit: the checkpoint is saved, the rest skipped
             interrupted = True
             break
     assert trainer is not None
-    # the trainer evaluates at the end of a stage, not when stopped early
-    eval_metrics = trainer.evaluate() if interrupted or not trainer.last_eval else dict(trainer.last_eval)
+    # decided alike on every rank (only rank 0 holds last_eval): evaluate is a collective call under DDP
+    eval_metrics = dict(trainer.last_eval) if evaluated else trainer.evaluate()
     timed_out = deadline is not None and time.monotonic() >= deadline
     model_dir = out / "model"
     if ctx.is_main:
