@@ -440,6 +440,7 @@ def pretrain(
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    ctx = current_context()
     old_checkpoints = sorted((out / "train").glob("**/checkpoints/step-*"))
     if old_checkpoints and not resume:
         if not overwrite:
@@ -447,7 +448,9 @@ def pretrain(
                 f"{out / 'train'} holds checkpoints of an earlier run ({old_checkpoints[-1].name}); "
                 "resume it (--resume) or start again (--overwrite, or another --output)"
             )
-        shutil.rmtree(out / "train")
+        if ctx.is_main:
+            shutil.rmtree(out / "train")
+        barrier(ctx)
     t_start = time.monotonic()
     deadline = t_start + 60.0 * minutes if minutes is not None else None
     trainer_overrides = dict(trainer_overrides or {})
@@ -459,7 +462,6 @@ def pretrain(
     model = build_pretraining_model(recipe, config)
     drop = [] if config.type_vocab_size > 0 else ["token_type_ids"]
     collate = BatchFilter(PretrainingCollator(SpecialIds.from_tokenizer(tokenizer).pad), drop)
-    ctx = current_context()
     base = recipe.trainer_config(output_dir=out / "train", seed=seed, **trainer_overrides)
 
     def loader(stage: int) -> ResumableLoader:
