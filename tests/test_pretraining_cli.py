@@ -154,3 +154,12 @@ def test_builtin_pretraining_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "held-out MLM accuracy" in proc.stdout and "fill-mask:" in proc.stdout
     assert (tmp_path / "r" / "model" / "tokenizer.json").is_file()
+
+
+def test_builtin_corpus_without_sources_says_so(tmp_path, monkeypatch):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "mod.py").write_text("x = 1\n")  # no docstrings
+    monkeypatch.setattr(builtin_corpus, "stdlib_root", lambda: tmp_path / "lib")
+    with pytest.raises(FileNotFoundError, match="give a corpus with --corpus"):
+        builtin_corpus.write_corpus(tmp_path / "c.txt")
+    assert not (tmp_path / "c.txt").exists()

@@ -97,5 +97,11 @@ def write_corpus(path: str | os.PathLike, max_chars: int | None = None) -> tuple
             f.write("\n".join(doc) + "\n\n")
             docs += 1
             chars += sum(len(s) for s in doc)
+    if docs == 0:
+        tmp.unlink()
+        raise FileNotFoundError(
+            f"{stdlib_root()}: no standard-library sources with docstrings (this Python ships only compiled "
+            "modules?); give a corpus with --corpus"
+        )
     os.replace(tmp, path)
     return docs, chars
