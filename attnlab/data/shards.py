@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from attnlab.atomic import write_json_atomic
 from attnlab.data.corpus import Document, IngestStats, as_sentences
 from attnlab.data.protocol import tokenizer_fingerprint, vocab_size_of
 
@@ -249,12 +250,7 @@ class _ShardWriter:
 
 
 def _write_json_atomic(path: Path, obj: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_json_atomic(obj, path, indent=1)
 
 
 @dataclass

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
+
+from attnlab.atomic import atomic_path, write_json_atomic
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -69,60 +70,14 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _fsync_dir(directory: Path) -> None:
-    # Persist the rename itself; not every platform lets a directory be opened (Windows), which is fine.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_target(path: Path) -> tuple[int, Path]:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    return fd, Path(tmp)
-
-
-def write_json_atomic(obj: Any, path: str | os.PathLike) -> None:
-    """Write ``obj`` as indented JSON to ``path`` atomically."""
-    path = Path(path)
-    fd, tmp = _atomic_target(path)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
 def write_safetensors_atomic(
     tensors: Mapping[str, Tensor], path: str | os.PathLike, metadata: Mapping[str, str] | None = None
 ) -> None:
     """Write ``tensors`` (distinct storages, any device) to ``path`` as safetensors, atomically."""
-    path = Path(path)
-    fd, tmp = _atomic_target(path)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         save_file(
             {k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp, metadata=dict(metadata or {})
         )
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 def _looks_like_pickle(path: Path) -> str | None:

@@ -16,6 +16,7 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
+from attnlab.atomic import atomic_write
 from attnlab.data.sentences import split_sentences
 
 SKIP_PARTS = frozenset({"test", "tests", "site-packages", "idlelib", "turtledemo", "__pycache__", "lib2to3"})
@@ -91,17 +92,14 @@ def write_corpus(path: str | os.PathLike, max_chars: int | None = None) -> tuple
     docs = chars = 0
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with atomic_write(path) as f:  # an error below (no documents) leaves no file behind
         for doc in stdlib_documents(max_chars=max_chars):
             f.write("\n".join(doc) + "\n\n")
             docs += 1
             chars += sum(len(s) for s in doc)
-    if docs == 0:
-        tmp.unlink()
-        raise FileNotFoundError(
-            f"{stdlib_root()}: no standard-library sources with docstrings (this Python ships only compiled "
-            "modules?); give a corpus with --corpus"
-        )
-    os.replace(tmp, path)
+        if docs == 0:
+            raise FileNotFoundError(
+                f"{stdlib_root()}: no standard-library sources with docstrings (this Python ships only "
+                "compiled modules?); give a corpus with --corpus"
+            )
     return docs, chars

@@ -35,13 +35,14 @@ reads); nothing here needs torch.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from attnlab.atomic import write_json_atomic
 
 Offset = tuple[int, int] | None
 
@@ -338,12 +339,7 @@ def null_odds_dict(predictions: Mapping[str, QAPrediction]) -> dict[str, float]:
 
 
 def _write_json(path: str | os.PathLike, obj: object) -> None:
-    path = os.fspath(path)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=4, ensure_ascii=False)
-        f.write("\n")
-    os.replace(tmp, path)  # never leave a half-written predictions file behind
+    write_json_atomic(obj, path, indent=4, ensure_ascii=False)  # never a half-written predictions file
 
 
 def write_predictions_json(path: str | os.PathLike, predictions: Mapping[str, QAPrediction]) -> None:

@@ -21,6 +21,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from attnlab.atomic import write_json_atomic
 from attnlab.tokenizers import decoders as dec
 from attnlab.tokenizers import normalizers as norm
 from attnlab.tokenizers import pre_tokenizers as pre
@@ -749,10 +750,7 @@ def save_tokenizer_json(tok: Tokenizer, path: str | os.PathLike, pretty: bool = 
         p.mkdir(parents=True, exist_ok=True)
         p = p / "tokenizer.json"
     p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(tokenizer_to_json(tok), f, ensure_ascii=False, indent=2 if pretty else None)
-    os.replace(tmp, p)
+    write_json_atomic(tokenizer_to_json(tok), p, indent=2 if pretty else None, ensure_ascii=False)
     return str(p)
 
 
