@@ -14,18 +14,23 @@ from attnlab.tokenizers.tokenizer import (
     sentencepiece_bpe,
     sentencepiece_unigram,
 )
+from attnlab.tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer, train_tokenizer
 
 __all__ = [
     "AddedToken",
     "BPE",
+    "BpeTrainer",
     "Encoding",
     "Tokenizer",
     "Unigram",
+    "UnigramTrainer",
     "WordPiece",
+    "WordPieceTrainer",
     "bert_wordpiece",
     "byte_level_bpe",
     "flatten_overflowing",
     "load_tokenizer",
     "sentencepiece_bpe",
     "sentencepiece_unigram",
+    "train_tokenizer",
 ]
