@@ -252,6 +252,35 @@ def test_qa_scoring_counts_a_question_without_windows_as_unanswered(task):
     assert metrics[key] == pytest.approx(50.0)  # one of two questions right; the lost one counts as wrong
 
 
+@pytest.mark.parametrize("task", ["squad", "squad2"])
+def test_qa_evaluation_writes_the_official_prediction_files(task, tmp_path):
+    import json
+    from types import SimpleNamespace
+
+    from attnlab.tasks.finetune import TaskEvaluator, build_features
+
+    spec = get_task(task)
+    ok = QAExample("a", "", "alice was good", "the actor", (("alice", 0),))
+    lost = QAExample("b", "", "bob was bad", " ".join(["the"] * 40), (("bob", 0),))
+    feats, _ = build_features(
+        spec, _tok(), [ok, lost], None, training=False, max_length=16, with_token_types=True,
+        stride=2, max_query_length=64,
+    )  # fmt: skip
+    ev = TaskEvaluator(spec, feats, [ok, lost], None)
+    start = torch.full((1, 16), -10.0)
+    end = torch.full((1, 16), -10.0)
+    start[0, 4] = end[0, 4] = 10.0
+    ev.update(SimpleNamespace(start_logits=start, end_logits=end), None)
+    ev.compute()
+    written = ev.write_predictions(tmp_path)
+    assert json.loads((tmp_path / "predictions.json").read_text()) == {"a": "alice", "b": ""}
+    if task == "squad2":
+        odds = json.loads((tmp_path / "null_odds.json").read_text())
+        assert set(odds) == {"a", "b"} and odds["a"] < 0  # the span beats [CLS] by a wide margin
+    expected = ["predictions.json"] + (["null_odds.json"] if task == "squad2" else [])
+    assert [p.name for p in written] == expected
+
+
 def test_multiple_choice_learns_to_pick_the_good_ending(tmp_path):
     from attnlab.tasks import MultipleChoiceExample
 

@@ -80,6 +80,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--batch-size", type=int, default=64)
     ev.add_argument("--device", default="cpu")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument(
+        "--output-dir",
+        help="write eval_results.json there and, for QA, the official predictions.json (+ null_odds.json)",
+    )
     _generic_args(ev)
     ev.set_defaults(func=run_evaluate)
 
@@ -191,7 +195,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         metrics = evaluate_directory(
             spec, args.model, examples, max_length=args.max_length or (384 if spec.kind == "qa" else 128),
             stride=args.stride, max_query_length=args.max_query_length, batch_size=args.batch_size,
-            device=args.device,
+            device=args.device, output_dir=args.output_dir,
         )  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
         return _fail(str(e))

@@ -308,6 +308,26 @@ class TaskEvaluator:
             self.on_result(metrics)
         return metrics
 
+    def write_predictions(self, directory: str | os.PathLike) -> list[Path]:
+        """Extractive QA: write the last `compute`'s answers as the official scripts read them,
+        ``predictions.json`` ({id: text}) and, for SQuAD 2.0, ``null_odds.json`` ({id: null score minus the
+        best non-null score}). A question that got no window (counted in feature building) is unanswered."""
+        from attnlab.atomic import write_json_atomic
+        from attnlab.tasks.qa_postprocess import null_odds_dict, predictions_dict
+
+        if self.spec.kind != "qa" or self.last_predictions is None:
+            raise ValueError(f"write_predictions: needs a computed QA evaluation, task is {self.spec.name!r}")
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        texts = predictions_dict(self.last_predictions)
+        write_json_atomic({ex.id: texts.get(ex.id, "") for ex in self.examples}, out / "predictions.json")
+        written = [out / "predictions.json"]
+        if self.spec.version_2:
+            odds = null_odds_dict(self.last_predictions)
+            write_json_atomic({ex.id: odds.get(ex.id, 0.0) for ex in self.examples}, out / "null_odds.json")
+            written.append(out / "null_odds.json")
+        return written
+
 
 def score(ev: TaskEvaluator) -> tuple[dict[str, float], Any]:
     """(metrics, predictions) from an evaluator's collected outputs."""
@@ -339,7 +359,7 @@ def score(ev: TaskEvaluator) -> tuple[dict[str, float], Any]:
         else:
             out = M.squad_v1_scores(texts, ev.examples)
             result = {"exact_match": out["exact_match"], "f1": out["f1"]}
-        return result, texts
+        return result, preds
     logits = ev._stack("logits")
     if spec.kind == "token":
         assert ev.labels is not None
@@ -778,8 +798,12 @@ def evaluate_directory(
     max_query_length: int = 64,
     batch_size: int = 64,
     device: str = "cpu",
+    output_dir: str | os.PathLike | None = None,
 ) -> dict[str, float]:
-    """Score a fine-tuned model directory (attnlab or HF task checkpoint) on labelled examples."""
+    """Score a fine-tuned model directory (attnlab or HF task checkpoint) on labelled examples.
+
+    With ``output_dir``: ``eval_results.json`` (the metrics) and, for QA, the official ``predictions.json``
+    (+ ``null_odds.json`` for SQuAD 2.0, whose metrics include the dev-tuned ``best_f1_thresh``)."""
     from attnlab.tasks.transfer import load_model
     from attnlab.tokenizers import load_tokenizer
 
@@ -799,7 +823,17 @@ def evaluate_directory(
     )  # fmt: skip
     evaluator = TaskEvaluator(spec, feats, examples, labels, regression)
     pad = pad_id_of(tokenizer, config.pad_token_id)
-    return evaluate_features(model, evaluator, batch_size, pad, device)
+    metrics = evaluate_features(model, evaluator, batch_size, pad, device)
+    if output_dir is not None:
+        from attnlab.atomic import write_json_atomic
+
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        results = {"task": spec.name, "examples": len(examples), **metrics}
+        write_json_atomic(results, out / "eval_results.json")
+        if spec.kind == "qa":
+            evaluator.write_predictions(output_dir)
+    return metrics
 
 
 __all__ = [
