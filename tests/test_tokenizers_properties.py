@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from attnlab.tokenizers import Unigram, bert_wordpiece, byte_level_bpe, sentencepiece_unigram
@@ -56,6 +56,7 @@ def make_bert(lowercase: bool):
 
 
 BYTE_LEVEL = make_byte_level()
+BYTE_LEVEL_SPECIALS = {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}
 BERT_UNCASED = make_bert(True)
 BERT_CASED = make_bert(False)
 UNIGRAM = sentencepiece_unigram(
@@ -69,6 +70,9 @@ UNIGRAM = sentencepiece_unigram(
 @SETTINGS
 @given(any_text)
 def test_byte_level_round_trip(text):
+    # A special token written in the text is matched as that token (as HF does; RoBERTa's "<mask>" also
+    # swallows the space before it), so the byte-level round trip is a property of all other text.
+    assume(not any(sp in text for sp in BYTE_LEVEL_SPECIALS))
     enc = BYTE_LEVEL.encode(text)
     assert "<unk>" not in enc.tokens  # byte-level BPE never needs an unknown token
     assert BYTE_LEVEL.decode(enc.ids) == text
@@ -85,6 +89,9 @@ def _check_offsets(enc, text):
         prev = s
 
 
+BERT_SPECIALS = {"[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"}
+
+
 @SETTINGS
 @given(mixed_text)
 def test_bert_offsets_cover_their_tokens(text):
@@ -95,7 +102,10 @@ def test_bert_offsets_cover_their_tokens(text):
         if special:
             continue
         assert e > s
-        if tok != "[UNK]":
+        if tok in BERT_SPECIALS:
+            # a special token written in the text is matched as itself before normalisation (as HF does)
+            assert text[s:e] == tok or tok == "[UNK]"
+        else:
             # the original characters, normalised, are exactly the token's text
             assert norm.normalize_str(text[s:e]) == tok.removeprefix("##")
 
@@ -117,6 +127,9 @@ def test_byte_level_offsets_cover_token_bytes(text):
     _check_offsets(enc, text)
     inv = {c: b for b, c in bytes_to_unicode().items()}
     for tok, (s, e) in zip(enc.tokens, enc.offsets):
+        if tok.strip() in BYTE_LEVEL_SPECIALS:  # written in the text, matched before byte-level mapping
+            assert text[s:e].strip() == tok.strip()
+            continue
         raw = bytes(inv[c] for c in tok).lstrip(b" ")  # trim_offsets moves the start past leading spaces
         assert raw in text[s:e].encode("utf-8")
 
@@ -131,4 +144,11 @@ def test_unigram_offsets_cover_their_tokens(text):
         if piece:
             folded = unicodedata.normalize("NFKD", text[s:e]).lower()
             folded = "".join(c for c in folded if unicodedata.category(c) != "Mn")
-            assert piece in folded or piece == text[s:e]
+            # ALBERT's normaliser replaces `` and '' by " and, as HF's Replace, points the " at the last
+            # replaced character only: compare the rest of the piece with the quote characters taken out.
+            unquoted = str.maketrans("", "", "\"`'")
+            assert (
+                piece in folded
+                or piece.translate(unquoted) in folded.translate(unquoted)
+                or piece == text[s:e]
+            )
