@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 
@@ -31,11 +32,19 @@ def test_two_processes_pretrain_together(tmp_path):
         "--workers", "1", "--no-progress", "--set", "model.hidden_size=32", "--set", "model.num_layers=1",
         "--set", "model.num_heads=2", "--set", "model.intermediate_size=64", "--eval-examples", "8",
     ]  # fmt: skip
-    proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"}
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("held-out MLM accuracy") == 1  # printed by rank 0 only
+    # A session of its own, so that a timeout kills torchrun's workers too, not torchrun alone.
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    try:
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, stderr[-3000:]
+    assert stdout.count("held-out MLM accuracy") == 1  # printed by rank 0 only
     state = json.loads((out / "train" / "checkpoints" / "step-000003" / "trainer_state.json").read_text())
     assert state["world_size"] == 2 and state["examples_seen"] == 3 * 2 * 2
     assert (out / "model" / "model.safetensors").is_file()

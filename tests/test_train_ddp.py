@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import time
 from pathlib import Path
 
 import torch
@@ -16,6 +17,7 @@ from attnlab.train import Trainer, TrainerConfig, cleanup_distributed, set_seed,
 from attnlab.train.checkpoint import load_model, save_model
 
 STEPS, MICRO_BATCH, ACCUM = 5, 4, 2
+RANK_TIMEOUT_S = 120.0  # a collective that waits longer raises instead of hanging the suite
 
 
 def _config(out: Path, batch_size: int) -> TrainerConfig:
@@ -42,7 +44,7 @@ def _worker(rank: int, world_size: int, port: int, root: str) -> None:
         MASTER_PORT=str(port),
     )
     torch.set_num_threads(1)
-    context = setup_distributed()
+    context = setup_distributed(timeout_s=RANK_TIMEOUT_S)
     try:
         assert (context.rank, context.world_size, context.backend) == (rank, world_size, "gloo")
         set_seed(100 + rank)  # different initial weights per rank: DDP must broadcast rank 0's
@@ -71,7 +73,7 @@ def _signal_worker(rank: int, world_size: int, port: int, root: str, phase: str)
         MASTER_PORT=str(port),
     )
     torch.set_num_threads(1)
-    setup_distributed()
+    setup_distributed(timeout_s=RANK_TIMEOUT_S)
     try:
         set_seed(100)
         model = TinyMLP()
@@ -96,11 +98,28 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _run_ranks(worker, *args, nprocs: int = 2, deadline_s: float = 300.0) -> None:
+    """Run `worker(rank, *args)` in `nprocs` fresh processes; fail (never hang) past `deadline_s`.
+
+    spawn, not fork: a child forked from the test process inherits whatever locks its other threads
+    (tqdm's monitor, OpenMP pools) held at that instant, and a CI run once hung forever that way.
+    Whatever happens, no child outlives the call: a leftover process would keep CI's output pipe open.
+    """
+    context = mp.start_processes(worker, args=args, nprocs=nprocs, join=False, start_method="spawn")
+    end = time.monotonic() + deadline_s
+    try:
+        while not context.join(timeout=1.0):  # raises ProcessRaisedException when a rank fails
+            if time.monotonic() > end:
+                raise AssertionError(f"{nprocs} ranks still running after {deadline_s:.0f} s")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=10)
+
+
 def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_path) -> None:
-    # fork: the children inherit the imported torch (spawn would re-import it, seconds on a busy machine)
-    mp.start_processes(
-        _worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True, start_method="fork"
-    )
+    _run_ranks(_worker, 2, _free_port(), str(tmp_path))
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -142,13 +161,7 @@ def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_pat
 
 def test_a_signal_to_one_rank_stops_all_ranks_at_the_same_step_and_resume_continues(tmp_path) -> None:
     for phase in ("cut", "resume"):
-        mp.start_processes(
-            _signal_worker,
-            args=(2, _free_port(), str(tmp_path), phase),
-            nprocs=2,
-            join=True,
-            start_method="fork",
-        )
+        _run_ranks(_signal_worker, 2, _free_port(), str(tmp_path), phase)
     # rank 1's flag travels with step 3's all-reduce: both ranks save step 3 and return
     assert [json.loads((tmp_path / f"cut{r}.json").read_text()) for r in (0, 1)] == [[3, True], [3, True]]
     state = json.loads((tmp_path / "run" / "checkpoints" / "step-000003" / "trainer_state.json").read_text())
