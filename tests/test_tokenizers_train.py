@@ -492,9 +492,10 @@ def test_byte_level_bpe_identical_to_hf_trainer(byte_level):
 @given(st.text(max_size=60))
 def test_byte_level_bpe_never_unknown_and_round_trips(byte_level, text):
     enc = byte_level.encode(text, add_special_tokens=False)
-    assert byte_level.token_to_id("<unk>") not in enc.ids
     assert all(i is not None and 0 <= i < byte_level.get_vocab_size() for i in enc.ids)
+    # A special-token literal in the text is matched as that token (as HF does): "<unk>" may appear then.
     if not any(t in text for t in ("<s>", "</s>", "<pad>", "<unk>", "<mask>")):
+        assert byte_level.token_to_id("<unk>") not in enc.ids
         assert byte_level.decode(enc.ids) == text
 
 
