@@ -31,6 +31,7 @@ import torch  # noqa: E402
 
 from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import Encoder, get_preset  # noqa: E402
+from attnlab.nn.linear import set_cpu_gemm  # noqa: E402
 
 
 def _int_list(text: str) -> list[int]:
@@ -51,6 +52,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=10, help="timed forwards per model and shape (median)")
     p.add_argument("--warmup", type=int, default=3, help="untimed forwards per model and shape first")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    p.add_argument(
+        "--cpu-gemm",
+        choices=("onednn", "default"),
+        default="onednn",
+        help="attnlab's float32 CPU matmuls: oneDNN (its default) or F.linear as HF uses",
+    )
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument(
         "--dtypes", default=None, help="comma-separated (default: float32 on CPU; float32,bfloat16 on CUDA)"
@@ -158,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
+    set_cpu_gemm(args.cpu_gemm)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if args.dtypes:
         dtype_names = [d.strip() for d in args.dtypes.split(",") if d.strip()]

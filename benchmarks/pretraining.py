@@ -48,6 +48,7 @@ import torch  # noqa: E402
 
 from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import EncoderForPreTraining, count_parameters, get_preset  # noqa: E402
+from attnlab.nn.linear import set_cpu_gemm  # noqa: E402
 from attnlab.pretraining import MaskedLMPreTrainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +64,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=10, help="timed steps per model (median reported)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
+    p.add_argument(
+        "--cpu-gemm",
+        choices=("onednn", "default"),
+        default="onednn",
+        help="attnlab's float32 CPU matmuls: oneDNN (its default) or F.linear as HF uses",
+    )
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout (BERT: 0.1)")
     p.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense bf16 peak for MFU")
@@ -312,6 +319,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.threads:
         torch.set_num_threads(args.threads)
+    set_cpu_gemm(args.cpu_gemm)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if not args.skip_prep:  # first, while this process is small (its children inherit its peak RSS)
         run_prep(args)

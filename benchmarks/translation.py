@@ -36,6 +36,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from attnlab.nn.linear import set_cpu_gemm  # noqa: E402
 from attnlab.translation import Seq2SeqConfig, beam_search, build_model  # noqa: E402
 from attnlab.translation.marian import state_dict_to_marian  # noqa: E402
 
@@ -156,9 +157,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new", type=int, default=30)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
+    p.add_argument(
+        "--cpu-gemm",
+        choices=("onednn", "default"),
+        default="onednn",
+        help="attnlab's float32 CPU matmuls: oneDNN (its default) or F.linear as HF uses",
+    )
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    set_cpu_gemm(args.cpu_gemm)
 
     ours, hf = make_pair(args)
     n_params = sum(p.numel() for p in {id(q): q for q in ours.parameters()}.values())

@@ -18,6 +18,7 @@ from attnlab.models.config import EncoderConfig
 from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.embeddings import Embeddings
 from attnlab.nn.feedforward import FeedForward
+from attnlab.nn.linear import Linear
 from attnlab.nn.masks import to_additive
 from attnlab.nn.residual import Residual
 
@@ -37,7 +38,7 @@ class Pooler(nn.Module):
 
     def __init__(self, hidden_size: int) -> None:
         super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dense = Linear(hidden_size, hidden_size)
 
     def forward(self, hidden: Tensor) -> Tensor:
         """(B, T, H) -> (B, H)."""

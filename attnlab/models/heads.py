@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from attnlab.models.config import EncoderConfig
 from attnlab.nn.activations import get_activation
+from attnlab.nn.linear import Linear
 
 
 class MaskedLMHead(nn.Module):
@@ -29,10 +30,10 @@ class MaskedLMHead(nn.Module):
         eps: float = 1e-12,
     ) -> None:
         super().__init__()
-        self.dense = nn.Linear(hidden_size, embedding_size)
+        self.dense = Linear(hidden_size, embedding_size)
         self.activation = get_activation(activation)
         self.norm = nn.LayerNorm(embedding_size, eps=eps)
-        self.decoder = nn.Linear(embedding_size, vocab_size, bias=False)
+        self.decoder = Linear(embedding_size, vocab_size, bias=False)
         self.bias = nn.Parameter(torch.zeros(vocab_size))
 
     @classmethod
@@ -64,7 +65,7 @@ class SentencePairHead(nn.Module):
 
     def __init__(self, hidden_size: int) -> None:
         super().__init__()
-        self.classifier = nn.Linear(hidden_size, 2)
+        self.classifier = Linear(hidden_size, 2)
 
     @classmethod
     def from_config(cls, config: EncoderConfig) -> SentencePairHead:
@@ -83,9 +84,9 @@ class ReplacedTokenHead(nn.Module):
 
     def __init__(self, hidden_size: int, activation: str = "gelu") -> None:
         super().__init__()
-        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.dense = Linear(hidden_size, hidden_size)
         self.activation = get_activation(activation)
-        self.classifier = nn.Linear(hidden_size, 1)
+        self.classifier = Linear(hidden_size, 1)
 
     @classmethod
     def from_config(cls, config: EncoderConfig) -> ReplacedTokenHead:

@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from attnlab.models.config import EncoderConfig
 from attnlab.models.encoder import Encoder
 from attnlab.models.pretraining import IGNORE_INDEX, EncoderWithHeads, _init_head, masked_lm_loss
+from attnlab.nn.linear import Linear
 
 
 @dataclass
@@ -116,7 +117,7 @@ class _TaskModel(EncoderWithHeads):
         Linear(H, num_outputs)."""
         p = self.config.hidden_dropout if classifier_dropout is None else classifier_dropout
         self.dropout = nn.Dropout(p)
-        self.classifier = nn.Linear(self.config.hidden_size, num_outputs)
+        self.classifier = Linear(self.config.hidden_size, num_outputs)
 
     @property
     def id2label(self) -> dict[int, str]:
@@ -244,7 +245,7 @@ class EncoderForQuestionAnswering(_TaskModel):
 
     def __init__(self, encoder: Encoder) -> None:
         super().__init__(encoder, {})
-        self.qa_outputs = nn.Linear(self.config.hidden_size, 2)
+        self.qa_outputs = Linear(self.config.hidden_size, 2)
 
     @classmethod
     def from_config(cls, config: EncoderConfig) -> EncoderForQuestionAnswering:

@@ -4,6 +4,7 @@ from attnlab.nn.activations import ACTIVATIONS, SigmoidGELU, get_activation
 from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attention
 from attnlab.nn.embeddings import POSITION_EMBEDDINGS, Embeddings, offset_position_ids, sinusoidal_table
 from attnlab.nn.feedforward import FeedForward
+from attnlab.nn.linear import Linear, cpu_gemm, set_cpu_gemm
 from attnlab.nn.masks import causal_mask, combine_masks, padding_mask, to_additive
 from attnlab.nn.residual import Residual
 
@@ -12,15 +13,18 @@ __all__ = [
     "POSITION_EMBEDDINGS",
     "Embeddings",
     "FeedForward",
+    "Linear",
     "MultiHeadAttention",
     "Residual",
     "SigmoidGELU",
     "causal_mask",
     "combine_masks",
+    "cpu_gemm",
     "get_activation",
     "offset_position_ids",
     "padding_mask",
     "scaled_dot_product_attention",
+    "set_cpu_gemm",
     "sinusoidal_table",
     "to_additive",
 ]

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.nn.linear import Linear
 from attnlab.nn.masks import to_additive
 
 
@@ -92,10 +93,10 @@ class MultiHeadAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.dropout = dropout
-        self.query = nn.Linear(dim, dim, bias=bias)
-        self.key = nn.Linear(dim, dim, bias=bias)
-        self.value = nn.Linear(dim, dim, bias=bias)
-        self.output = nn.Linear(dim, dim, bias=bias)
+        self.query = Linear(dim, dim, bias=bias)
+        self.key = Linear(dim, dim, bias=bias)
+        self.value = Linear(dim, dim, bias=bias)
+        self.output = Linear(dim, dim, bias=bias)
 
     def _heads(self, x: Tensor) -> Tensor:
         """(B, T, H) -> (B, N, T, D), a view (no copy)."""

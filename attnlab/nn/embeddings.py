@@ -10,6 +10,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab.nn.linear import Linear
+
 POSITION_EMBEDDINGS = ("learned", "sinusoidal")
 
 
@@ -83,7 +85,7 @@ class Embeddings(nn.Module):
         self.token_type = nn.Embedding(type_vocab_size, embedding_size) if type_vocab_size > 0 else None
         self.norm = nn.LayerNorm(embedding_size, eps=eps)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.project = nn.Linear(embedding_size, hidden_size) if embedding_size != hidden_size else None
+        self.project = Linear(embedding_size, hidden_size) if embedding_size != hidden_size else None
 
     def position_ids(self, input_ids: Tensor) -> Tensor:
         """Default positions: ``arange(T)`` broadcast (1, T), or offset ones (B, T) (RoBERTa)."""

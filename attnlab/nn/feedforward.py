@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from attnlab.nn.activations import get_activation
+from attnlab.nn.linear import Linear
 
 
 class FeedForward(nn.Module):
@@ -17,10 +18,10 @@ class FeedForward(nn.Module):
 
     def __init__(self, dim: int, hidden_dim: int, activation: str = "gelu", dropout: float = 0.0) -> None:
         super().__init__()
-        self.up = nn.Linear(dim, hidden_dim)
+        self.up = Linear(dim, hidden_dim)
         self.activation = get_activation(activation)
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
-        self.down = nn.Linear(hidden_dim, dim)
+        self.down = Linear(hidden_dim, dim)
 
     def forward(self, x: Tensor) -> Tensor:
         """(B, T, H) -> (B, T, H)."""

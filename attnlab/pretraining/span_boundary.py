@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from attnlab.models import EncoderForPreTraining, init_bert_weights
 from attnlab.models.pretraining import IGNORE_INDEX
 from attnlab.nn.activations import get_activation
+from attnlab.nn.linear import Linear
 from attnlab.pretraining.masked_lm import gathered_mlm_loss
 
 
@@ -65,12 +66,12 @@ class SpanBoundaryHead(nn.Module):
         position_size = hidden_size if position_size is None else position_size
         self.max_positions = max_positions
         self.position = nn.Embedding(max_positions, position_size)  # p_i
-        self.dense1 = nn.Linear(2 * hidden_size + position_size, hidden_size)  # W_1
+        self.dense1 = Linear(2 * hidden_size + position_size, hidden_size)  # W_1
         self.norm1 = nn.LayerNorm(hidden_size, eps=eps)
-        self.dense2 = nn.Linear(hidden_size, embedding_size)  # W_2 (to E, the decoder's input)
+        self.dense2 = Linear(hidden_size, embedding_size)  # W_2 (to E, the decoder's input)
         self.norm2 = nn.LayerNorm(embedding_size, eps=eps)
         self.activation = get_activation(activation)
-        self.decoder = nn.Linear(embedding_size, vocab_size, bias=False)
+        self.decoder = Linear(embedding_size, vocab_size, bias=False)
         self.bias = nn.Parameter(torch.zeros(vocab_size))
 
     @classmethod

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.nn import FeedForward, MultiHeadAttention, Residual, causal_mask, padding_mask, sinusoidal_table
+from attnlab.nn.linear import Linear
 from attnlab.nn.masks import to_additive
 
 from .config import Seq2SeqConfig
@@ -52,10 +53,10 @@ class ProjectedMultiHeadAttention(MultiHeadAttention):
     def __init__(self, dim: int, num_heads: int, key_dim: int, value_dim: int, dropout: float = 0.0) -> None:
         super().__init__(num_heads * value_dim, num_heads, dropout)
         self.model_dim = dim
-        self.query = nn.Linear(dim, num_heads * key_dim)
-        self.key = nn.Linear(dim, num_heads * key_dim)
-        self.value = nn.Linear(dim, num_heads * value_dim)
-        self.output = nn.Linear(num_heads * value_dim, dim)
+        self.query = Linear(dim, num_heads * key_dim)
+        self.key = Linear(dim, num_heads * key_dim)
+        self.value = Linear(dim, num_heads * value_dim)
+        self.output = Linear(num_heads * value_dim, dim)
 
     def _heads(self, x: Tensor) -> Tensor:
         """(B, T, N * D) -> (B, N, T, D) with D the projection's own head size (d_k or d_v)."""
@@ -308,7 +309,7 @@ def build_model(config: Seq2SeqConfig) -> Seq2Seq:
             cfg.scale_embedding,
         )
 
-    generator = nn.Linear(h, cfg.vocab_size, bias=False)
+    generator = Linear(h, cfg.vocab_size, bias=False)
     model = Seq2Seq(encoder, decoder, embed(src_word), embed(tgt_word), generator, cfg)
     init_weights(model, cfg)
     if cfg.share_embeddings:

@@ -1,0 +1,118 @@
+"""``Linear``: ``nn.Linear`` whose large float32 CPU matmuls run on oneDNN instead of MKL.
+
+Why: PyTorch's x86 builds send a float32 ``F.linear`` on the CPU to MKL's sgemm. On non-Intel CPUs (this
+project's machines are AMD EPYC with AVX-512) MKL takes a generic code path: measured 140-230 GFLOPS on 2
+cores for BERT- and Transformer-shaped products, where oneDNN, which ships in the same PyTorch build and
+is what ``torch.compile``'s CPU backend calls, reaches 450-520 GFLOPS (``benchmarks/gemm.py``). Both are
+IEEE float32 with float32 accumulation; results differ only by summation order (about 1e-7 relative).
+
+`linear` takes the oneDNN path (``torch.ops.mkldnn._linear_pointwise``, forward and both backward
+products through a custom autograd function) when all of these hold, and is ``F.linear`` otherwise:
+
+- the tensors are float32 on the CPU, no autocast is active (autocast's bf16 matmuls already use oneDNN),
+  and ``torch.compile`` is not tracing (inductor picks its own kernels);
+- the product has at least ``2**20`` multiply-adds (below that oneDNN's ~8 us call overhead loses);
+- PyTorch was built with oneDNN and has the operator (a private one, so its presence is checked);
+- ``ATTNLAB_CPU_GEMM`` is not ``default`` (set it to ``default`` to use ``F.linear`` everywhere), and
+  `set_cpu_gemm` has not switched it off.
+
+The module keeps ``nn.Linear``'s parameters, names and initialisation, so checkpoints and HF key mappings
+are unchanged and ``isinstance(m, nn.Linear)`` still holds.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
+
+__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm"]
+
+MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
+
+
+def _onednn_op():
+    if not torch.backends.mkldnn.is_available():
+        return None
+    return getattr(torch.ops.mkldnn, "_linear_pointwise", None) if hasattr(torch.ops, "mkldnn") else None
+
+
+_OP = _onednn_op()
+_ENABLED = _OP is not None and os.environ.get("ATTNLAB_CPU_GEMM", "onednn").lower() != "default"
+
+
+def set_cpu_gemm(kind: str) -> None:
+    """``"onednn"`` (the default where available) or ``"default"`` (PyTorch's ``F.linear``)."""
+    global _ENABLED
+    if kind not in ("onednn", "default"):
+        raise ValueError(f"set_cpu_gemm: kind must be 'onednn' or 'default', got {kind!r}")
+    _ENABLED = kind == "onednn" and _OP is not None
+
+
+def cpu_gemm() -> str:
+    """Which float32 CPU matmul `linear` uses now: ``"onednn"`` or ``"default"``."""
+    return "onednn" if _ENABLED else "default"
+
+
+def _mm(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``x @ weight.T + bias`` on oneDNN; ``x`` (..., K), ``weight`` (N, K), either may be a strided view."""
+    return _OP(x, weight, bias, "none", [], "")  # type: ignore[misc]
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    """y = x W^T + b with the two backward products on oneDNN too:
+    dx = dy W (as ``linear(dy, W^T)``), dW = dy^T x (as ``linear(dy^T, x^T)``), db = sum of dy."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _mm(x, weight, bias)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        x, weight = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = _mm(grad, weight.t(), None)  # (..., N) @ (N, K) -> (..., K)
+        g2 = grad.reshape(-1, grad.shape[-1])  # (M, N)
+        if ctx.needs_input_grad[1]:
+            grad_w = _mm(g2.t(), x.reshape(-1, x.shape[-1]).t(), None)  # (N, M) @ (M, K) -> (N, K)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = g2.sum(0)
+        return grad_x, grad_w, grad_b
+
+
+def _use_onednn(x: Tensor, weight: Tensor) -> bool:
+    return (
+        _ENABLED
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and x.dim() >= 2
+        and x.numel() * weight.shape[0] >= MIN_MACS  # (M * K) * N
+        and not torch.is_autocast_enabled("cpu")
+        and not torch.compiler.is_compiling()
+    )
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``F.linear(x, weight, bias)``: x (..., K), weight (N, K), bias (N,) -> (..., N); see the module doc."""
+    if not _use_onednn(x, weight):
+        return F.linear(x, weight, bias)
+    if torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    ):
+        return _OneDNNLinear.apply(x, weight, bias)
+    return _mm(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` computed by `linear` (same parameters, state-dict keys and initialisation)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)

@@ -1,0 +1,86 @@
+"""float32 CPU matmul throughput: PyTorch's ``F.linear`` (MKL sgemm) vs attnlab's `linear` (oneDNN).
+
+    .venv/bin/python benchmarks/gemm.py                 # BERT-base and Transformer-base shapes
+    .venv/bin/python benchmarks/gemm.py --threads 1 --repeats 50
+
+For each (M, K, N): the forward ``x (M, K) @ W^T (K, N)`` and the two backward products (``dy @ W`` and
+``dy^T @ x``), GFLOPS of each library (median of ``--repeats`` after warm-up) and the ratio attnlab / PyTorch
+(> 1: attnlab faster), plus the largest relative difference of the results. This is why `attnlab.nn.Linear`
+exists (see its module docstring); the model-level effect is in encoder_inference.py and translation.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)  # keep sibling scripts (tokenizers.py) from shadowing libraries
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from attnlab.nn import linear as lin_mod  # noqa: E402
+
+SHAPES = [  # (M, K, N, what)
+    (128, 768, 768, "BERT-base attention projection, B=1 T=128"),
+    (1024, 768, 3072, "BERT-base FFN up, B=8 T=128"),
+    (1024, 3072, 768, "BERT-base FFN down, B=8 T=128"),
+    (768, 512, 512, "Transformer-base projection, B=32 T=24"),
+    (768, 512, 8000, "Transformer-base generator, V=8000"),
+    (64, 512, 2048, "beam step: 16 sentences x 4 beams, FFN up"),
+]
+
+
+def median_seconds(fn, repeats: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if lin_mod._OP is None:
+        print("this PyTorch build has no oneDNN linear operator: attnlab uses F.linear, nothing to compare")
+        return 0
+    mm = lin_mod._mm
+    print(f"# float32 CPU, {torch.get_num_threads()} threads, torch {torch.__version__}; GFLOPS, median of "
+          f"{args.repeats}; ratio = attnlab (oneDNN) / PyTorch F.linear (MKL)")  # fmt: skip
+    cols = ("M", "K", "N", "product", "PyTorch", "attnlab", "ratio", "rel diff")
+    head = "{:>5} {:>5} {:>5}  {:<9} {:>8} {:>8} {:>6} {:>9}  shape".format(*cols)
+    print(head)
+    print("-" * len(head))
+    g = torch.Generator().manual_seed(0)
+    for m, k, n, what in SHAPES:
+        x, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+        dy = torch.randn(m, n, generator=g)
+        cases = [  # (name, PyTorch's product, attnlab's, FLOPs); the tensors are bound as defaults
+            ("forward", lambda x=x, w=w: F.linear(x, w), lambda x=x, w=w: mm(x, w, None)),
+            ("dx=dy W", lambda dy=dy, w=w: dy @ w, lambda dy=dy, w=w: mm(dy, w.t(), None)),
+            ("dW=dy'x", lambda dy=dy, x=x: dy.t() @ x, lambda dy=dy, x=x: mm(dy.t(), x.t(), None)),
+        ]
+        flops = 2 * m * k * n
+        for name, ref_fn, ours_fn in cases:
+            ref, ours = ref_fn(), ours_fn()
+            rel = ((ours - ref).abs().max() / ref.abs().max()).item()
+            t_ref, t_ours = median_seconds(ref_fn, args.repeats), median_seconds(ours_fn, args.repeats)
+            print(f"{m:>5} {k:>5} {n:>5}  {name:<9} {flops / t_ref / 1e9:>8.0f} {flops / t_ours / 1e9:>8.0f} "
+                  f"{t_ref / t_ours:>6.2f} {rel:>9.1e}  {what}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""attnlab.nn.Linear: the oneDNN float32 CPU path computes F.linear's function and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.nn import linear as lin_mod
+from attnlab.nn.linear import MIN_MACS, Linear, cpu_gemm, linear, set_cpu_gemm
+
+needs_onednn = pytest.mark.skipif(lin_mod._OP is None, reason="this PyTorch build has no oneDNN linear")
+
+
+@pytest.fixture(autouse=True)
+def _restore_gemm():
+    before = cpu_gemm()
+    yield
+    set_cpu_gemm(before)
+
+
+def _grads(fn, x, w, b, g):
+    for t in (x, w, b):
+        if t is not None:
+            t.grad = None
+    out = fn(x, w, b)
+    (out * g).sum().backward()
+    return out.detach(), [None if t is None else t.grad.clone() for t in (x, w, b)]
+
+
+@needs_onednn
+@pytest.mark.parametrize(
+    "shape, bias, transposed_grad",
+    [((32, 24, 256), True, True), ((300, 512), False, False), ((4, 7, 300), True, False)],
+)
+def test_onednn_path_matches_f_linear_forward_and_backward(shape, bias, transposed_grad) -> None:
+    set_cpu_gemm("onednn")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(*shape, generator=g).requires_grad_()
+    w = torch.randn(640, shape[-1], generator=g).requires_grad_()
+    b = torch.randn(640, generator=g).requires_grad_() if bias else None
+    assert lin_mod._use_onednn(x, w)
+    up = torch.randn(*shape[:-1], 640, generator=g)
+    if transposed_grad:  # a non-contiguous upstream gradient, as after a transpose
+        up = up.transpose(0, 1).contiguous().transpose(0, 1)
+    out, grads = _grads(linear, x, w, b, up)
+    assert out.grad_fn is None  # detached copy; the graph node is checked below
+    assert type(linear(x, w, b).grad_fn).__name__ == "_OneDNNLinearBackward"
+    ref_out, ref_grads = _grads(F.linear, x, w, b, up)
+    scale = ref_out.abs().max()
+    assert (out - ref_out).abs().max() <= 1e-5 * scale
+    for got, ref in zip(grads, ref_grads):
+        if ref is not None:
+            assert (got - ref).abs().max() <= 1e-5 * ref.abs().max()
+
+
+@needs_onednn
+def test_gradient_only_for_what_requires_it() -> None:
+    set_cpu_gemm("onednn")
+    x = torch.randn(64, 128)
+    w = torch.randn(256, 128, requires_grad=True)
+    linear(x, w).sum().backward()
+    assert torch.allclose(w.grad, torch.ones(64, 256).t() @ x, rtol=1e-5, atol=1e-4)
+    x2 = torch.randn(64, 128, requires_grad=True)
+    frozen = torch.randn(256, 128)
+    linear(x2, frozen).sum().backward()
+    assert torch.allclose(x2.grad, torch.ones(64, 256) @ frozen, rtol=1e-5, atol=1e-4)
+
+
+def test_path_selection() -> None:
+    big_x, big_w = torch.randn(64, 512), torch.randn(512, 512)
+    assert big_x.numel() * big_w.shape[0] >= MIN_MACS
+    set_cpu_gemm("default")
+    assert cpu_gemm() == "default" and not lin_mod._use_onednn(big_x, big_w)
+    set_cpu_gemm("onednn")
+    if lin_mod._OP is None:
+        assert cpu_gemm() == "default"
+        return
+    assert lin_mod._use_onednn(big_x, big_w)
+    assert not lin_mod._use_onednn(torch.randn(4, 32), torch.randn(32, 32))  # too small to pay off
+    assert not lin_mod._use_onednn(big_x.double(), big_w.double())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not lin_mod._use_onednn(big_x, big_w)
+        assert linear(big_x, big_w).dtype == torch.bfloat16  # autocast still applies
+    with pytest.raises(ValueError, match="'onednn' or 'default'"):
+        set_cpu_gemm("mkl")
+
+
+def test_linear_module_is_an_nn_linear_with_the_same_state_dict() -> None:
+    torch.manual_seed(0)
+    ours = Linear(16, 8)
+    torch.manual_seed(0)
+    plain = nn.Linear(16, 8)
+    assert isinstance(ours, nn.Linear)
+    assert ours.state_dict().keys() == plain.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), plain.state_dict().values()))
+    x = torch.randn(3, 16)
+    assert torch.equal(ours(x), plain(x))  # small: F.linear itself
