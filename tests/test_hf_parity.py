@@ -190,7 +190,8 @@ def _our_outputs(model, batch) -> dict[str, object]:
     return result
 
 
-def _assert_same(ours: dict, theirs: dict, context: str) -> None:
+def _assert_same(ours: dict, theirs: dict, context: str, rtol: float = 0.0) -> None:
+    """Equal within ``ATOL + rtol * max|HF's value|`` per output."""
     assert set(ours) == set(theirs), f"{context}: outputs {sorted(ours)} vs HF {sorted(theirs)}"
     for key in ours:
         a, b = ours[key], theirs[key]
@@ -202,7 +203,8 @@ def _assert_same(ours: dict, theirs: dict, context: str) -> None:
         for label, x, y in pairs:
             assert x.shape == y.shape, f"{context} {label}: shape {tuple(x.shape)} vs HF {tuple(y.shape)}"
             diff = (x.float() - y.float()).abs().max().item()
-            assert diff <= ATOL, f"{context} {label}: max abs diff {diff:.3g} > {ATOL}"
+            tol = ATOL + rtol * y.float().abs().max().item()
+            assert diff <= tol, f"{context} {label}: max abs diff {diff:.3g} > {tol:.3g}"
 
 
 @pytest.mark.parametrize(("name", "hf_class"), PAIRS, ids=[f"{n}-{c}" for n, c in PAIRS])
@@ -487,9 +489,26 @@ def test_dtype_on_the_way_in_and_out(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("gemm", ["default", "onednn"])
 @pytest.mark.parametrize("direction", ["hf_to_attnlab", "attnlab_to_hf"])
-def test_bert_base_sized_parity(direction: str, tmp_path: Path) -> None:
-    """bert-base shapes (12 x 768, V = 30522), MLM + NSP, both directions, T = 128 with padding."""
+def test_bert_base_sized_parity(direction: str, gemm: str, tmp_path: Path) -> None:
+    """bert-base shapes (12 x 768, V = 30522), MLM + NSP, both directions, T = 128 with padding.
+
+    With HF's own matmul (``default``) the outputs agree within 1e-5. attnlab's default float32 CPU
+    matmul (oneDNN, attnlab.nn.linear) sums in another order: 12 layers and a 30k-way decoder then
+    differ by about 1e-6 of the logits' scale, hence the relative term.
+    """
+    from attnlab.nn.linear import cpu_gemm, set_cpu_gemm
+
+    before = cpu_gemm()
+    set_cpu_gemm(gemm)
+    try:
+        _bert_base_sized_parity(direction, tmp_path, rtol=0.0 if gemm == "default" else 2e-6)
+    finally:
+        set_cpu_gemm(before)
+
+
+def _bert_base_sized_parity(direction: str, tmp_path: Path, rtol: float) -> None:
     from attnlab.models import get_preset
 
     config = get_preset("bert-base-uncased", hidden_dropout=0.0, attention_dropout=0.0)
@@ -511,4 +530,4 @@ def test_bert_base_sized_parity(direction: str, tmp_path: Path) -> None:
     segments = torch.zeros_like(ids)
     segments[:, 64:] = 1
     batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": segments}
-    _assert_same(_our_outputs(ours, batch), _hf_outputs(hf_model, batch), f"bert-base {direction}")
+    _assert_same(_our_outputs(ours, batch), _hf_outputs(hf_model, batch), f"bert-base {direction}", rtol)
