@@ -277,6 +277,26 @@ class BertNormalizer(Normalizer):
                 return NormalizedString(ns.original, text.translate(table), ns.starts, ns.ends)
         return _map_mixed(ns, self._char, self._ascii_fast)
 
+    def normalize_str(self, text: str) -> str:
+        """The normalised text without an alignment: one ``str.translate`` (the map is per character)."""
+        return text.translate(self.translation_table(text))
+
+    def translation_table(self, text: str) -> dict[int, str]:
+        """A ``str.translate`` table covering every character of ``text``: ``text.translate(table)`` is the
+        normalised text (for ids-only encoding, which needs no alignment). Deleted characters map to ""."""
+        table = self.__dict__.get("_full_table")
+        if table is None or len(table) > _TABLE_CAPACITY:
+            table = {
+                i: self._ascii_fast(chr(i)) if _ASCII_RUN.match(chr(i)) else self._char(chr(i))
+                for i in range(128)
+            }
+            self.__dict__["_full_table"] = table
+        if not text.isascii():
+            for ch in set(_NON_ASCII.findall(text)):
+                if ord(ch) not in table:
+                    table[ord(ch)] = self._char(ch)
+        return table
+
     @property
     def _table(self) -> dict[int, str]:
         table = self.__dict__.get("_table_cache")
@@ -304,6 +324,7 @@ class BertNormalizer(Normalizer):
 
 
 _ASCII_RUN = regex.compile(r"[\t\n\r\x20-\x7e]+")
+_TABLE_CAPACITY = 1 << 16  # characters kept in a normaliser's translation table
 _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
 
 

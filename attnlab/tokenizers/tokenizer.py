@@ -13,7 +13,7 @@ import gc
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import regex
 
@@ -23,6 +23,9 @@ from attnlab.tokenizers import pre_tokenizers as pre
 from attnlab.tokenizers import processors as proc
 from attnlab.tokenizers.encoding import Encoding
 from attnlab.tokenizers.models import BPE, Model, Unigram, WordPiece
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "AddedToken",
@@ -584,6 +587,22 @@ class Tokenizer:
             self._pad(out)
         return out
 
+    def encode_ids_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
+        """Only the ids of ``encode_batch(texts, add_special_tokens)``: exactly the same ids, without tokens,
+        offsets or word ids, several times faster on running text (see :mod:`attnlab.tokenizers.ids_only`)."""
+        from attnlab.tokenizers.ids_only import encode_ids_batch
+
+        return encode_ids_batch(self, texts, add_special_tokens)
+
+    def encode_ids_flat(
+        self, texts: Sequence[str], add_special_tokens: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_ids_batch`` as arrays: ``ids`` (N,) int64, all texts' ids in order, and ``lengths`` (L,)
+        int64, each text's number of ids (what corpus encoding stores)."""
+        from attnlab.tokenizers.ids_only import encode_ids_flat
+
+        return encode_ids_flat(self, texts, add_special_tokens)
+
     # ------------------------------------------------------------------------------------------------------
     # Decode
 
@@ -637,6 +656,8 @@ class Tokenizer:
         state = self.__dict__.copy()
         state["_word_cache"] = {}  # caches stay behind when the tokenizer is sent to worker processes
         state["_word_cache_model"] = None
+        state.pop("_ids_cache", None)  # see attnlab.tokenizers.ids_only
+        state.pop("_ids_cache_model", None)
         return state
 
     def __repr__(self) -> str:
