@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -306,3 +307,66 @@ def test_spawned_workers_give_the_same_shards(tmp_path):
         docs, tok, tmp_path / "spawn", workers=2, chunk_chars=300, shard_tokens=500, start_method="spawn"
     )
     assert files_of(tmp_path / "fork") == files_of(tmp_path / "spawn")
+
+
+@pytest.fixture(scope="module")
+def attnlab_tokenizers():
+    """attnlab WordPiece (BERT pipeline) and byte-level BPE tokenizers trained on generated text."""
+    from test_tokenizers_parity import corpus_lines
+
+    from attnlab.tokenizers.trainers import train_tokenizer
+
+    lines = corpus_lines(2000)
+    return {
+        "wordpiece": train_tokenizer("wordpiece", iter(lines), 600, show_progress=False, processes=1),
+        "byte_level_bpe": train_tokenizer(
+            "byte_level_bpe", iter(lines), 600, show_progress=False, processes=1
+        ),
+    }
+
+
+def lean_test_docs() -> list[list[str]]:
+    """Generated documents with the adversarial generator's sentences, with their emoji (split by
+    ``regex``) and without (split by the standard library's ``re``), special tokens, newlines, empty ones."""
+    from test_tokenizers_parity import adversarial_texts
+
+    adversarial = adversarial_texts(800, seed=3)
+    bmp = [re.sub("[\U00010000-\U0010ffff]", "", t) for t in adversarial]
+    sentences = adversarial + bmp + [" ".join(s) for s in make_docs(100, seed=4)]
+    sentences += ["[CLS] x [SEP] y", "a\nb", "", "<s>x</s>", "Hello <mask> world"]
+    rng = random.Random(5)
+    rng.shuffle(sentences)
+    docs, i = [], 0
+    while i < len(sentences):
+        k = rng.randint(1, 12)
+        docs.append(sentences[i : i + k])
+        i += k
+    return docs
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "byte_level_bpe"])
+def test_lean_path_gives_the_same_shards_as_encodings(tmp_path, monkeypatch, attnlab_tokenizers, kind):
+    """An attnlab Tokenizer takes the ids-only path (ids and word starts without encodings); its shards are
+    byte for byte those of the encodings' path, truncation included."""
+    from attnlab.tokenizers import ids_only
+
+    tok = attnlab_tokenizers[kind]
+    docs = lean_test_docs()
+    calls = []
+    lean = ids_only.encode_ids_and_word_starts
+    monkeypatch.setattr(
+        ids_only, "encode_ids_and_word_starts", lambda *a, **k: calls.append(1) or lean(*a, **k)
+    )
+    kwargs = {"workers": 1, "chunk_chars": 3000, "shard_tokens": 4000, "max_sentence_tokens": 40}
+    prepare_shards(docs, tok, tmp_path / "lean", **kwargs)
+    assert calls, "the ids-only path was not taken"
+    monkeypatch.setattr(ids_only, "supports_ids_only", lambda *a, **k: False)
+    calls.clear()
+    prepare_shards(docs, tok, tmp_path / "full", **kwargs)
+    assert not calls
+    lean_files, full_files = files_of(tmp_path / "lean"), files_of(tmp_path / "full")
+    assert len(lean_files) > 8 and lean_files == full_files
+    assert (tmp_path / "lean" / INDEX_FILE).read_bytes() == (tmp_path / "full" / INDEX_FILE).read_bytes()
+    corpus = ShardedCorpus(tmp_path / "lean")
+    assert 0 < corpus.shards[0].word_starts.sum() < corpus.shards[0].ids.size  # words of several tokens
+    assert sum(info["truncated_sentences"] for info in corpus.index["shards"]) > 0

@@ -6,9 +6,12 @@ block and cache boundaries, and on real books when ../shared/data is present."""
 from __future__ import annotations
 
 import pickle
+import random
+import re
 
 import numpy as np
 import pytest
+import regex
 from test_tokenizers_parity import BOOKS, adversarial_texts, corpus_lines, hf_bert, hf_roberta, vocab_dir
 
 from attnlab.tokenizers import Tokenizer, WordPiece, byte_level_bpe, ids_only, load_tokenizer
@@ -45,6 +48,9 @@ EDGES = [
     "ab'",
 ]
 TEXTS = EDGES + adversarial_texts(1500) + corpus_lines(300) + EDGES[::-1]
+# The generator draws emoji, which send a whole block to ``regex``: without them the standard library's ``re``
+# splits (see ``ids_only._splitter``).
+BMP_TEXTS = [re.sub("[\U00010000-\U0010ffff]", "", t) for t in TEXTS]
 
 
 def full_ids(tok: Tokenizer, texts: list[str], add_special_tokens: bool) -> list[list[int]]:
@@ -108,7 +114,75 @@ def pipelines(vocab_dir) -> dict[str, Tokenizer]:
     ],
 )
 def test_ids_only_equals_full_encode(vocab_dir, name):
-    assert_lean_is_exact(pipelines(vocab_dir)[name], TEXTS)
+    tok = pipelines(vocab_dir)[name]
+    assert_lean_is_exact(tok, TEXTS)
+    assert_lean_is_exact(tok, BMP_TEXTS)
+    assert_word_starts_are_exact(tok, TEXTS + BMP_TEXTS)
+
+
+def word_starts_of(word_ids: list[int | None]) -> list[bool]:
+    """A token starts a word when its word id differs from the previous token's or is None (data.shards)."""
+    return [i == 0 or w is None or w != word_ids[i - 1] for i, w in enumerate(word_ids)]
+
+
+def assert_word_starts_are_exact(tok: Tokenizer, texts: list[str]) -> None:
+    for specials in (True, False):
+        encs = tok.encode_batch(texts, specials)
+        ids, lengths, starts = ids_only.encode_ids_and_word_starts(tok, texts, specials)
+        assert starts.dtype == bool and starts.shape == ids.shape
+        assert ids.tolist() == [i for e in encs for i in e.ids]
+        assert lengths.tolist() == [len(e.ids) for e in encs]
+        expected = [s for e in encs for s in word_starts_of(e.word_ids)]
+        assert starts.tolist() == expected, specials
+
+
+# Character classes of the pre-tokenisers' patterns, as ``regex`` writes them.
+CLASSES = [r"\s", pre._PUNCT, r"\p{L}", r"\p{N}", r"\w"]
+BMP = "".join(map(chr, range(0x10000)))
+EVERY = "".join(map(chr, range(0x110000)))
+
+
+@pytest.mark.parametrize("expr", CLASSES)
+def test_re_classes_hold_what_regex_matches_on_every_code_point(expr):
+    ours = re.compile(ids_only.re_class(ids_only.bmp_ranges(expr)))
+    assert ours.findall(BMP) == regex.findall(f"[{expr}]", BMP)
+    assert not ours.search(EVERY[0x10000:])  # the BMP only: text above it is split by ``regex``
+
+
+def split_probes() -> list[str]:
+    """Every BMP code point alone, between letters, digits, spaces, apostrophes and newlines, and shuffled
+    runs of them; the adversarial generator's texts (emoji removed) joined as the blocks join them."""
+    cps = list(BMP)
+    rng = random.Random(0)
+    shuffled = cps[:]
+    rng.shuffle(shuffled)
+    contexts = "".join(f"a{c}b {c}1'{c}s\n{c} \t{c}{c}." for c in cps)
+    runs = "".join(c + rng.choice(["", " ", "  ", "\n", "a", "'", " 1", "\u3000"]) for c in shuffled)
+    return [BMP, contexts, "".join(shuffled), runs, "\n".join(BMP_TEXTS) + "\n"]
+
+
+PATTERNS = [
+    (pre._BERT_RE, False),
+    (pre._WHITESPACE_RE, False),
+    (pre._WHITESPACE_SPLIT_RE, False),
+    (pre._GPT2_RE, True),
+]
+
+
+@pytest.mark.parametrize("pattern, byte_level", PATTERNS)
+def test_re_split_gives_regex_words(pattern, byte_level):
+    marked = ids_only._with_end_marker(pattern, byte_level)
+    fast = ids_only._stdlib_pattern(pattern)
+    split = ids_only._splitter(pattern, byte_level)
+    assert fast is not None
+    for text in split_probes():
+        expected = marked.findall(text)
+        assert fast.findall(text) == expected
+        assert split(text) == expected
+    # Above the BMP (here every code point of Unicode, and the generator's texts with their emoji) the
+    # split is ``regex``'s own.
+    for text in (EVERY, "".join(f"a{c}b {c}1 \n" for c in EVERY[0x1F000:0x1F700]), "\n".join(TEXTS)):
+        assert split(text) == marked.findall(text)
 
 
 def test_ids_only_equals_hf_tokenizers(vocab_dir):
@@ -127,12 +201,14 @@ def test_block_and_cache_boundaries(vocab_dir, monkeypatch):
         tok = pipelines(vocab_dir)[name]
         assert_lean_is_exact(tok, TEXTS[:400])
         assert len(tok.__dict__["_ids_cache"]) <= 50 + 400
+        assert_word_starts_are_exact(tok, TEXTS[:400] + BMP_TEXTS[:400])
 
 
 def test_newline_written_by_a_normalizer_falls_back(vocab_dir):
     bert = load_tokenizer(vocab_dir / "bert_uncased")
     tok = Tokenizer(bert.model, norm.Replace("x", "\n"), pre.BertPreTokenizer(), bert.post_processor)
     assert_lean_is_exact(tok, ["axb", "x", "b x"] + TEXTS[:100])
+    assert_word_starts_are_exact(tok, ["axb", "x", "b x"] + TEXTS[:100])
 
 
 def test_unsupported_pipelines_fall_back_to_encode(vocab_dir):
@@ -150,6 +226,7 @@ def test_unsupported_pipelines_fall_back_to_encode(vocab_dir):
     assert_lean_is_exact(spaced, TEXTS[:200], expect_lean=False)
     unigram = Tokenizer.from_file(vocab_dir / "unigram" / "tokenizer.json")
     assert_lean_is_exact(unigram, TEXTS[:200], expect_lean=False)
+    assert_word_starts_are_exact(unigram, TEXTS[:200])
 
 
 def test_empty_batches_and_types(vocab_dir):

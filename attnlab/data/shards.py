@@ -16,7 +16,8 @@ issues #117 and #612):
 * **Streaming, bounded memory.** Documents are read lazily and grouped into chunks of about
   ``chunk_chars`` characters (whole documents); at most ``2 * workers`` chunks are in flight and a
   shard is appended to its files chunk by chunk, so memory does not grow with the corpus.
-* **Parallel.** Chunks are tokenised by a ``multiprocessing`` pool (one ``encode_batch`` per chunk);
+* **Parallel.** Chunks are tokenised by a ``multiprocessing`` pool (one ``encode_batch`` per chunk, or for
+  an attnlab ``Tokenizer`` its ids-only path, ``encode_ids_and_word_starts``, ~3x faster, same arrays);
   turning encodings into arrays is vectorised with numpy.
 * **Deterministic.** Chunk boundaries depend only on the text and ``chunk_chars``; results are
   consumed in input order and a shard closes after the first chunk that brings it to
@@ -46,6 +47,7 @@ import numpy as np
 from attnlab.atomic import write_json_atomic
 from attnlab.data.corpus import Document, IngestStats, as_sentences
 from attnlab.data.protocol import tokenizer_fingerprint, vocab_size_of
+from attnlab.tokenizers import Tokenizer, ids_only
 
 FORMAT_NAME = "attnlab-token-shards"
 FORMAT_VERSION = 1
@@ -98,10 +100,43 @@ def tokenize_chunk(
 
     Tokens whose word id is ``None`` (special tokens a post-processor added) are dropped; sentences
     longer than ``max_sentence_tokens`` are truncated and counted. :class:`~attnlab.data.corpus.Paragraphs`
-    are split into sentences first.
+    are split into sentences first. An attnlab :class:`~attnlab.tokenizers.Tokenizer` whose pipeline the
+    ids-only path covers gives the same arrays without building encodings.
     """
     chunk = [as_sentences(doc) for doc in chunk]
     texts = [s for doc in chunk for s in doc]
+    if isinstance(tokenizer, Tokenizer) and ids_only.supports_ids_only(tokenizer, add_special_tokens=False):
+        # No special tokens without add_special_tokens, so no word id is None: nothing to drop.
+        ids, lens, starts = ids_only.encode_ids_and_word_starts(tokenizer, texts, add_special_tokens=False)
+    else:
+        ids, lens, starts = _encoded_arrays(tokenizer, texts)
+    truncated = 0
+    if max_sentence_tokens is not None and (lens > max_sentence_tokens).any():
+        truncated = int((lens > max_sentence_tokens).sum())
+        pos = np.arange(ids.size) - np.repeat(np.cumsum(lens) - lens, lens)  # position inside its sentence
+        keep = pos < max_sentence_tokens
+        ids, starts = ids[keep], starts[keep]
+        lens = np.minimum(lens, max_sentence_tokens)
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = int(ids.max() if ids.max() >= vocab_size else ids.min())
+        raise ValueError(f"tokenizer produced id {bad}, outside its vocabulary of size {vocab_size}")
+    nonempty = lens > 0
+    doc_of = np.repeat(np.arange(len(chunk)), [len(d) for d in chunk])  # (n,) document of each sentence
+    doc_sents = np.bincount(doc_of[nonempty], minlength=len(chunk)).astype(np.int64)
+    return ChunkArrays(
+        ids=ids,
+        word_starts=starts.astype(np.uint8),
+        sent_lens=lens[nonempty],
+        doc_sents=doc_sents[doc_sents > 0],
+        truncated_sentences=truncated,
+        empty_sentences=int((~nonempty).sum()),
+        empty_documents=int((doc_sents == 0).sum()),
+    )
+
+
+def _encoded_arrays(tokenizer: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ids, lens, starts)`` of ``texts`` from ``encode_batch``'s encodings: (N,) int64 ids without the
+    tokens whose word id is ``None``, (L,) int64 ids per text, (N,) bool word starts."""
     n = len(texts)
     encs = _encode(tokenizer, texts)
     if len(encs) != n:
@@ -126,28 +161,7 @@ def tokenize_chunk(
         lens = np.bincount(sent_of, minlength=n).astype(np.int64)
         # the first kept token of each sentence starts a word even if a dropped token preceded it
         starts[np.r_[True, sent_of[1:] != sent_of[:-1]]] = True
-    truncated = 0
-    if max_sentence_tokens is not None and (lens > max_sentence_tokens).any():
-        truncated = int((lens > max_sentence_tokens).sum())
-        pos = np.arange(ids.size) - np.repeat(np.cumsum(lens) - lens, lens)  # position inside its sentence
-        keep = pos < max_sentence_tokens
-        ids, starts = ids[keep], starts[keep]
-        lens = np.minimum(lens, max_sentence_tokens)
-    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        bad = int(ids.max() if ids.max() >= vocab_size else ids.min())
-        raise ValueError(f"tokenizer produced id {bad}, outside its vocabulary of size {vocab_size}")
-    nonempty = lens > 0
-    doc_of = np.repeat(np.arange(len(chunk)), [len(d) for d in chunk])  # (n,) document of each sentence
-    doc_sents = np.bincount(doc_of[nonempty], minlength=len(chunk)).astype(np.int64)
-    return ChunkArrays(
-        ids=ids,
-        word_starts=starts.astype(np.uint8),
-        sent_lens=lens[nonempty],
-        doc_sents=doc_sents[doc_sents > 0],
-        truncated_sentences=truncated,
-        empty_sentences=int((~nonempty).sum()),
-        empty_documents=int((doc_sents == 0).sum()),
-    )
+    return ids, lens, starts
 
 
 _WORKER: dict[str, Any] = {}
