@@ -18,6 +18,7 @@ honours SIGINT / SIGTERM (save, then return). Exact resume on CPU is tested bit 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import signal
 import threading
@@ -49,7 +50,7 @@ from .checkpoint import (
     set_rng_state,
     set_seed,
 )
-from .config import TrainerConfig
+from .config import TrainerConfig, resolve_warmup
 from .data import ResumableLoader, count_examples, count_tokens, move_to
 from .distributed import (
     DistributedContext,
@@ -176,6 +177,7 @@ class Trainer:
         self._deadline: float | None = None  # time.monotonic() at which max_minutes is spent
         self._budget_spent = False  # decided once per step from the all-reduced flag, like _stop_now
         self._logger: RunLogger | None = None
+        self._progress: tqdm | None = None  # the bar of a running `train`
 
     # ------------------------------------------------------------------ set-up helpers
 
@@ -225,6 +227,30 @@ class Trainer:
         if per_epoch is None:
             raise ValueError("TrainerConfig.epochs: the training data has no len(); give max_steps instead")
         return max(1, math.ceil(cfg.epochs * per_epoch / cfg.grad_accum_steps))
+
+    def set_total_steps(self, total_steps: int) -> None:
+        """Change the run's length from the current step on, e.g. once a time-budgeted run has measured its
+        own step time (`attnlab.pretraining.run` does). The learning-rate schedule is rebuilt for the new
+        length with its warm-up kept in absolute steps and continues from the current step, so from here on
+        it is the schedule a run planned with ``total_steps`` from the start would follow. Under DDP every
+        rank must call it with the same value at the same step."""
+        if total_steps < max(1, self.step):
+            raise ValueError(f"set_total_steps: {total_steps} is below the {self.step} steps already done")
+        warmup = resolve_warmup(self.config.warmup, self.total_steps)
+        self.config = dataclasses.replace(self.config, max_steps=total_steps, warmup=warmup)
+        self.total_steps = total_steps
+        scheduler = build_schedule(self.optimizer, self.config, total_steps)
+        with warnings.catch_warnings():  # get_lr() outside step() warns; it is what is wanted here
+            warnings.simplefilter("ignore")
+            scheduler.last_epoch = self.step  # as if step() had been called once per optimizer step
+            lrs = scheduler.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        scheduler._last_lr = list(lrs)
+        self.scheduler = scheduler
+        if self._progress is not None:
+            self._progress.total = total_steps
+            self._progress.refresh()
 
     def _autocast(self) -> contextlib.AbstractContextManager:
         precision = self.config.precision
@@ -394,7 +420,7 @@ class Trainer:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             remove_stale_temporaries(self.checkpoint_root)
             self._logger = RunLogger(self.output_dir, tensorboard=cfg.tensorboard)
-        progress = tqdm(
+        progress = self._progress = tqdm(
             total=self.total_steps,
             initial=self.step,
             desc="train",
@@ -447,6 +473,7 @@ class Trainer:
                     self.save_checkpoint()
         finally:
             progress.close()
+            self._progress = None
             if self._logger is not None:
                 self._logger.close()
                 self._logger = None
