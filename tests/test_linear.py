@@ -68,6 +68,7 @@ def test_gradient_only_for_what_requires_it() -> None:
     assert torch.allclose(x2.grad, torch.ones(64, 256) @ frozen, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace:DeprecationWarning")
 def test_path_selection() -> None:
     big_x, big_w = torch.randn(64, 512), torch.randn(512, 512)
     assert big_x.numel() * big_w.shape[0] >= MIN_MACS
@@ -83,6 +84,8 @@ def test_path_selection() -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not lin_mod._use_onednn(big_x, big_w)
         assert linear(big_x, big_w).dtype == torch.bfloat16  # autocast still applies
+    traced = torch.jit.trace(Linear(512, 512), big_x)  # a traced graph keeps the portable aten::linear
+    assert "mkldnn" not in str(traced.graph) and "linear" in str(traced.graph)
     with pytest.raises(ValueError, match="'onednn' or 'default'"):
         set_cpu_gemm("mkl")
 

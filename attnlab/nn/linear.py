@@ -10,7 +10,7 @@ IEEE float32 with float32 accumulation; results differ only by summation order (
 products through a custom autograd function) when all of these hold, and is ``F.linear`` otherwise:
 
 - the tensors are float32 on the CPU, no autocast is active (autocast's bf16 matmuls already use oneDNN),
-  and ``torch.compile`` is not tracing (inductor picks its own kernels);
+  and neither ``torch.compile`` (inductor picks its own kernels) nor ``torch.jit.trace`` is tracing;
 - the product has at least ``2**20`` multiply-adds (below that oneDNN's ~8 us call overhead loses);
 - PyTorch was built with oneDNN and has the operator (a private one, so its presence is checked);
 - ``ATTNLAB_CPU_GEMM`` is not ``default`` (set it to ``default`` to use ``F.linear`` everywhere), and
@@ -97,6 +97,7 @@ def _use_onednn(x: Tensor, weight: Tensor) -> bool:
         and x.numel() * weight.shape[0] >= MIN_MACS  # (M * K) * N
         and not torch.is_autocast_enabled("cpu")
         and not torch.compiler.is_compiling()
+        and not torch.jit.is_tracing()  # traced or exported graphs keep the portable aten::linear
     )
 
 
