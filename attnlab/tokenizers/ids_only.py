@@ -247,7 +247,11 @@ def encode_ids_batch(
     tokenizer: Tokenizer, texts: Sequence[str], add_special_tokens: bool = True
 ) -> list[list[int]]:
     """``[e.ids for e in tokenizer.encode_batch(texts, add_special_tokens)]``, by the lean path."""
-    ids, lengths = encode_ids_flat(tokenizer, texts, add_special_tokens)
+    return split_flat(*encode_ids_flat(tokenizer, texts, add_special_tokens))
+
+
+def split_flat(ids: np.ndarray, lengths: np.ndarray) -> list[list[int]]:
+    """``(ids, lengths)`` as one list of ids per text."""
     flat = ids.tolist()
     out: list[list[int]] = []
     pos = 0

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab.tokenizers.ids_only import split_flat
 from attnlab.tokenizers.tokenizer import Tokenizer
 
 __all__ = ["EncodedFile", "encode_files", "encode_texts", "encode_texts_flat", "line_blocks"]
@@ -188,14 +189,7 @@ def encode_texts(
     add_special_tokens: bool = False,
 ) -> list[list[int]]:
     """Ids of many texts on ``num_workers`` processes, in order, as lists (see :func:`encode_texts_flat`)."""
-    ids, lengths = encode_texts_flat(tokenizer, texts, num_workers, chunk_size, add_special_tokens)
-    flat = ids.tolist()
-    out: list[list[int]] = []
-    pos = 0
-    for n in lengths.tolist():
-        out.append(flat[pos : pos + n])
-        pos += n
-    return out
+    return split_flat(*encode_texts_flat(tokenizer, texts, num_workers, chunk_size, add_special_tokens))
 
 
 def _encode_chunk(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
