@@ -239,3 +239,26 @@ def test_trained_wordpiece_keeps_frequent_words_whole(corpus_file, tmp_path):
         recipe, corpus_documents([corpus_file]), tmp_path / "tok", log=lambda m: None
     )
     assert again.get_vocab() == tok.get_vocab()  # loaded from the directory, not trained again
+
+
+def test_a_resumed_run_rebuilds_its_recorded_plan(corpus_file, tmp_path):
+    """run.json holds the schedule's plan (max_steps, warm-up in steps); a resume follows it, as after a
+    re-plan by replan_steps, which moves max_steps and keeps the warm-up."""
+    from attnlab.train.schedules import linear_warmup_decay_factor
+
+    recipe = _tiny(RECIPES["roberta"], max_steps=4)
+    tok, train, heldout = _prepared(recipe, corpus_file, tmp_path)
+    common = dict(preset="bert-mini", model_overrides=TINY_MODEL, eval_examples=8, log=lambda m: None)
+    pretrain(recipe, tok, train, heldout, tmp_path / "run", trainer_overrides=TRAINER, **common)
+    run_path = tmp_path / "run" / "run.json"
+    run = json.loads(run_path.read_text())
+    assert run["max_steps"] == 4 and isinstance(run["warmup_steps"], int) and run["steps"] == 4
+    run.update(max_steps=7, warmup_steps=1)  # what a re-plan records
+    run_path.write_text(json.dumps(run))
+    resumed = pretrain(
+        recipe, tok, train, heldout, tmp_path / "run", trainer_overrides=TRAINER, resume=True, **common
+    )
+    assert resumed.steps == 7 and json.loads(run_path.read_text())["max_steps"] == 7
+    log = [json.loads(x) for x in (tmp_path / "run" / "train" / "log.jsonl").read_text().splitlines()]
+    lrs = {r["step"]: r["lr"] for r in log if r.get("kind") == "train"}
+    assert lrs[6] == pytest.approx(recipe.lr * linear_warmup_decay_factor(6, 1, 7), rel=1e-9)

@@ -62,6 +62,7 @@ from attnlab.pretraining.masked_lm import MaskedLMPreTrainer
 from attnlab.pretraining.recipes import Recipe
 from attnlab.pretraining.span_boundary import SpanBertForPreTraining
 from attnlab.train import ResumableLoader, Trainer, TrainerConfig, latest_checkpoint, set_seed
+from attnlab.train.config import resolve_warmup
 from attnlab.train.distributed import all_gather_object, barrier, current_context
 
 DocumentSource = Callable[[], Iterable[list[str]]]  # a fresh stream of documents per call
@@ -524,19 +525,20 @@ def pretrain(
         log(f"{steps} steps of {base.batch_size} sequences fit in {minutes:g} minutes here")
         recipe = dataclasses.replace(recipe, max_steps=steps)
         replan = len(recipe.stage_steps()) == 1  # a multi-stage schedule keeps its planned stage lengths
-    base = dataclasses.replace(base, max_steps=recipe.max_steps)
-    if "warmup_steps" in previous:  # the run was re-planned: its warm-up is in absolute steps
-        base = dataclasses.replace(base, warmup=int(previous["warmup_steps"]))
+    # The schedule's plan, kept in run.json so that a resumed run rebuilds the same schedule. The warm-up is
+    # in absolute steps: a re-plan (replan_steps) moves max_steps, not the warm-up.
+    warmup = previous.get("warmup_steps", resolve_warmup(base.warmup, recipe.max_steps))
+    plan = {"max_steps": recipe.max_steps, "warmup_steps": int(warmup)}
+    base = dataclasses.replace(base, max_steps=recipe.max_steps, warmup=plan["warmup_steps"])
     if not ctx.is_main:
         log = _silent
-    if ctx.is_main:
-        run_path.write_text(
-            json.dumps(
-                {"recipe": recipe.to_dict(), "model_config": config.to_dict(), "max_steps": recipe.max_steps},
-                indent=1,
-                default=str,
-            )
-        )
+
+    def write_plan(**extra: Any) -> None:
+        if ctx.is_main:
+            run = {"recipe": recipe.to_dict(), "model_config": config.to_dict(), **plan, **extra}
+            run_path.write_text(json.dumps(run, indent=1, default=str))
+
+    write_plan()
 
     # eval data: held-out documents, masked once
     eval_set = masked_dataset(
@@ -549,10 +551,8 @@ def pretrain(
     if replan and deadline is not None and recipe.max_steps >= 40:
 
         def record_plan(trainer: Trainer) -> None:
-            if ctx.is_main:  # a resumed run rebuilds this schedule from run.json
-                plan = json.loads(run_path.read_text())
-                plan.update(max_steps=trainer.total_steps, warmup_steps=trainer.config.warmup)
-                run_path.write_text(json.dumps(plan, indent=1, default=str))
+            plan["max_steps"] = trainer.total_steps
+            write_plan()
 
         callbacks.append(replan_steps(deadline, max(10, recipe.max_steps // 10), record_plan, log))
 
@@ -601,19 +601,13 @@ def pretrain(
         save_final(model, tokenizer, recipe, out, config)
     barrier(ctx)
     summary = {
-        "recipe": recipe.to_dict(),
-        "model_config": config.to_dict(),
-        "max_steps": trainer.total_steps if len(stage_steps) == 1 else recipe.max_steps,
         "steps": trainer.step,
         "interrupted": interrupted and not timed_out,
         "stopped_by_time_limit": interrupted and timed_out,
         "eval": eval_metrics,
         "seconds": time.monotonic() - t_start,
     }
-    if trainer.total_steps != recipe.max_steps and len(stage_steps) == 1:  # re-planned (replan_steps)
-        summary["warmup_steps"] = trainer.config.warmup
-    if ctx.is_main:
-        run_path.write_text(json.dumps(summary, indent=1, default=str))
+    write_plan(**summary)
     return PretrainResult(
         output_dir=out,
         model_dir=model_dir,
