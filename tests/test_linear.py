@@ -100,3 +100,16 @@ def test_linear_module_is_an_nn_linear_with_the_same_state_dict() -> None:
     assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), plain.state_dict().values()))
     x = torch.randn(3, 16)
     assert torch.equal(ours(x), plain(x))  # small: F.linear itself
+
+
+def test_a_wrong_environment_value_is_named() -> None:
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", "import attnlab.nn"], capture_output=True, text=True,
+        env={**os.environ, "ATTNLAB_CPU_GEMM": "mkl"},
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "ATTNLAB_CPU_GEMM must be 'onednn' or 'default', got 'mkl'" in proc.stderr

@@ -41,15 +41,18 @@ def _onednn_op():
 
 
 _OP = _onednn_op()
-_ENABLED = _OP is not None and os.environ.get("ATTNLAB_CPU_GEMM", "onednn").lower() != "default"
+_ENABLED = False
 
 
-def set_cpu_gemm(kind: str) -> None:
+def set_cpu_gemm(kind: str, what: str = "set_cpu_gemm: kind") -> None:
     """``"onednn"`` (the default where available) or ``"default"`` (PyTorch's ``F.linear``)."""
     global _ENABLED
     if kind not in ("onednn", "default"):
-        raise ValueError(f"set_cpu_gemm: kind must be 'onednn' or 'default', got {kind!r}")
+        raise ValueError(f"{what} must be 'onednn' or 'default', got {kind!r}")
     _ENABLED = kind == "onednn" and _OP is not None
+
+
+set_cpu_gemm(os.environ.get("ATTNLAB_CPU_GEMM", "onednn").lower(), "environment variable ATTNLAB_CPU_GEMM")
 
 
 def cpu_gemm() -> str:
