@@ -92,6 +92,7 @@ def test_training_state_loads_with_weights_only(tmp_path) -> None:
     assert state["step"] == 3 and "state" in state["optimizer"]
     assert json.loads((path / ckpt.TRAINER_STATE_FILE).read_text())["step"] == 3
     assert sorted(p.name for p in path.iterdir()) == [
+        "manifest.json",
         "model.safetensors",
         "trainer_state.json",
         "training_state.pt",

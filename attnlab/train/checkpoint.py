@@ -8,6 +8,10 @@ A checkpoint is a directory ``<output_dir>/checkpoints/step-000123/`` holding
   data-loader state and step counters. Only tensors and primitive containers: it loads with
   ``torch.load(weights_only=True)``, which never runs pickled code.
 - ``trainer_state.json``: the counters and config, for people and tools.
+- ``manifest.json`` (`attnlab.manifest`): SHA-256 and size of the three files above and the run id,
+  written after them. `read_checkpoint` verifies it before anything is loaded: a flipped bit, a zeroed
+  block or a truncated file is an `IntegrityError` naming the file (and `Trainer.resume` falls back to
+  the newest checkpoint that verifies).
 
 Writing is atomic: everything goes into a temporary directory beside the target, each file and the
 directory are fsync-ed, and the directory is renamed into place (``os.replace``). A crash while writing
@@ -25,19 +29,23 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
+
+from attnlab.manifest import IntegrityError, read_manifest, verify_directory, write_manifest
 
 MODEL_FILE = "model.safetensors"
 STATE_FILE = "training_state.pt"
 TRAINER_STATE_FILE = "trainer_state.json"
 CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_FILES = (MODEL_FILE, STATE_FILE, TRAINER_STATE_FILE)  # what a checkpoint's manifest lists
 _STEP_RE = re.compile(r"^step-(\d+)$")
 _TIED_KEY = "attnlab.tied"
 
@@ -79,20 +87,35 @@ def save_model(model: nn.Module, path: str | Path) -> None:
     save_file(tensors, str(path), metadata={"format": "pt", _TIED_KEY: json.dumps(aliases, sort_keys=True)})
 
 
-def load_model(model: nn.Module, path: str | Path, strict: bool = True) -> None:
-    """Load weights written by `save_model` into `model` (copying into its parameters: ties survive)."""
+def read_model_file(path: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a file written by `save_model`, tied names filled in (one tensor, several names).
+
+    A corrupt or truncated file is an `IntegrityError` naming it (never a bare safetensors traceback)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such weights file")
-    tensors = load_file(str(path), device="cpu")
-    with safe_open(str(path), framework="pt") as f:
-        metadata = f.metadata() or {}
-    for alias, stored in json.loads(metadata.get(_TIED_KEY, "{}")).items():
+    try:
+        tensors = load_file(str(path), device="cpu")
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+        tied = json.loads(metadata.get(_TIED_KEY, "{}"))
+    except (SafetensorError, OSError, RuntimeError, ValueError) as e:
+        raise IntegrityError(
+            f"{path}: not a readable safetensors file ({path.stat().st_size} bytes; damaged or "
+            f"truncated?): {e}"
+        ) from e
+    for alias, stored in tied.items():
         if stored not in tensors:
-            raise ValueError(
+            raise IntegrityError(
                 f"{path}: tied name {alias!r} points to {stored!r}, which the file does not hold"
             )
         tensors[alias] = tensors[stored]
+    return tensors
+
+
+def load_model(model: nn.Module, path: str | Path, strict: bool = True) -> None:
+    """Load weights written by `save_model` into `model` (copying into its parameters: ties survive)."""
+    tensors = read_model_file(path)
     result = unwrap_model(model).load_state_dict(tensors, strict=strict)
     if not strict and (result.missing_keys or result.unexpected_keys):
         print(f"{path}: missing keys {result.missing_keys}, unexpected keys {result.unexpected_keys}")
@@ -230,8 +253,10 @@ def save_checkpoint(
     model: nn.Module,
     training_state: dict[str, Any],
     trainer_state: dict[str, Any],
+    run_id: str | None = None,
 ) -> Path:
-    """Write a checkpoint directory atomically (see the module docstring for its files)."""
+    """Write a checkpoint directory atomically (see the module docstring for its files); ``run_id`` goes
+    into its manifest."""
 
     def write(tmp: Path) -> None:
         save_model(model, tmp / MODEL_FILE)
@@ -239,8 +264,32 @@ def save_checkpoint(
         (tmp / TRAINER_STATE_FILE).write_text(
             json.dumps(trainer_state, indent=2, sort_keys=True, default=str) + "\n"
         )
+        write_manifest(tmp, CHECKPOINT_FILES, run_id=run_id)  # after the files it vouches for
 
     return atomic_directory(path, write)
+
+
+def verify_checkpoint(path: str | Path) -> str | None:
+    """Check a checkpoint directory against its manifest (which must list all of `CHECKPOINT_FILES`);
+    returns its run id. Raises `IntegrityError` naming the damaged, truncated or missing file."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such checkpoint directory")
+    manifest = verify_directory(path, required=True)
+    assert manifest is not None
+    unlisted = [name for name in CHECKPOINT_FILES if name not in manifest.files]
+    if unlisted:
+        raise IntegrityError(f"{path}/manifest.json: does not list {', '.join(unlisted)}")
+    return manifest.run_id
+
+
+def checkpoint_run_id(path: str | Path) -> str | None:
+    """The run id in a checkpoint's manifest (None when it has none or it is unreadable); not verified."""
+    try:
+        manifest = read_manifest(path)
+    except IntegrityError:
+        return None
+    return manifest.run_id if manifest is not None else None
 
 
 def load_training_state(path: str | Path) -> dict[str, Any]:
@@ -248,4 +297,25 @@ def load_training_state(path: str | Path) -> dict[str, Any]:
     file = Path(path) / STATE_FILE
     if not file.is_file():
         raise FileNotFoundError(f"{file}: not a checkpoint (no {STATE_FILE})")
-    return torch.load(file, map_location="cpu", weights_only=True)
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:  # a damaged zip or pickle stream: torch raises many kinds
+        raise IntegrityError(
+            f"{file}: unreadable training state ({file.stat().st_size} bytes; damaged or truncated?): "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        ) from e
+
+
+@dataclass
+class CheckpointContents:
+    path: Path
+    run_id: str | None  # from the manifest
+    tensors: dict[str, torch.Tensor]  # model weights, tied names filled in
+    state: dict[str, Any]  # training_state.pt
+
+
+def read_checkpoint(path: str | Path) -> CheckpointContents:
+    """Verify a checkpoint directory, then read its weights and training state (nothing is applied)."""
+    path = Path(path)
+    run_id = verify_checkpoint(path)
+    return CheckpointContents(path, run_id, read_model_file(path / MODEL_FILE), load_training_state(path))

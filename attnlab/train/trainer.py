@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import math
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -35,20 +36,23 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from attnlab.manifest import IntegrityError, new_run_id
+
 from .checkpoint import (
     CHECKPOINT_DIR,
-    MODEL_FILE,
+    CheckpointContents,
     checkpoint_name,
+    checkpoint_run_id,
     latest_checkpoint,
     list_checkpoints,
-    load_model,
-    load_training_state,
     prune_checkpoints,
+    read_checkpoint,
     remove_stale_temporaries,
     rng_state,
     save_checkpoint,
     set_rng_state,
     set_seed,
+    unwrap_model,
 )
 from .config import TrainerConfig, resolve_warmup
 from .data import ResumableLoader, count_examples, count_tokens, move_to
@@ -120,6 +124,8 @@ class Trainer:
         optimizer, scheduler: override the ones built from the config.
         callbacks: ``callback(trainer, record)`` after every optimizer step (record: step, loss, lr).
         context: the distributed context (default: the process group already joined, if any).
+        run_id: the run's id, written into every checkpoint's manifest (default: a fresh random one; a
+            `resume` takes the checkpoint's). `train` refuses to write beside checkpoints of another run.
 
     Constructing a Trainer seeds python, numpy and torch with ``config.seed + rank`` (dropout masks then
     differ across ranks); seed the model's initialisation yourself before building it (`set_seed`).
@@ -138,6 +144,7 @@ class Trainer:
         scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
         callbacks: Iterable[StepCallback] = (),
         context: DistributedContext | None = None,
+        run_id: str | None = None,
     ) -> None:
         if not isinstance(config, TrainerConfig):
             raise TypeError(f"Trainer: config must be a TrainerConfig, got {type(config).__name__}")
@@ -169,6 +176,9 @@ class Trainer:
         self.examples_seen = 0
         self.tokens_seen = 0
         self.last_checkpoint: Path | None = None
+        self.run_id = run_id or new_run_id()  # every rank: only rank 0 writes it, a resume replaces it
+        self._resumed = False
+        self.resume_notes: list[str] = []  # why `resume` passed over newer checkpoints, if it did
         self.last_eval: dict[str, float] = {}
         self._plain_epoch = 0  # epoch / position for plain iterables (a ResumableLoader keeps its own)
         self._plain_position = 0
@@ -417,6 +427,7 @@ class Trainer:
         ``config.max_minutes`` of this invocation, or a signal."""
         cfg, ctx = self.config, self.context
         if ctx.is_main:
+            self._refuse_foreign_checkpoints()
             self.output_dir.mkdir(parents=True, exist_ok=True)
             remove_stale_temporaries(self.checkpoint_root)
             self._logger = RunLogger(self.output_dir, tensorboard=cfg.tensorboard)
@@ -616,33 +627,79 @@ class Trainer:
                 "interrupted_by": self._stop_name(),
                 "last_eval": self.last_eval,
                 "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "run_id": self.run_id,
                 "config": self.config.to_dict(),
             }
-            save_checkpoint(path, self.model, state, trainer_state)
+            save_checkpoint(path, self.model, state, trainer_state, run_id=self.run_id)
             prune_checkpoints(self.checkpoint_root, self.config.keep_last)
         barrier(self.context)
         self.last_checkpoint = path
         return path
 
-    def resume(self, checkpoint: str | Path = "latest") -> Path:
-        """Restore weights, optimizer, scheduler, scaler, RNG, data position and counters.
+    def _refuse_foreign_checkpoints(self) -> None:
+        """A run that did not resume must not write beside another run's checkpoints: pruning would keep
+        the stale ones (higher steps) and a later resume or average would pick them up."""
+        if self._resumed:
+            return
+        foreign = [p for p in list_checkpoints(self.checkpoint_root) if checkpoint_run_id(p) != self.run_id]
+        if foreign:
+            names = ", ".join(p.name for p in foreign[-3:])
+            raise ValueError(
+                f"{self.checkpoint_root} holds checkpoints of another run ({names}, run id "
+                f"{checkpoint_run_id(foreign[-1])}); resume it (--resume), remove them (--overwrite) or "
+                "use another output directory"
+            )
 
-        `checkpoint` is a checkpoint directory or ``"latest"`` (the newest under
-        ``<output_dir>/checkpoints``). Call before `train`; every rank calls it under DDP.
+    def resume(self, checkpoint: str | Path = "latest", log: Callable[[str], None] | None = None) -> Path:
+        """Restore weights, optimizer, scheduler, scaler, RNG, data position, counters and the run id.
+
+        `checkpoint` is a checkpoint directory or ``"latest"``: the newest checkpoint under
+        ``<output_dir>/checkpoints`` whose files verify against its manifest. A newer one that does not
+        (damaged, truncated) is passed over; `log` (default: standard error, rank 0) says which checkpoint
+        was taken and why, and `resume_notes` keeps the reasons. A named checkpoint that does not verify
+        is an `IntegrityError`. Call before `train`; every rank calls it under DDP.
         """
         if str(checkpoint) == "latest":
-            path = latest_checkpoint(self.checkpoint_root)
-            if path is None:
+            candidates = list_checkpoints(self.checkpoint_root)[::-1]  # newest first
+            if not candidates:
                 raise FileNotFoundError(f"Trainer.resume: no checkpoint under {self.checkpoint_root}")
         else:
-            path = Path(checkpoint)
-        if not (path / MODEL_FILE).is_file():
-            known = ", ".join(p.name for p in list_checkpoints(path.parent)) or "none"
-            raise FileNotFoundError(
-                f"Trainer.resume: {path} holds no {MODEL_FILE} (checkpoints there: {known})"
+            candidates = [Path(checkpoint)]
+            if not Path(checkpoint).is_dir():
+                known = ", ".join(p.name for p in list_checkpoints(Path(checkpoint).parent)) or "none"
+                raise FileNotFoundError(
+                    f"Trainer.resume: {checkpoint} is not a checkpoint directory (checkpoints there: {known})"
+                )
+        failures: list[str] = []
+        contents: CheckpointContents | None = None
+        for path in candidates:
+            try:
+                contents = read_checkpoint(path)
+                break
+            except (IntegrityError, FileNotFoundError) as e:
+                if len(candidates) == 1 and str(checkpoint) != "latest":
+                    raise
+                failures.append(f"{path.name}: {e}")
+        if contents is None:
+            raise IntegrityError(
+                f"Trainer.resume: no checkpoint under {self.checkpoint_root} verifies:\n  "
+                + "\n  ".join(failures)
             )
-        load_model(self.model, path / MODEL_FILE)
-        state = load_training_state(path)
+        path = contents.path
+        if failures:
+            self.resume_notes = failures
+            say = log or (lambda m: print(m, file=sys.stderr))
+            if self.context.is_main:
+                say(
+                    f"resuming from {path.name}, the newest checkpoint that verifies; passed over "
+                    f"{len(failures)} newer one(s):\n  " + "\n  ".join(failures)
+                )
+        self._apply_checkpoint(contents)
+        return path
+
+    def _apply_checkpoint(self, contents: CheckpointContents) -> None:
+        path, state = contents.path, contents.state
+        unwrap_model(self.model).load_state_dict(contents.tensors, strict=True)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler.is_enabled():
@@ -661,14 +718,16 @@ class Trainer:
                 f"{path}: saved by {len(rngs)} process(es), resumed by {self.context.world_size}: RNG "
                 "streams "
                 "are restarted from rank 0's; the run will not replay exactly",
-                stacklevel=2,
+                stacklevel=3,
             )
         set_rng_state(rngs[self.context.rank] if self.context.rank < len(rngs) else rngs[0])
         self.step = int(state["step"])
         self.examples_seen = int(state["examples_seen"])
         self.tokens_seen = int(state["tokens_seen"])
         self.last_checkpoint = path
-        return path
+        if contents.run_id is not None:
+            self.run_id = contents.run_id
+        self._resumed = True
 
 
 def _detach(output: Any) -> Any:
