@@ -4,6 +4,11 @@ Each command group lives in its own module under `attnlab.cli` (for example
 `attnlab/cli/tokenizer.py`) and exposes `register(subparsers)`, which adds its
 sub-commands and sets `func` on each. Modules are discovered here, so adding a
 command never touches this file.
+
+`main` is the one place where errors reach the user: a user error (a missing file, a malformed input, a
+full disk, a damaged weights file, a NaN loss; see `attnlab.cli.errors`) becomes one line
+``attnlab COMMAND: error: ...`` on standard error and exit code 2; ``--debug`` (before or after the
+command) re-raises it with its traceback.
 """
 
 from __future__ import annotations
@@ -13,12 +18,31 @@ import importlib
 import pkgutil
 import sys
 
+from attnlab import __version__
+
+from .args import describe_defaults
+from .errors import user_message
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` on every sub-command too (SUPPRESS: an absent flag keeps the top-level value)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.add_argument(
+                    "--debug", action="store_true", default=argparse.SUPPRESS,
+                    help="show the full traceback of an error",
+                )  # fmt: skip
+                _add_debug(sub)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnlab",
         description="The Transformer and the BERT family end to end.",
     )
+    parser.add_argument("--version", action="version", version=f"attnlab {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
@@ -27,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         register = getattr(module, "register", None)
         if register is not None:
             register(sub)
+    _add_debug(parser)
+    describe_defaults(parser)
     return parser
 
 
@@ -41,6 +67,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as error:
+        if args.debug:
+            raise
+        message = user_message(error, args)
+        if message is None:
+            raise
+        command = " ".join(
+            str(part) for part in (args.command, getattr(args, "tokenizer_command", None)) if part
+        )
+        print(f"attnlab {command}: error: {message}", file=sys.stderr)
+        print("(run with --debug for the full traceback)", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .args import fraction, non_negative_float, non_negative_int, positive_float, positive_int, probability
+
 PREDICT_KINDS = ("fill-mask", "qa", "ner", "classify", "embed")
 
 
@@ -39,27 +41,52 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ft.add_argument("--tokenizer", help="tokenizer directory (default: the model directory)")
     ft.add_argument("--output-dir", default=None, help="where runs go (default: runs/finetune-TASK)")
-    ft.add_argument("--lr", type=float, nargs="+", default=None, help="learning rate(s) (default 3e-5)")
+    ft.add_argument(
+        "--lr", type=positive_float, nargs="+", default=None, help="learning rate(s) (default 3e-5)"
+    )
     ft.add_argument(
         "--sweep", action="store_true", help=f"sweep BERT's learning rates {list(LEARNING_RATES)}"
     )
     ft.add_argument(
-        "--seeds", type=int, nargs="+", default=[0], help="seeds; the median over them is reported"
+        "--seeds",
+        type=non_negative_int,
+        nargs="+",
+        default=[0],
+        help="seeds; the median over them is reported",
     )
-    ft.add_argument("--epochs", type=float, default=3.0, help="epochs (BERT: 2 to 4; default 3)")
-    ft.add_argument("--batch-size", type=int, default=32)
-    ft.add_argument("--warmup", type=float, default=0.1, help="warm-up fraction of the steps (default 0.1)")
-    ft.add_argument("--weight-decay", type=float, default=0.01)
-    ft.add_argument("--dropout", type=float, default=0.1, help="classifier dropout (default 0.1)")
-    ft.add_argument("--max-length", type=int, default=None, help="tokens per sequence (default 128; QA 384)")
-    ft.add_argument("--stride", type=int, default=128, help="QA: overlap of passage windows in tokens")
-    ft.add_argument("--max-query-length", type=int, default=64, help="QA: longer questions are cut")
-    ft.add_argument("--max-train-examples", type=int, default=None, help="use the first N training examples")
-    ft.add_argument("--max-eval-examples", type=int, default=None, help="use the first N dev examples")
-    ft.add_argument("--minutes", type=float, default=None, help="wall-clock budget per run")
+    ft.add_argument("--epochs", type=positive_float, default=3.0, help="epochs (BERT: 2 to 4; default 3)")
+    ft.add_argument("--batch-size", type=positive_int, default=32, help="sequences per step")
+    ft.add_argument(
+        "--warmup", type=fraction, default=0.1, help="warm-up fraction of the steps (default 0.1)"
+    )
+    ft.add_argument("--weight-decay", type=non_negative_float, default=0.01, help="AdamW weight decay")
+    ft.add_argument("--dropout", type=probability, default=0.1, help="classifier dropout (default 0.1)")
+    ft.add_argument(
+        "--max-length", type=positive_int, default=None, help="tokens per sequence (default 128; QA 384)"
+    )
+    ft.add_argument(
+        "--stride", type=positive_int, default=128, help="QA: overlap of passage windows in tokens"
+    )
+    ft.add_argument("--max-query-length", type=positive_int, default=64, help="QA: longer questions are cut")
+    ft.add_argument(
+        "--max-train-examples", type=positive_int, default=None,
+        help="use the first N training examples (default: all)",
+    )  # fmt: skip
+    ft.add_argument(
+        "--max-eval-examples",
+        type=positive_int,
+        default=None,
+        help="use the first N dev examples (default: all)",
+    )
+    ft.add_argument(
+        "--minutes", type=positive_float, default=None, help="wall-clock budget per run (default: none)"
+    )
     ft.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     ft.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
-    ft.add_argument("--progress", action="store_true", help="show progress bars")
+    ft.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=True,
+        help="show progress bars (default: yes, as pretrain; --no-progress for logs only)",
+    )  # fmt: skip
     _generic_args(ft)
     ft.set_defaults(func=run_finetune)
 
@@ -69,20 +96,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Load a fine-tuned model (attnlab or HF task checkpoint) and its tokenizer and print "
         "the task's metrics.",
     )
-    ev.add_argument("--task", required=True, choices=sorted(TASKS))
-    ev.add_argument("--data-dir", required=True)
-    ev.add_argument("--model", required=True, metavar="DIR")
+    ev.add_argument("--task", required=True, choices=sorted(TASKS), help="the task")
+    ev.add_argument("--data-dir", required=True, help="directory with the task's files")
+    ev.add_argument("--model", required=True, metavar="DIR", help="a fine-tuned model directory (RUN/best)")
     ev.add_argument("--split", default="dev", help="split to score (default: dev)")
-    ev.add_argument("--max-eval-examples", type=int, default=None)
-    ev.add_argument("--max-length", type=int, default=None)
-    ev.add_argument("--stride", type=int, default=128)
-    ev.add_argument("--max-query-length", type=int, default=64)
-    ev.add_argument("--batch-size", type=int, default=64)
-    ev.add_argument("--device", default="cpu")
+    ev.add_argument(
+        "--max-eval-examples", type=positive_int, default=None, help="score the first N (default: all)"
+    )
+    ev.add_argument(
+        "--max-length", type=positive_int, default=None, help="tokens per sequence (default 128; QA 384)"
+    )
+    ev.add_argument("--stride", type=positive_int, default=128, help="QA: overlap of passage windows")
+    ev.add_argument("--max-query-length", type=positive_int, default=64, help="QA: longer questions are cut")
+    ev.add_argument("--batch-size", type=positive_int, default=64, help="sequences per forward pass")
+    ev.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument(
         "--output-dir",
-        help="write eval_results.json there and, for QA, the official predictions.json (+ null_odds.json)",
+        help="write eval_results.json there and, for QA, the official predictions.json (+ null_odds.json) "
+        "(default: print only)",
     )
     _generic_args(ev)
     ev.set_defaults(func=run_evaluate)
@@ -101,15 +133,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--file", help="one input per line ('-' reads standard input)")
     pr.add_argument("--question", help="qa: the question (--text is then the passage)")
     pr.add_argument("--pair", action="store_true", help="classify: inputs are 'A<TAB>B' sentence pairs")
-    pr.add_argument("--top-k", type=int, default=None, help="fill-mask / qa / classify: how many answers")
+    pr.add_argument(
+        "--top-k", type=positive_int, default=None,
+        help="fill-mask / qa / classify: how many answers (default: 5 / 1 / all labels)",
+    )  # fmt: skip
     pr.add_argument("--pooling", default="cls", choices=("cls", "mean"), help="embed: pooling")
     pr.add_argument("--word", help="embed: return this word's vector in context instead of the pooled one")
     pr.add_argument("--aggregation", default="simple", choices=("simple", "none"), help="ner: group entities")
     pr.add_argument("--version-2", action="store_true", help="qa: allow the null answer (SQuAD 2.0 models)")
-    pr.add_argument("--max-length", type=int, default=None)
-    pr.add_argument("--batch-size", type=int, default=16)
-    pr.add_argument("--device", default="cpu")
-    pr.add_argument("--output", help="write the JSON lines here instead of standard output")
+    pr.add_argument(
+        "--max-length", type=positive_int, default=None, help="tokens per input (default: the model's limit)"
+    )
+    pr.add_argument("--batch-size", type=positive_int, default=16, help="inputs per forward pass")
+    pr.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    pr.add_argument("--output", help="write the JSON lines here (default: standard output)")
     pr.set_defaults(func=run_predict)
 
 
@@ -139,9 +176,14 @@ def _source(args: argparse.Namespace) -> Any:
     from attnlab.tasks.finetune import ModelSource
     from attnlab.tokenizers import load_tokenizer
 
+    from .model_dirs import check_model_dir, check_vocab_fits
+
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
-    if Path(args.model).is_dir():
-        return ModelSource(directory=args.model, tokenizer=tokenizer)
+    if Path(args.model).exists():
+        directory = check_model_dir(args.model)  # a run or checkpoint directory: says which one to pass
+        source = ModelSource(directory=directory, tokenizer=tokenizer)
+        check_vocab_fits(directory, source.tokenizer, args.tokenizer)
+        return source
     if args.model in PRESETS:
         if tokenizer is None:
             raise ValueError(
@@ -149,6 +191,8 @@ def _source(args: argparse.Namespace) -> Any:
             )
         config = get_preset(args.model, vocab_size=tokenizer.vocab_size, pad_token_id=pad_id_of(tokenizer, 0))
         return ModelSource(config=config, tokenizer=tokenizer, name=f"{args.model} (random init)")
+    if "/" in args.model or "\\" in args.model:
+        raise FileNotFoundError(f"--model {args.model}: no such directory")
     raise ValueError(f"--model {args.model!r} is neither a directory nor a preset ({', '.join(PRESETS)})")
 
 
@@ -186,11 +230,33 @@ def run_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_evaluated_model(model: str, spec: Any) -> None:
+    """Before loading: the directory holds a model fine-tuned for ``spec``'s head (else an error saying so),
+    whose tokenizer fits its embedding; a model fine-tuned on another task is scored with a warning."""
+    from attnlab.tokenizers import load_tokenizer
+
+    from .model_dirs import check_model_dir, check_vocab_fits, fine_tuned_task, task_architecture_error
+
+    directory = check_model_dir(model)
+    problem = task_architecture_error(directory, spec.name, spec.architecture)
+    if problem is not None:
+        raise ValueError(problem)
+    check_vocab_fits(directory, load_tokenizer(directory))
+    trained_on = fine_tuned_task(directory)
+    if trained_on is not None and trained_on != spec.name:
+        print(
+            f"attnlab evaluate: warning: {directory} was fine-tuned on {trained_on}, and is scored on "
+            f"{spec.name}: its labels may mean something else",
+            file=sys.stderr,
+        )
+
+
 def run_evaluate(args: argparse.Namespace) -> int:
     from attnlab.tasks.finetune import evaluate_directory, get_task, load_split
 
     spec = get_task(args.task)
     try:
+        _check_evaluated_model(args.model, spec)
         examples = load_split(spec, args.data_dir, args.split, _columns(args))[: args.max_eval_examples]
         metrics = evaluate_directory(
             spec, args.model, examples, max_length=args.max_length or (384 if spec.kind == "qa" else 128),

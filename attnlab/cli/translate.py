@@ -14,6 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from .args import fraction, non_negative_float, non_negative_int, positive_float, positive_int, probability
+
 # Multi30k file names under --data-dir: {split}.{lang}
 SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
 
@@ -35,42 +37,61 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument(
         "--data-dir", help="a directory with Multi30k-style names: train.L, val.L (L = --src-lang/--tgt-lang)"
     )
-    data.add_argument("--src-lang", default="en")
-    data.add_argument("--tgt-lang", default="de")
-    data.add_argument("--vocab-size", type=int, default=8000, help="joint BPE vocabulary (paper: ~37000)")
-    data.add_argument("--max-length", type=int, default=256, help="drop pairs longer than this (tokens)")
+    data.add_argument("--src-lang", default="en", help="source language suffix of --data-dir files")
+    data.add_argument("--tgt-lang", default="de", help="target language suffix of --data-dir files")
     data.add_argument(
-        "--max-tokens", type=int, default=4096, help="padded tokens per batch and side (paper: 25000)"
+        "--vocab-size", type=positive_int, default=8000, help="joint BPE vocabulary (paper: ~37000)"
+    )
+    data.add_argument(
+        "--max-length", type=positive_int, default=256, help="drop pairs longer than this (tokens)"
+    )
+    data.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=4096,
+        help="padded tokens per batch and side (paper: 25000)",
     )
     model = train.add_argument_group("model (overrides of the preset)")
     model.add_argument(
         "--preset", default="transformer-base", help="transformer-base, transformer-big, transformer-tiny"
     )
-    model.add_argument("--layers", type=int, help="N")
-    model.add_argument("--d-model", type=int)
-    model.add_argument("--d-ff", type=int)
-    model.add_argument("--heads", type=int, help="h")
-    model.add_argument("--d-k", type=int, help="per-head key/value size (default d_model / h)")
-    model.add_argument("--dropout", type=float, help="P_drop")
-    model.add_argument("--label-smoothing", type=float, help="epsilon_ls")
-    model.add_argument("--positions", choices=["sinusoidal", "learned"])
+    model.add_argument("--layers", type=positive_int, help="N (default: the preset's)")
+    model.add_argument("--d-model", type=positive_int, help="d_model (default: the preset's)")
+    model.add_argument("--d-ff", type=positive_int, help="d_ff (default: the preset's)")
+    model.add_argument("--heads", type=positive_int, help="h (default: the preset's)")
+    model.add_argument("--d-k", type=positive_int, help="per-head key/value size (default d_model / h)")
+    model.add_argument("--dropout", type=probability, help="P_drop (default: the preset's)")
+    model.add_argument("--label-smoothing", type=fraction, help="epsilon_ls (default: the preset's)")
+    model.add_argument(
+        "--positions", choices=["sinusoidal", "learned"], help="position embeddings (default: the preset's)"
+    )
     model.add_argument(
         "--pre-ln", action="store_true", help="pre-LN residuals instead of the paper's post-LN"
     )
     run = train.add_argument_group("run")
-    run.add_argument("--output-dir", required=True)
-    run.add_argument("--max-steps", type=int, default=100_000)
-    run.add_argument("--minutes", type=float, help="stop at the first step after this many minutes")
-    run.add_argument("--warmup", type=int, default=4000)
+    run.add_argument("--output-dir", required=True, help="run directory (checkpoints, logs, model)")
+    run.add_argument("--max-steps", type=positive_int, default=100_000, help="optimizer steps")
     run.add_argument(
-        "--lr-scale", type=float, default=1.0, help="multiplies the paper's learning rate formula"
+        "--minutes",
+        type=positive_float,
+        help="stop at the first step after this many minutes (default: none)",
     )
-    run.add_argument("--average-last", type=int, default=5, help="average the last N checkpoints (paper: 5)")
-    run.add_argument("--save-every", type=int, default=1000, help="steps between checkpoints")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--device", default="auto")
-    run.add_argument("--no-progress", action="store_true")
-    run.add_argument("--threads", type=int, help="torch intra-op threads (1 is fastest on a busy CPU)")
+    run.add_argument("--warmup", type=non_negative_int, default=4000, help="warm-up steps")
+    run.add_argument(
+        "--lr-scale", type=positive_float, default=1.0, help="multiplies the paper's learning rate formula"
+    )
+    run.add_argument(
+        "--average-last", type=positive_int, default=5, help="average the last N checkpoints (paper: 5)"
+    )
+    run.add_argument("--save-every", type=positive_int, default=1000, help="steps between checkpoints")
+    run.add_argument("--seed", type=non_negative_int, default=0, help="random seed")
+    run.add_argument("--device", default="auto", help="cpu, cuda, ... (default auto: cuda if available)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--threads",
+        type=positive_int,
+        help="torch intra-op threads (1 is fastest on a busy CPU; default: torch's)",
+    )
     train.set_defaults(func=run_train)
 
     tr = subparsers.add_parser(
@@ -78,34 +99,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="translate sentences (stdin or --input, one per line) with a trained model",
         description="Translate one sentence per line from --input (default stdin) to stdout (or --output).",
     )
-    tr.add_argument("model_dir", metavar="MODEL_DIR")
+    tr.add_argument("model_dir", metavar="MODEL_DIR", help="a translate-train model directory (RUN/model)")
     tr.add_argument("--input", help="source file (default: stdin)")
-    tr.add_argument("--output", help="write here instead of stdout")
-    tr.add_argument("--beam", type=int, default=4, help="beam size; 1 is greedy (paper: 4)")
-    tr.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty (paper: 0.6)")
-    tr.add_argument("--max-length-offset", type=int, default=50, help="output length <= input length + this")
-    tr.add_argument("--batch-size", type=int, default=64)
-    tr.add_argument("--device", default="cpu")
-    tr.add_argument("--threads", type=int, help="torch intra-op threads")
+    tr.add_argument("--output", help="write here (default: stdout)")
+    tr.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 is greedy (paper: 4)")
+    tr.add_argument("--alpha", type=non_negative_float, default=0.6, help="GNMT length penalty (paper: 0.6)")
+    tr.add_argument(
+        "--max-length-offset", type=positive_int, default=50, help="output length <= input length + this"
+    )
+    tr.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch")
+    tr.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    tr.add_argument("--threads", type=positive_int, help="torch intra-op threads (default: torch's)")
     tr.set_defaults(func=run_translate)
 
     avg = subparsers.add_parser(
         "translate-average",
         help="average the last N checkpoints of a translate-train run into a model directory",
     )
-    avg.add_argument("run_dir", metavar="RUN_DIR")
-    avg.add_argument("--last", type=int, default=5)
-    avg.add_argument("--output", required=True, help="model directory to write")
+    avg.add_argument("run_dir", metavar="RUN_DIR", help="a translate-train --output-dir")
+    avg.add_argument("--last", type=positive_int, default=5, help="how many of the newest checkpoints")
+    avg.add_argument("--output-dir", "--output", required=True, help="model directory to write")
     avg.set_defaults(func=run_average)
 
     bleu = subparsers.add_parser(
         "bleu",
         help="sacreBLEU of detokenised hypotheses against references, with its signature",
     )
-    bleu.add_argument("hypotheses", metavar="HYP")
-    bleu.add_argument("references", metavar="REF", nargs="+")
-    bleu.add_argument("--tokenize", default="13a")
-    bleu.add_argument("--lowercase", action="store_true")
+    bleu.add_argument("hypotheses", metavar="HYP", help="detokenised hypotheses, one per line")
+    bleu.add_argument("references", metavar="REF", nargs="+", help="reference files, aligned with HYP")
+    bleu.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer")
+    bleu.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     bleu.set_defaults(func=run_bleu)
 
 
@@ -126,16 +149,30 @@ def _data_paths(args: argparse.Namespace) -> dict[str, Path | None]:
     if args.data_dir:
         d = Path(args.data_dir)
         if not d.is_dir():
-            raise SystemExit(f"--data-dir {d}: no such directory")
+            raise FileNotFoundError(f"--data-dir {d}: no such directory")
         for key, split in (("train", SPLITS["train"]), ("valid", SPLITS["valid"])):
             for side, lang in (("src", args.src_lang), ("tgt", args.tgt_lang)):
                 if paths[f"{side}_{key}"] is None and (d / f"{split}.{lang}").is_file():
                     paths[f"{side}_{key}"] = d / f"{split}.{lang}"
     if paths["src_train"] is None or paths["tgt_train"] is None:
+        where = (
+            f"--data-dir {args.data_dir}: no train.{args.src_lang} / train.{args.tgt_lang}; "
+            if args.data_dir
+            else ""
+        )
+        # SystemExit (exit code 1) as tests/test_translation_data.py expects; the message is the same line
         raise SystemExit(
-            "translate-train: give --src-train and --tgt-train, or --data-dir holding "
+            f"attnlab translate-train: error: {where}give --src-train and --tgt-train, or --data-dir holding "
             f"train.{args.src_lang} and train.{args.tgt_lang}"
         )
+    if (paths["src_valid"] is None) != (paths["tgt_valid"] is None):
+        raise ValueError(
+            f"held-out data needs both sides (--src-valid {paths['src_valid']}, "
+            f"--tgt-valid {paths['tgt_valid']}); give both or neither"
+        )
+    for key, path in paths.items():
+        if path is not None and not path.is_file():
+            raise FileNotFoundError(f"--{key.replace('_', '-')} {path}: no such file")
     return paths
 
 
@@ -188,13 +225,12 @@ def run_train(args: argparse.Namespace) -> int:
 def run_translate(args: argparse.Namespace) -> int:
     from attnlab.translation.recipe import load_pretrained, translate_texts
 
+    from .model_dirs import check_seq2seq_dir
+
     _set_threads(args.threads)
-    model, tokenizer = load_pretrained(args.model_dir, device=args.device)
-    if args.input:
-        with open(args.input, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    else:
-        lines = sys.stdin.read().splitlines()
+    directory = check_seq2seq_dir(args.model_dir)
+    lines = _read(args.input, "--input") if args.input else sys.stdin.read().splitlines()
+    model, tokenizer = load_pretrained(directory, device=args.device)
     outputs = translate_texts(
         model, tokenizer, lines, beam_size=args.beam, alpha=args.alpha,
         max_length_offset=args.max_length_offset, batch_size=args.batch_size,
@@ -210,29 +246,47 @@ def run_translate(args: argparse.Namespace) -> int:
 def run_average(args: argparse.Namespace) -> int:
     from attnlab.translation.recipe import last_checkpoints, load_averaged, load_pretrained, save_pretrained
 
+    from .model_dirs import check_seq2seq_dir
+
     run_dir = Path(args.run_dir)
-    model, tokenizer = load_pretrained(run_dir / "model")
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"RUN_DIR {run_dir}: no such directory")
+    model, tokenizer = load_pretrained(check_seq2seq_dir(run_dir / "model", "RUN_DIR/model"))
     checkpoints = last_checkpoints(run_dir, args.last)
     load_averaged(model, checkpoints)
-    save_pretrained(model, tokenizer, args.output)
-    print(f"averaged {', '.join(p.name for p in checkpoints)} into {args.output}", file=sys.stderr)
+    save_pretrained(model, tokenizer, args.output_dir)
+    print(f"averaged {', '.join(p.name for p in checkpoints)} into {args.output_dir}", file=sys.stderr)
     return 0
 
 
-def _read(path: str) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
+def _read(path: str, what: str = "") -> list[str]:
+    """The lines of a UTF-8 text file; errors name the file (and the option it came from)."""
+    name = f"{what} {path}" if what else path
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{name}: no such file")
+    if not p.is_file():
+        raise IsADirectoryError(f"{name}: expected a text file, found a directory")
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ValueError(f"{name}:{line}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    return text.splitlines()
 
 
 def run_bleu(args: argparse.Namespace) -> int:
     from attnlab.metrics.bleu import corpus_bleu
 
-    hyps = _read(args.hypotheses)
+    hyps = _read(args.hypotheses, "HYP")
     refs = []
     for ref in args.references:
-        lines = _read(ref)
+        lines = _read(ref, "REF")
         if len(lines) != len(hyps):
-            raise SystemExit(f"bleu: {args.hypotheses} has {len(hyps)} lines, {ref} has {len(lines)}")
+            raise ValueError(
+                f"{args.hypotheses} has {len(hyps)} lines, {ref} has {len(lines)}; they must align"
+            )
         refs.append(lines)
     result = corpus_bleu(hyps, refs, tokenize=args.tokenize, lowercase=args.lowercase)
     print(result)

@@ -61,11 +61,21 @@ class ParallelText:
 
 
 def _read_lines(path: str | os.PathLike) -> list[str]:
+    """The lines of a UTF-8 file; a missing file, a directory or bytes that are not UTF-8 raise an error
+    naming the file (and the line)."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: expected a text file with one sentence per line, found a directory")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    with open(path, encoding="utf-8", newline="") as f:
-        text = f.read()
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ValueError(
+            f"{path}:{line}: not valid UTF-8 ({e.reason} at byte {e.start}); parallel text must be UTF-8"
+        ) from None
     lines = text.splitlines()  # \n, \r\n, and the Unicode separators
     return lines
 
@@ -88,6 +98,9 @@ def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> P
             continue
         out.source.append(s)
         out.target.append(t)
+    if not out.source:
+        what = "are empty" if not src else f"have an empty side on all {len(src)} lines"
+        raise ValueError(f"{src_path} / {tgt_path}: no sentence pairs; the files {what}")
     return out
 
 
@@ -156,6 +169,11 @@ def encode_pairs(tokenizer: Tokenizer, data: ParallelText, max_length: int | Non
             out.too_long += 1
             continue
         out.examples.append((s, t))
+    if data.source and not out.examples:
+        raise ValueError(
+            f"{data.src_path} / {data.tgt_path}: all {len(data)} pairs have a side longer than max_length="
+            f"{max_length} tokens; raise --max-length"
+        )
     return out
 
 

@@ -1,0 +1,120 @@
+"""User errors as one line: what `attnlab.cli.main` prints instead of a traceback.
+
+`user_message(error, args)` returns the message for an exception a user can cause and fix (a missing or
+unreadable file, a full disk, a read-only directory, a damaged weights file, a malformed input that attnlab
+rejected with a message, a loss that became NaN or Inf), or ``None`` for anything else: a bug, which keeps
+its traceback. ``attnlab --debug ...`` re-raises every error with its traceback.
+
+Messages say what happened and where; for training commands they add where the last good checkpoint is
+(found under the command's output directory) and what to try.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+from pathlib import Path
+from types import TracebackType
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # .../attnlab
+
+
+def _raised_in_attnlab(error: BaseException) -> bool:
+    """Whether the innermost frame that raised ``error`` is attnlab's code (not torch's, numpy's, ...):
+    attnlab raises ValueError/TypeError with messages meant for users; a library's ValueError deep inside a
+    computation is a bug to report with its traceback."""
+    tb: TracebackType | None = error.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None:
+        return False
+    try:
+        return Path(last.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE_DIR)
+    except (OSError, ValueError):
+        return False
+
+
+def _output_dir(args: argparse.Namespace) -> Path | None:
+    for name in ("output_dir", "output", "out"):
+        value = getattr(args, name, None)
+        if isinstance(value, (str, os.PathLike)):
+            return Path(value)
+    return None
+
+
+def _last_checkpoint(args: argparse.Namespace) -> str:
+    from attnlab.train.checkpoint import latest_checkpoint
+
+    out = _output_dir(args)
+    if out is None:
+        return ""
+    found = latest_checkpoint(out / "checkpoints")
+    return f"; last good checkpoint: {found}" if found else f"; no checkpoint was saved in {out}"
+
+
+def _damaged_file(error: BaseException) -> str | None:
+    """The path a safetensors reader was given, from the failing frames' ``path``/``filename`` locals
+    (safetensors' own error does not name the file)."""
+    tb = error.__traceback__
+    found = None
+    while tb is not None:
+        for name in ("path", "filename", "file"):
+            value = tb.tb_frame.f_locals.get(name)
+            if isinstance(value, (str, os.PathLike)) and os.fspath(value).endswith(".safetensors"):
+                found = os.fspath(value)
+        tb = tb.tb_next
+    return found
+
+
+def _os_message(error: OSError, args: argparse.Namespace) -> str:
+    where = error.filename if error.filename is not None else ""
+    if error.filename2 is not None:
+        where = f"{where} -> {error.filename2}"
+    if error.errno == errno.ENOSPC:
+        return (
+            f"no space left on the device while writing {where or 'the output'}{_last_checkpoint(args)}; "
+            "free some space or choose another --output-dir, then run again"
+        )
+    if error.errno == errno.EROFS:
+        return f"{where}: the file system is read-only; choose a writable --output-dir"
+    if isinstance(error, PermissionError):
+        return f"{where}: permission denied; choose a path you can write to (or read, for an input)"
+    if isinstance(error, IsADirectoryError):
+        return f"{where}: is a directory, expected a file"
+    if isinstance(error, NotADirectoryError) and error.filename is not None:
+        return f"{where}: not a directory"
+    if isinstance(error, FileNotFoundError) and error.filename is not None:
+        return f"{where}: no such file or directory"
+    if error.filename is None and error.strerror is None and error.args:
+        return str(error)  # attnlab's own message (FileNotFoundError("x: no such file"), ...)
+    return f"{where}: {error.strerror or error}" if where else str(error)
+
+
+def user_message(error: BaseException, args: argparse.Namespace) -> str | None:
+    """One line for a user error, or None for an error that should keep its traceback."""
+    from safetensors import SafetensorError
+
+    from attnlab.train.trainer import NonFiniteLossError
+
+    if isinstance(error, NonFiniteLossError):
+        return (
+            f"training stopped: {error}; try a lower learning rate, a longer warm-up, or fp32 instead of "
+            "fp16/bf16"
+        )
+    if isinstance(error, SafetensorError):
+        where = _damaged_file(error)
+        return (
+            f"{where or 'a weights file'}: not a valid safetensors file (damaged or truncated?): {error}; "
+            "restore it or use an earlier checkpoint"
+        )
+    if isinstance(error, UnicodeDecodeError):
+        return f"an input file is not valid UTF-8 ({error.reason} at byte {error.start}); convert it to UTF-8"
+    if isinstance(error, OSError):
+        return _os_message(error, args)
+    if isinstance(error, (ValueError, TypeError, KeyError)) and _raised_in_attnlab(error):
+        message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+        return message or type(error).__name__
+    return None

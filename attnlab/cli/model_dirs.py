@@ -1,0 +1,138 @@
+"""Checks on the model directories people pass to ``finetune``, ``evaluate`` and ``translate``, made before
+anything is loaded, with messages that say which directory to pass instead.
+
+- `check_model_dir`: a run directory (``RUN/model``, ``RUN/best`` inside) or a training checkpoint
+  (``RUN/checkpoints/step-N``) given where a model directory is expected names the directory to pass.
+- `check_vocab_fits`: a tokenizer with more tokens than the model's embedding is caught at load (naming both
+  files), not at the first batch.
+- `task_architecture_error`, `fine_tuned_task`: ``evaluate`` on a pre-trained (not fine-tuned) model is an
+  error; on a model fine-tuned for another task a warning naming both tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+TRAINER_STATE = "trainer_state.json"  # what marks a Trainer checkpoint (attnlab.train.checkpoint)
+RESULTS = "results.json"  # what `attnlab finetune` writes into its output directory
+
+
+def _is_checkpoint(d: Path) -> bool:
+    return (d / TRAINER_STATE).is_file() and not (d / CONFIG).is_file()
+
+
+def _run_of_checkpoint(d: Path) -> Path:
+    """RUN for RUN/checkpoints/step-N (or RUN/.../step-N)."""
+    parent = d.parent
+    return parent.parent if parent.name == "checkpoints" else parent
+
+
+def check_model_dir(path: str | os.PathLike, option: str = "--model") -> Path:
+    """``path`` as a directory holding ``config.json``; otherwise an error naming what to pass instead."""
+    d = Path(path)
+    if not d.exists():
+        raise FileNotFoundError(f"{option} {d}: no such directory")
+    if not d.is_dir():
+        raise NotADirectoryError(f"{option} {d}: expected a model directory (config.json + {WEIGHTS})")
+    if (d / CONFIG).is_file():
+        return d
+    if _is_checkpoint(d):
+        run = _run_of_checkpoint(d)
+        inside = [run / name for name in ("model", "best") if (run / name / CONFIG).is_file()]
+        hint = f"pass {' or '.join(map(str, inside))}" if inside else "pass the run's RUN/model or RUN/best"
+        raise ValueError(
+            f"{option} {d}: a training checkpoint (optimizer and trainer state), not a model directory; "
+            + hint
+        )
+    inside = [d / name for name in ("model", "best") if (d / name / CONFIG).is_file()]
+    if inside:
+        raise ValueError(
+            f"{option} {d}: a run directory, not a model directory; pass {' or '.join(map(str, inside))}"
+        )
+    raise FileNotFoundError(
+        f"{option} {d}: no {CONFIG} there; expected a model directory ({CONFIG} + {WEIGHTS})"
+    )
+
+
+def model_config(d: Path) -> tuple[str | None, Any]:
+    """``(architecture, EncoderConfig)`` of an attnlab or HF encoder directory, without loading weights."""
+    from attnlab.io.checkpoint import read_checkpoint_config
+    from attnlab.io.hf import describe_hf, is_hf_directory
+
+    if is_hf_directory(d):
+        _, architecture, config = describe_hf(d)
+        return architecture, config
+    architecture, _, config, _ = read_checkpoint_config(d)
+    return architecture, config
+
+
+def _tokenizer_file(d: Path) -> Path:
+    for name in ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model"):
+        if (d / name).is_file():
+            return d / name
+    return d
+
+
+def check_vocab_fits(model_dir: Path, tokenizer: Any, tokenizer_dir: str | os.PathLike | None = None) -> None:
+    """A tokenizer whose ids reach past the model's word embedding is an error naming both files."""
+    _, config = model_config(model_dir)
+    size = tokenizer.get_vocab_size() if hasattr(tokenizer, "get_vocab_size") else tokenizer.vocab_size
+    if size > config.vocab_size:
+        tok_file = _tokenizer_file(Path(tokenizer_dir) if tokenizer_dir is not None else model_dir)
+        raise ValueError(
+            f"{tok_file} has {size} tokens but {model_dir / CONFIG} has vocab_size {config.vocab_size}: "
+            "the tokenizer does not fit the model's embedding; use the tokenizer the model was trained with"
+        )
+
+
+def task_architecture_error(model_dir: Path, task: str, architecture: str) -> str | None:
+    """A message when ``model_dir`` does not hold a ``architecture`` model (e.g. a pre-trained one)."""
+    found, _ = model_config(model_dir)
+    if found == architecture:
+        return None
+    if found in ("EncoderForPreTraining", "Encoder", "ReplacedTokenDetection", None):
+        return (
+            f"{model_dir / CONFIG}: a pre-trained model ({found or 'encoder'}), not one fine-tuned for "
+            f"{task}; fine-tune it first (attnlab finetune --task {task} --model {model_dir} ...) and "
+            "evaluate RUN/best"
+        )
+    return f"{model_dir / CONFIG}: a {found}, but {task} needs a {architecture}"
+
+
+def fine_tuned_task(model_dir: Path) -> str | None:
+    """The task a model directory was fine-tuned on, from ``results.json`` of the run holding it
+    (``RUN/best`` or ``RUN/lrX-seedY/best``), or None when unknown."""
+    for run in (model_dir.parent, model_dir.parent.parent):
+        path = run / RESULTS
+        if path.is_file():
+            try:
+                task = json.loads(path.read_text(encoding="utf-8")).get("task")
+            except (OSError, ValueError, AttributeError):
+                return None
+            return task if isinstance(task, str) else None
+    return None
+
+
+SEQ2SEQ_TYPE = "attnlab-seq2seq"  # the model_type of attnlab.translation.config.Seq2SeqConfig files
+
+
+def check_seq2seq_dir(path: str | os.PathLike, option: str = "MODEL_DIR") -> Path:
+    """A directory written by ``translate-train`` (RUN/model); anything else names what it holds."""
+    d = check_model_dir(path, option)
+    try:
+        raw = json.loads((d / CONFIG).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{d / CONFIG}: not valid JSON ({e})") from None
+    kind = raw.get("model_type") if isinstance(raw, dict) else None
+    if kind != SEQ2SEQ_TYPE:
+        what = f"model_type {kind!r}" if kind else f"architecture {raw.get('architecture', '?')!r}"
+        raise ValueError(
+            f"{option} {d}: holds no translation model ({d / CONFIG} has {what}, not {SEQ2SEQ_TYPE!r}); "
+            "pass the model directory of a translate-train run (RUN/model)"
+        )
+    return d
