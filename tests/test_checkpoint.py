@@ -53,6 +53,13 @@ MODELS = {
 }
 
 
+def _save_unsealed(model, directory: Path) -> Path:
+    """A directory edited by hand (or from an older attnlab): no manifest; the loader's own checks speak."""
+    save_pretrained(model, directory)
+    (directory / "manifest.json").unlink()
+    return directory
+
+
 def _build(name: str) -> torch.nn.Module:
     architecture, config, options = MODELS[name]
     torch.manual_seed(0)
@@ -161,7 +168,7 @@ def test_save_leaves_no_temporary_files_and_overwrites(tmp_path: Path) -> None:
     save_pretrained(_build("encoder"), tmp_path)
     model = _build("mlm")
     save_pretrained(model, tmp_path)  # overwrite in place
-    assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors"]
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "manifest.json", "model.safetensors"]
     assert type(load_pretrained(tmp_path)).__name__ == "EncoderForPreTraining"
 
 
@@ -176,7 +183,7 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(OSError, match="disk full"):
         save_pretrained(_build("encoder"), tmp_path)
     assert (tmp_path / "model.safetensors").read_bytes() == before
-    assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors"]
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "manifest.json", "model.safetensors"]
 
 
 def test_unregistered_model_is_refused(tmp_path: Path) -> None:
@@ -220,7 +227,7 @@ def test_pytorch_bin_alone_is_pointed_out(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("keep", [0, 5, 100, -10])
 def test_truncated_or_corrupt_safetensors_names_the_file(keep: int, tmp_path: Path) -> None:
-    save_pretrained(_build("encoder"), tmp_path)
+    _save_unsealed(_build("encoder"), tmp_path)
     path = tmp_path / "model.safetensors"
     data = path.read_bytes()
     path.write_bytes(data[:keep] if keep >= 0 else data[:keep])
@@ -229,14 +236,14 @@ def test_truncated_or_corrupt_safetensors_names_the_file(keep: int, tmp_path: Pa
 
 
 def test_invalid_json_names_line_and_column(tmp_path: Path) -> None:
-    save_pretrained(_build("encoder"), tmp_path)
+    _save_unsealed(_build("encoder"), tmp_path)
     (tmp_path / "config.json").write_text('{\n  "format": "attnlab",\n  "architecture": \n}')
     with pytest.raises(CheckpointError, match=r"config\.json:4:1: invalid JSON"):
         load_pretrained(tmp_path)
 
 
 def test_unknown_config_key_and_bad_value(tmp_path: Path) -> None:
-    save_pretrained(_build("encoder"), tmp_path)
+    _save_unsealed(_build("encoder"), tmp_path)
     path = tmp_path / "config.json"
     raw = json.loads(path.read_text())
     raw["config"]["num_experts"] = 8
@@ -251,7 +258,7 @@ def test_unknown_config_key_and_bad_value(tmp_path: Path) -> None:
 
 
 def test_unknown_architecture_lists_the_valid_ones(tmp_path: Path) -> None:
-    save_pretrained(_build("encoder"), tmp_path)
+    _save_unsealed(_build("encoder"), tmp_path)
     path = tmp_path / "config.json"
     raw = json.loads(path.read_text())
     raw["architecture"] = "Decoder"
@@ -269,7 +276,7 @@ def test_hf_directory_is_recognised(tmp_path: Path) -> None:
 
 
 def test_missing_and_unexpected_keys_are_listed_with_the_architecture(tmp_path: Path) -> None:
-    save_pretrained(_build("mlm+nsp"), tmp_path)
+    _save_unsealed(_build("mlm+nsp"), tmp_path)
     path = tmp_path / "model.safetensors"
     tensors = load_file(path)
     del tensors["pair_head.classifier.weight"]
@@ -287,7 +294,7 @@ def test_missing_and_unexpected_keys_are_listed_with_the_architecture(tmp_path: 
 
 def test_options_disagreeing_with_weights(tmp_path: Path) -> None:
     """config.json says no pair head, the weights have one: the unexpected keys are named."""
-    save_pretrained(_build("mlm+nsp"), tmp_path)
+    _save_unsealed(_build("mlm+nsp"), tmp_path)
     path = tmp_path / "config.json"
     raw = json.loads(path.read_text())
     raw["options"]["pair_head"] = False
@@ -322,7 +329,7 @@ def test_options_disagreeing_with_weights(tmp_path: Path) -> None:
 def test_shape_mismatch_names_key_shapes_and_field(
     field: str, value: int, expected: str, tmp_path: Path
 ) -> None:
-    save_pretrained(_build("encoder"), tmp_path)
+    _save_unsealed(_build("encoder"), tmp_path)
     path = tmp_path / "config.json"
     raw = json.loads(path.read_text())
     raw["config"][field] = value
@@ -334,7 +341,7 @@ def test_shape_mismatch_names_key_shapes_and_field(
 
 
 def test_tied_alias_with_different_values_is_refused(tmp_path: Path) -> None:
-    save_pretrained(_build("mlm"), tmp_path)
+    _save_unsealed(_build("mlm"), tmp_path)
     path = tmp_path / "model.safetensors"
     tensors = load_file(path)
     tensors["mlm_head.decoder.weight"] = torch.zeros_like(tensors["encoder.embeddings.word.weight"])

@@ -10,7 +10,14 @@
   because the rebuilt model ties them by construction.
 
 Both files are written atomically (temporary file in the same directory, fsync, ``os.replace``), so a
-crash leaves either the old file or the new one, never half of one.
+crash leaves either the old file or the new one, never half of one. ``manifest.json`` (`attnlab.manifest`)
+follows them with their SHA-256 and sizes; a writer that adds files (tokenizer files) seals the directory
+again with `attnlab.manifest.write_manifest`.
+
+Reading verifies: when a directory has a manifest, ``config.json`` and every safetensors file read through
+`read_safetensors` must match it (a flipped bit, a zeroed block, a truncated copy is an error naming the
+file), and every floating-point tensor must be finite (an error naming the directory and the tensor).
+Directories without a manifest (HF transformers downloads) load as they are, still checked for finiteness.
 
 ``load_pretrained(directory)`` rebuilds the model from ``config.json`` and loads the weights, with errors
 that name the file, the key, both shapes and the config field that disagrees. Loading never unpickles:
@@ -33,6 +40,7 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
 from attnlab.atomic import atomic_path, write_json_atomic
+from attnlab.manifest import IntegrityError, verify_directory, verify_file, write_manifest
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -91,15 +99,39 @@ def _looks_like_pickle(path: Path) -> str | None:
     return None
 
 
-def read_safetensors(path: str | os.PathLike) -> tuple[dict[str, Tensor], dict[str, str]]:
+def check_finite(tensors: Mapping[str, Tensor], source: str | os.PathLike) -> None:
+    """Refuse weights holding NaN or Inf: an error naming ``source`` (the model directory) and the tensor."""
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise CheckpointError(
+                f"{source}: tensor {name!r} holds {bad} non-finite value(s) (NaN or Inf) of "
+                f"{tensor.numel()}; the weights are damaged or come from a diverged run, refusing to use them"
+            )
+
+
+def read_safetensors(
+    path: str | os.PathLike, finite: bool = True
+) -> tuple[dict[str, Tensor], dict[str, str]]:
     """All tensors of a safetensors file and its metadata, with errors that name the file.
 
-    A missing file raises FileNotFoundError; a corrupt or truncated one, or a pickle in its place,
-    raises CheckpointError. Pickles are never loaded here.
+    A missing file raises FileNotFoundError; a corrupt or truncated one, a pickle in its place, or
+    (``finite``) a tensor holding NaN / Inf raises CheckpointError; a file that differs from its
+    directory's manifest raises `attnlab.manifest.IntegrityError`. Pickles are never loaded here.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such weights file")
+    try:
+        verify_file(path)  # against the directory's manifest.json, when it lists the file
+    except IntegrityError as e:
+        kind = _looks_like_pickle(path)
+        if kind is None:
+            raise
+        raise CheckpointError(
+            f"{path}: expected a safetensors file but found {kind}; attnlab never unpickles weights (and "
+            "this is not the file its manifest.json lists)"
+        ) from e
     try:
         with safe_open(str(path), framework="pt", device="cpu") as f:
             metadata = dict(f.metadata() or {})
@@ -116,6 +148,8 @@ def read_safetensors(path: str | os.PathLike) -> tuple[dict[str, Tensor], dict[s
         raise CheckpointError(
             f"{path}: not a valid safetensors file ({size} bytes; corrupt or truncated?): {e}"
         ) from e
+    if finite:
+        check_finite(tensors, f"{path.parent} ({path.name})")
     return tensors, metadata
 
 
@@ -406,9 +440,13 @@ def load_state_checked(
 
 
 def save_pretrained(
-    model: nn.Module, directory: str | os.PathLike, dtype: str | torch.dtype | None = None
+    model: nn.Module,
+    directory: str | os.PathLike,
+    dtype: str | torch.dtype | None = None,
+    run_id: str | None = None,
 ) -> Path:
-    """Write ``model`` to ``directory`` (created if needed) as ``config.json`` + ``model.safetensors``.
+    """Write ``model`` to ``directory`` (created if needed) as ``config.json`` + ``model.safetensors``,
+    then ``manifest.json`` listing those two (with ``run_id``, the run that produced the model).
 
     ``dtype`` (float32 / bfloat16 / float16) casts floating-point tensors on the way out; None keeps
     the model's dtype. Returns the directory.
@@ -470,6 +508,7 @@ def save_pretrained(
         },
         directory / CONFIG_NAME,
     )
+    write_manifest(directory, [WEIGHTS_NAME, CONFIG_NAME], run_id=run_id)
     return directory
 
 
@@ -483,6 +522,7 @@ def read_checkpoint_config(directory: str | os.PathLike) -> tuple[str, dict[str,
         raise FileNotFoundError(
             f"{path}: missing; an attnlab checkpoint holds config.json and {WEIGHTS_NAME}"
         )
+    verify_directory(directory, [CONFIG_NAME])
     raw = read_json(path)
     if raw.get("format") != FORMAT_NAME:
         if "model_type" in raw:
