@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from .args import non_negative_int, positive_int
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     demo = subparsers.add_parser(
@@ -19,10 +21,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "padding, fast vs explicit attention agreement, and every preset's parameter count.",
     )
     demo.add_argument("--preset", default="bert-mini", help="preset to run (default: bert-mini)")
-    demo.add_argument("--vocab-size", type=int, default=1000, help="vocabulary size override (default: 1000)")
-    demo.add_argument("--batch-size", type=int, default=4, help="sequences in the batch (default: 4)")
-    demo.add_argument("--seq-len", type=int, default=32, help="length of the longest sequence (default: 32)")
-    demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    demo.add_argument(
+        "--vocab-size", type=positive_int, default=1000, help="vocabulary size override (default: 1000)"
+    )
+    demo.add_argument(
+        "--batch-size", type=positive_int, default=4, help="sequences in the batch (default: 4)"
+    )
+    demo.add_argument(
+        "--seq-len", type=positive_int, default=32, help="length of the longest sequence (default: 32)"
+    )
+    demo.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default: 0)")
     demo.set_defaults(func=run_demo)
 
 

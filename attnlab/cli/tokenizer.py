@@ -16,6 +16,8 @@ import sys
 import time
 from collections.abc import Iterator
 
+from .args import non_negative_int, positive_int
+
 KINDS = ("wordpiece", "bpe", "byte_level_bpe", "unigram")
 
 
@@ -34,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train a tokenizer on UTF-8 text files (one text per line) and save it to --out.",
     )
     train.add_argument("--kind", required=True, choices=KINDS, help="the tokenizer family")
-    train.add_argument("--vocab-size", type=int, required=True, help="vocabulary size, specials included")
+    train.add_argument(
+        "--vocab-size", type=positive_int, required=True, help="vocabulary size, specials included"
+    )
     train.add_argument("--files", nargs="+", required=True, metavar="FILE", help="training text files")
     train.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to")
     train.add_argument(
@@ -43,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "bpe and byte_level_bpe",
     )  # fmt: skip
     train.add_argument(
-        "--min-frequency", type=int, default=None,
+        "--min-frequency", type=non_negative_int, default=None,
         help="pairs (bpe, wordpiece) or words (unigram) seen fewer times are not used "
         "(default: 2 for wordpiece, 0 otherwise)",
     )  # fmt: skip
@@ -51,8 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--special-tokens", nargs="+", default=None, metavar="TOKEN",
         help="special tokens given the first ids, in order (the kind's template tokens are added if missing)",
     )  # fmt: skip
-    train.add_argument("--limit-alphabet", type=int, default=None, help="keep at most this many characters")
-    train.add_argument("--processes", type=int, default=None, help="counting processes (default: all cores)")
+    train.add_argument(
+        "--limit-alphabet", type=positive_int, default=None,
+        help="keep at most this many characters (default: all)",
+    )  # fmt: skip
+    train.add_argument(
+        "--processes", type=positive_int, default=None, help="counting processes (default: all cores)"
+    )
     train.add_argument("--no-progress", action="store_true", help="no progress bars")
     train.set_defaults(func=run_train)
 
@@ -69,10 +78,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--pair", action="store_true",
         help="each input is a sentence pair 'A<TAB>B' (split at the first tab)",
     )  # fmt: skip
-    enc.add_argument("--max-length", type=int, default=None, help="truncate to this many tokens")
+    enc.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=None,
+        help="truncate to this many tokens (default: no limit)",
+    )
     enc.add_argument("--no-special-tokens", action="store_true", help="do not add the template's tokens")
     enc.add_argument("--json", action="store_true", help="one JSON object per input (JSON lines)")
-    enc.add_argument("--batch-size", type=int, default=1000, help="lines encoded per batch (default: 1000)")
+    enc.add_argument(
+        "--batch-size", type=positive_int, default=1000, help="lines encoded per batch (default: 1000)"
+    )
     enc.add_argument("--no-progress", action="store_true", help="no progress bar for --file")
     enc.set_defaults(func=run_encode)
 

@@ -3,10 +3,11 @@
 Layout: ``{"version", "data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question",
 "answers": [{"text", "answer_start"}], "is_impossible" (v2.0), "plausible_answers" (v2.0)}]}]}]}``.
 
-Every answer is checked against its context: ``context[answer_start:answer_start + len(text)]`` must
-equal ``text``. A mismatch raises (``errors="raise"``) or, with ``errors="skip"``, drops that *answer*
-(not the question) and counts it as ``answer_offset_mismatch``; a question left without answers is
-then skipped and counted as ``no_valid_answer``. Unlike the GLUE loaders there are no line numbers in
+Every answer is checked against its context: its text must not be empty and
+``context[answer_start:answer_start + len(text)]`` must equal ``text``. A bad answer raises
+(``errors="raise"``) or, with ``errors="skip"``, is dropped (not the question) and counted as
+``empty_answer`` or ``answer_offset_mismatch``; a question left without answers is then skipped and
+counted as ``no_valid_answer``. Unlike the GLUE loaders there are no line numbers in
 a JSON file, so errors name the file and the JSON path (``data[3].paragraphs[0].qas[5]``).
 """
 
@@ -43,7 +44,14 @@ def _answers(
         at = f"{where}[{k}]"
         text = _need(answer, "text", str, path, at)
         start = _need(answer, "answer_start", int, path, at)
-        if context[start : start + len(text)] != text:
+        if not text.strip():
+            # an empty answer would train the model to point at nothing and score every prediction 0
+            message = f"{at}.text: empty answer text (an unanswerable question has is_impossible: true)"
+            if errors == "raise":
+                raise DataFormatError(path, None, message)
+            report.skip("empty_answer", f"{path}:{at}")
+            continue
+        if start < 0 or context[start : start + len(text)] != text:
             message = (
                 f"{at}: answer {text!r} is not at character {start} of the context "
                 f"(found {context[start : start + len(text)]!r})"
@@ -63,11 +71,15 @@ def iter_squad(
     check_error_policy(errors)
     path = os.fspath(path)
     report = report if report is not None else LoadReport(path)
-    with open(path, encoding="utf-8") as f:
-        try:
-            dataset = json.load(f)
-        except json.JSONDecodeError as e:
-            raise DataFormatError(path, e.lineno, f"not valid JSON: {e.msg} (column {e.colno})") from e
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        dataset = json.loads(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise DataFormatError(path, line, f"not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise DataFormatError(path, e.lineno, f"not valid JSON: {e.msg} (column {e.colno})") from e
     articles = _need(dataset, "data", list, path, "top level")
     for i, article in enumerate(articles):
         title = article.get("title", "") if isinstance(article, Mapping) else ""
