@@ -27,6 +27,7 @@ from attnlab.tokenizers import normalizers as norm
 from attnlab.tokenizers import pre_tokenizers as pre
 from attnlab.tokenizers import processors as proc
 from attnlab.tokenizers.models import BPE, Model, Unigram, WordPiece
+from attnlab.tokenizers.precompiled import Precompiled, PrecompiledFormatError
 from attnlab.tokenizers.tokenizer import (
     AddedToken,
     Tokenizer,
@@ -357,9 +358,14 @@ def _normalizer_from_json(data: Any, where: str, source: str) -> norm.Normalizer
         out = [_normalizer_from_json(x, f"{f.path('normalizers')}[{i}]", source) for i, x in enumerate(items)]
         return norm.Sequence([n for n in out if n is not None])
     if t == "Precompiled":
-        # Deviation: SentencePiece's compiled character map (nmt_nfkc) is approximated by NFKC, which it
-        # extends with a few control-character and whitespace mappings.
-        return norm.NFKC()
+        # SentencePiece's compiled character map, base64 (None in files whose model had no rules).
+        charsmap = f.get("precompiled_charsmap", str, None, nullable=True)
+        if not charsmap:
+            return None
+        try:
+            return Precompiled(charsmap)
+        except PrecompiledFormatError as e:
+            raise TokenizerFileError(f"{source}: field '{f.path('precompiled_charsmap')}': {e}") from None
     known = ["BertNormalizer", "Sequence", "Replace", "Prepend", "Strip", "Precompiled", *simple]
     raise _unsupported(f, "normalizer", known)
 
