@@ -598,20 +598,25 @@ class _BestKeeper:
                 save_model_dir(self.model, self.tokenizer, self.directory)
 
 
-def save_model_dir(model: nn.Module, tokenizer: Any, directory: str | os.PathLike) -> Path:
+def save_model_dir(
+    model: nn.Module, tokenizer: Any, directory: str | os.PathLike, run_id: str | None = None
+) -> Path:
     """``save_pretrained`` plus the tokenizer's ``tokenizer.json`` (and vocab.txt / vocab.json when it has
-    them), so the directory serves `load_model` and `attnlab.tokenizers.load_tokenizer` alike."""
+    them), so the directory serves `load_model` and `attnlab.tokenizers.load_tokenizer` alike. The
+    tokenizer files join the manifest (`attnlab.manifest`) once written; ``run_id`` names the run."""
     from attnlab.io import save_pretrained
+    from attnlab.manifest import add_to_manifest
     from attnlab.tokenizers.files import save_vocab_files
 
     directory = Path(directory)
-    save_pretrained(model, directory)
+    save_pretrained(model, directory, run_id=run_id)
     if tokenizer is not None:
-        tokenizer.save(directory / "tokenizer.json")
+        written = [Path(tokenizer.save(directory / "tokenizer.json")).name]
         try:
-            save_vocab_files(tokenizer, directory)
+            written += [Path(p).name for p in save_vocab_files(tokenizer, directory)]
         except ValueError:
             pass  # a Unigram model has no classic vocabulary file; tokenizer.json is enough
+        add_to_manifest(directory, written)
     return directory
 
 
