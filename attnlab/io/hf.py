@@ -322,7 +322,7 @@ _IGNORED_HF_KEYS = re.compile(r"(^|\.)(position_ids|token_type_ids)$")
 # the generic key translator
 
 
-class _KeyMap:
+class KeyMap:
     """Translate state-dict keys between attnlab and HF names with a ``{ours: theirs}`` path table.
 
     A table entry maps a module path (or a full parameter name); ``{j}`` matches a layer index. A key
@@ -355,7 +355,7 @@ class _KeyMap:
         return self._apply(self._backward, key)
 
 
-def _key_map(family: Family, kind: str) -> _KeyMap:
+def key_map(family: Family, kind: str) -> KeyMap:
     """The full attnlab <-> HF table for one family and kind (encoder layout + that kind's heads)."""
     _, _, groups = KINDS[kind]
     if kind == "base":
@@ -364,7 +364,7 @@ def _key_map(family: Family, kind: str) -> _KeyMap:
         table = {f"encoder.{ours}": f"{family.prefix}.{theirs}" for ours, theirs in family.layout.items()}
     for group in groups:
         table.update(family.heads[group])
-    return _KeyMap(table)
+    return KeyMap(table)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -516,7 +516,7 @@ def _detect_kind(keys: set[str], family: Family) -> str:
     def has(group: str) -> bool:
         if group not in family.heads:
             return False
-        table = _KeyMap(family.heads[group])
+        table = KeyMap(family.heads[group])
         return any(table.from_hf(k) is not None for k in keys)
 
     if has("rtd"):
@@ -532,7 +532,7 @@ def _split_base(state: Mapping[str, Any], family: Family) -> tuple[dict[str, Any
     Base-model keys carry the family prefix ("bert.") in *For* classes and none in a saved BertModel.
     """
     prefixed = f"{family.prefix}."
-    base_map = _KeyMap(family.layout)
+    base_map = KeyMap(family.layout)
     base: dict[str, Any] = {}
     rest: dict[str, Any] = {}
     for key, value in state.items():
@@ -634,7 +634,7 @@ def load_hf(
         rest = {}  # the heads of a checkpoint read as the encoder alone
 
     # Translate every key; anything left over is named in the error.
-    table = _key_map(family, kind)
+    table = key_map(family, kind)
     hf_full = {(f"{family.prefix}.{k}" if kind != "base" else k): v for k, v in base.items()}
     hf_full.update(rest)
     ours: dict[str, Tensor] = {}
@@ -711,9 +711,15 @@ def _kind_of(model: nn.Module) -> str:
     if name == "EncoderForPreTraining":
         return "pretraining" if options.get("pair_head") else "mlm"
     raise CheckpointError(
-        f"save_hf exports Encoder, EncoderForPreTraining and ReplacedTokenDetection, not {name}; "
-        "export its encoder (model.encoder) instead"
+        f"save_hf exports Encoder, EncoderForPreTraining, ReplacedTokenDetection and the task models "
+        f"({', '.join(_task_architectures())}), not {name}; export its encoder (model.encoder) instead"
     )
+
+
+def _task_architectures() -> tuple[str, ...]:
+    from attnlab.models import TASK_ARCHITECTURES
+
+    return tuple(TASK_ARCHITECTURES)
 
 
 def infer_family(config: Any, kind: str) -> str:
@@ -737,7 +743,7 @@ def infer_family(config: Any, kind: str) -> str:
     return "bert"
 
 
-def _export_problems(config: Any, family: Family, kind: str) -> list[str]:
+def export_problems(config: Any, family: Family, kind: str) -> list[str]:
     """Every reason ``config`` cannot be written as ``family``'s ``kind`` (empty when it can)."""
     problems = []
     if kind not in family.classes:
@@ -815,24 +821,27 @@ def to_hf(
     `CheckpointError` listing every reason. A pooler the HF class does not hold is left out with a
     warning. Tied weights appear once (HF re-ties the decoder on load).
     """
-    target = resolve_dtype(dtype)
     config = getattr(model, "config", None)
     if config is None:
         raise TypeError(f"{type(model).__name__} has no `config`; not an attnlab model")
+    if architecture_of(model)[0] in _task_architectures():
+        from attnlab.io.hf_tasks import task_to_hf
+
+        return task_to_hf(model, family=family, dtype=dtype)
+    target = resolve_dtype(dtype)
     kind = _kind_of(model)
     untied = kind in ("mlm", "pretraining") and architecture_of(model)[1].get("tie_weights") is False
     family_name = family or infer_family(config, kind)
     if family_name not in FAMILIES:
         raise ValueError(f"unknown HF family {family_name!r}; valid: {', '.join(FAMILIES)}")
     fam = FAMILIES[family_name]
-    problems = _export_problems(config, fam, kind)
+    problems = export_problems(config, fam, kind)
     if problems:
         raise CheckpointError(
             f"cannot export this attnlab {KINDS[kind][0]} as HF {family_name}:\n  " + "\n  ".join(problems)
         )
 
     state = model.state_dict()
-    aliases = tied_aliases(model)
     prefix = "" if kind == "base" else "encoder."
     hf_pooler = fam.pooler.get(kind, False)
     if config.add_pooler and not hf_pooler:
@@ -845,27 +854,7 @@ def to_hf(
             f"HF {fam.classes[kind]} holds a pooler but this model has none: HF will initialise it randomly",
             stacklevel=3,
         )
-    table = _key_map(fam, kind)
-    tensors: dict[str, Tensor] = {}
-    unmapped = []
-    for key, value in state.items():
-        if key in aliases:  # tied: HF re-ties the decoder to the word embeddings on load
-            continue
-        mapped = table.to_hf(key)
-        if mapped is None:
-            unmapped.append(key)
-            continue
-        tensors[mapped] = value.to(target) if target is not None and value.is_floating_point() else value
-    if unmapped:
-        raise CheckpointError(f"no HF {family_name} name for: {', '.join(sorted(unmapped))}")
-    if config.position_embedding == "sinusoidal":
-        # DistilBERT keeps its (frozen) sinusoidal table in the weights.
-        from attnlab.nn.embeddings import sinusoidal_table
-
-        table_values = sinusoidal_table(config.max_position_embeddings, config.embedding_dim)
-        key = table.to_hf(f"{prefix}embeddings.position.weight")
-        tensors[key] = table_values.to(target or torch.float32)
-
+    tensors = export_tensors(model, state, key_map(fam, kind), prefix, family_name, target)
     if untied:
         # Untied, HF's decoder keeps a bias of its own too, and that is the one its forward adds.
         for alias, source in fam.hf_aliases.items():
@@ -876,19 +865,71 @@ def to_hf(
     return config_to_hf(config, family_name, kind, stored, tied=not untied), tensors
 
 
+def export_tensors(
+    model: nn.Module,
+    state: Mapping[str, Tensor],
+    table: KeyMap,
+    prefix: str,
+    family_name: str,
+    target: torch.dtype | None,
+) -> dict[str, Tensor]:
+    """``state`` (of ``model``) under HF names by ``table``; tied aliases appear once (HF re-ties them on
+    load); a sinusoidal position table is written out (DistilBERT keeps it in the weights). ``prefix`` is
+    the encoder's path in ``model`` ("" or "encoder.")."""
+    config = model.config
+    aliases = tied_aliases(model)
+    tensors: dict[str, Tensor] = {}
+    unmapped = []
+    for key, value in state.items():
+        if key in aliases:
+            continue
+        mapped = table.to_hf(key)
+        if mapped is None:
+            unmapped.append(key)
+            continue
+        tensors[mapped] = value.to(target) if target is not None and value.is_floating_point() else value
+    if unmapped:
+        raise CheckpointError(f"no HF {family_name} name for: {', '.join(sorted(unmapped))}")
+    if config.position_embedding == "sinusoidal":
+        from attnlab.nn.embeddings import sinusoidal_table
+
+        table_values = sinusoidal_table(config.max_position_embeddings, config.embedding_dim)
+        key = table.to_hf(f"{prefix}embeddings.position.weight")
+        if key is None:
+            raise CheckpointError(f"no HF {family_name} name for the position table")
+        tensors[key] = table_values.to(target or torch.float32)
+    return tensors
+
+
 def save_hf(
     model: nn.Module,
     directory: str | os.PathLike,
     family: str | None = None,
     dtype: str | torch.dtype | None = None,
+    tokenizer: Any = None,
+    card: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``model`` as a HF transformers directory (``config.json`` + ``model.safetensors``) that
-    ``transformers.AutoModel*.from_pretrained`` loads; see `to_hf` for ``family`` and the errors."""
+    ``transformers.AutoModel*.from_pretrained`` loads; see `to_hf` for ``family`` and the errors.
+
+    With ``tokenizer``, its files and a ``tokenizer_config.json`` naming the class that rebuilds it
+    (`attnlab.io.hf_tokenizer`), so ``AutoTokenizer`` and ``pipeline(...)`` load the directory. Every export
+    gets a model card, ``README.md`` (`attnlab.io.model_card`), from the config and ``card`` (what training
+    recorded: base model, task, data set, metrics, command).
+    """
+    from attnlab.io.hf_tokenizer import save_hf_tokenizer
+    from attnlab.io.model_card import write_model_card
+
     hf_config, tensors = to_hf(model, family=family, dtype=dtype)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     write_safetensors_atomic(tensors, directory / WEIGHTS_NAME, metadata={"format": "pt"})
     write_json_atomic(hf_config, directory / CONFIG_NAME)
+    if tokenizer is not None:
+        config = model.config
+        types = config.type_vocab_size > 1
+        save_hf_tokenizer(tokenizer, directory, hf_config["model_type"], config.max_sequence_length, types)
+    write_model_card(directory, hf_config, card or {})
     return directory
 
 

@@ -10,7 +10,8 @@
 
 `load_model(directory)` loads what a directory holds for inference: attnlab checkpoints of every
 registered architecture, HF base / masked-LM / pre-training directories (`attnlab.io.load_hf`), and HF
-task checkpoints whose head attnlab can represent exactly:
+task checkpoints whose head attnlab can represent exactly, by the per-family tables of
+`attnlab.io.hf_tasks` (the ones `attnlab.io.save_hf` exports with):
 
 ==============================  ===================================================  ===================
 HF class                        HF head weights                                      attnlab
@@ -20,7 +21,9 @@ HF class                        HF head weights                                 
                                 tanh(dense(h[CLS])) at inference) + ``out_proj``
 *ForTokenClassification         ``classifier`` (every family)                        ...TokenClassification
 *ForQuestionAnswering           ``qa_outputs`` (every family)                        ...QuestionAnswering
-*ForMultipleChoice              pooler + ``classifier`` (BERT, ALBERT, RoBERTa)      ...MultipleChoice
+*ForMultipleChoice              pooler + ``classifier`` (BERT, ALBERT, RoBERTa);     ...MultipleChoice
+                                ELECTRA: ``sequence_summary.summary`` (as the
+                                pooler) when ``summary_activation`` is tanh
 ==============================  ===================================================  ===================
 
 ELECTRA's and DistilBERT's classification heads (a gelu / ReLU dense layer) have no exact attnlab
@@ -51,19 +54,10 @@ from attnlab.io.checkpoint import (
     resolve_dtype,
 )
 from attnlab.io.hf import is_hf_directory, load_hf, read_hf_weights
+from attnlab.io.hf_tasks import HF_TASK_SUFFIXES, UnsupportedHeadError, head_state_from_hf, hf_task
 from attnlab.models import ARCHITECTURES, TASK_ARCHITECTURES, Encoder
 
-# HF class-name suffix -> attnlab architecture
-HF_TASK_SUFFIXES: dict[str, str] = {
-    "ForSequenceClassification": "EncoderForSequenceClassification",
-    "ForTokenClassification": "EncoderForTokenClassification",
-    "ForQuestionAnswering": "EncoderForQuestionAnswering",
-    "ForMultipleChoice": "EncoderForMultipleChoice",
-}
-
-
-class UnsupportedHeadError(CheckpointError):
-    """A HF task head attnlab cannot represent exactly (its encoder can still be fine-tuned)."""
+__all__ = ["HF_TASK_SUFFIXES", "UnsupportedHeadError", "load_model", "load_task_model"]
 
 
 def _architecture_name(architecture: str | type) -> str:
@@ -94,13 +88,7 @@ def _check_directory(directory: str | os.PathLike) -> Path:
     return d
 
 
-def _hf_task(hf: Mapping[str, Any]) -> str | None:
-    """The attnlab task architecture a HF config's ``architectures`` names, or None."""
-    for cls_name in hf.get("architectures") or []:
-        for suffix, ours in HF_TASK_SUFFIXES.items():
-            if str(cls_name).endswith(suffix):
-                return ours
-    return None
+_hf_task = hf_task  # the attnlab task a HF config's ``architectures`` names
 
 
 def _hf_labels(hf: Mapping[str, Any]) -> tuple[int, list[str] | None]:
@@ -212,50 +200,14 @@ def _same_head(saved: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
 def _load_hf_task(d: Path, hf: Mapping[str, Any], name: str, dtype: torch.dtype | None) -> nn.Module:
     """A HF *For{task} checkpoint as the attnlab task model (see the table in the module docstring)."""
     family = str(hf.get("model_type"))
-    encoder = load_hf(d, architecture="Encoder")
     raw, source = read_hf_weights(d)
-    prefix = f"{family}."
-    heads = {k: v for k, v in raw.items() if not k.startswith(prefix) and not k.endswith("position_ids")}
+    head = head_state_from_hf(family, name, hf, raw, source)
+    encoder = load_hf(d, architecture="Encoder")
     config = encoder.config
-    head: dict[str, Tensor] = {}
     options: dict[str, Any] = {}
     if name in ("EncoderForSequenceClassification", "EncoderForTokenClassification"):
         n, labels = _hf_labels(hf)
         options = {"num_labels": n, "labels": labels}
-    if name == "EncoderForQuestionAnswering":
-        head = {
-            "qa_outputs.weight": heads.get("qa_outputs.weight"),
-            "qa_outputs.bias": heads.get("qa_outputs.bias"),
-        }
-    elif name == "EncoderForSequenceClassification" and "classifier.out_proj.weight" in heads:
-        if family != "roberta":
-            raise UnsupportedHeadError(
-                f"{source}: {family}'s classification head (dense -> "
-                f"{'gelu' if family == 'electra' else 'activation'} -> out_proj) has no exact attnlab "
-                "counterpart; load it with load_task_model to fine-tune a fresh head instead"
-            )
-        head = {
-            "encoder.pooler.dense.weight": heads.get("classifier.dense.weight"),
-            "encoder.pooler.dense.bias": heads.get("classifier.dense.bias"),
-            "classifier.weight": heads.get("classifier.out_proj.weight"),
-            "classifier.bias": heads.get("classifier.out_proj.bias"),
-        }
-    elif "pre_classifier.weight" in heads:
-        raise UnsupportedHeadError(
-            f"{source}: DistilBERT's classification head (pre_classifier -> ReLU -> classifier) has no exact "
-            "attnlab counterpart; load it with load_task_model to fine-tune a fresh head instead"
-        )
-    else:
-        head = {
-            "classifier.weight": heads.get("classifier.weight"),
-            "classifier.bias": heads.get("classifier.bias"),
-        }
-    absent = [k for k, v in head.items() if v is None]
-    if absent:
-        raise CheckpointError(
-            f"{source}: config.json names {hf.get('architectures')} but the weights lack the head "
-            f"({', '.join(absent)}); found non-encoder keys: {', '.join(sorted(heads)[:12]) or 'none'}"
-        )
     model = ARCHITECTURES[name].from_config(config, **options)
     state = {f"encoder.{k}": v for k, v in encoder.state_dict().items()}
     for key in model.state_dict():  # a pooler the HF class lacks must come from the head weights

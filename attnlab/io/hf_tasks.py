@@ -1,0 +1,278 @@
+"""Fine-tuned task models <-> HF transformers ``*For{Task}`` classes, both ways.
+
+One `TaskHead` record per (family, attnlab task architecture) says which HF class holds the model, where
+its head's weights live and whether its base model keeps a pooler; the encoder's weights go through the
+family's layout in `attnlab.io.hf`. Every entry is exact: the HF class computes the same logits as the
+attnlab model on the same inputs (tested with ``transformers.pipeline`` in tests/test_hf_export_tasks.py).
+
+=================  ==========================================================================================
+attnlab            HF class and head weights (attnlab -> HF)
+=================  ==========================================================================================
+SequenceClass.     BERT, ALBERT: pooler + ``classifier``. RoBERTa: ``encoder.pooler.dense`` ->
+(regression too)   ``classifier.dense``, ``classifier`` -> ``classifier.out_proj`` (RobertaClassificationHead
+                   is tanh(dense(h[CLS])), BERT's pooler; its extra dropout acts in training only)
+TokenClass.        every family: ``classifier`` (no pooler)
+QuestionAnswering  every family: ``qa_outputs`` (no pooler)
+MultipleChoice     BERT, RoBERTa, ALBERT: pooler + ``classifier``. ELECTRA: pooler ->
+                   ``sequence_summary.summary`` with ``summary_activation="tanh"`` (HF's default: gelu)
+=================  ==========================================================================================
+
+Not exact, so refused with the reason: ELECTRA's sequence classifier (HF hard-codes gelu where attnlab's
+pooler has tanh) and DistilBERT's sequence classifier and multiple-choice head (``pre_classifier`` + ReLU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.io.checkpoint import CheckpointError, architecture_of, resolve_dtype
+from attnlab.io.hf import (
+    FAMILIES,
+    KeyMap,
+    config_to_hf,
+    export_problems,
+    export_tensors,
+    infer_family,
+)
+
+
+class UnsupportedHeadError(CheckpointError):
+    """A task head one side cannot represent exactly (the encoder can still be fine-tuned)."""
+
+
+@dataclass(frozen=True)
+class TaskHead:
+    """Where one family's HF class keeps an attnlab task model's head."""
+
+    hf_class: str
+    head: Mapping[str, str]  # attnlab module path -> HF module path (".weight"/".bias" follow)
+    pooler: (
+        bool  # whether the HF base model holds a pooler (else the attnlab pooler must be mapped or unused)
+    )
+    config: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # HF config fields the head needs, checked on read
+
+
+SEQ, TOKEN, QA, CHOICE = (
+    "EncoderForSequenceClassification",
+    "EncoderForTokenClassification",
+    "EncoderForQuestionAnswering",
+    "EncoderForMultipleChoice",
+)
+_CLASSIFIER = {"classifier": "classifier"}
+_QA = {"qa_outputs": "qa_outputs"}
+
+
+def _standard(name: str) -> dict[str, TaskHead]:
+    """BERT's four heads, which ALBERT repeats under its own class names."""
+    return {
+        SEQ: TaskHead(f"{name}ForSequenceClassification", _CLASSIFIER, pooler=True),
+        TOKEN: TaskHead(f"{name}ForTokenClassification", _CLASSIFIER, pooler=False),
+        QA: TaskHead(f"{name}ForQuestionAnswering", _QA, pooler=False),
+        CHOICE: TaskHead(f"{name}ForMultipleChoice", _CLASSIFIER, pooler=True),
+    }
+
+
+TASK_HEADS: dict[str, dict[str, TaskHead]] = {
+    "bert": _standard("Bert"),
+    "albert": _standard("Albert"),
+    "roberta": {
+        **_standard("Roberta"),
+        SEQ: TaskHead(
+            "RobertaForSequenceClassification",
+            {"encoder.pooler.dense": "classifier.dense", "classifier": "classifier.out_proj"},
+            pooler=False,
+        ),
+    },
+    "electra": {
+        TOKEN: TaskHead("ElectraForTokenClassification", _CLASSIFIER, pooler=False),
+        QA: TaskHead("ElectraForQuestionAnswering", _QA, pooler=False),
+        CHOICE: TaskHead(
+            "ElectraForMultipleChoice",
+            {"encoder.pooler.dense": "sequence_summary.summary", "classifier": "classifier"},
+            pooler=False,
+            config={
+                "summary_type": "first",
+                "summary_use_proj": True,
+                "summary_activation": "tanh",
+                "summary_proj_to_labels": False,
+            },
+        ),
+    },
+    "distilbert": {
+        TOKEN: TaskHead("DistilBertForTokenClassification", _CLASSIFIER, pooler=False),
+        QA: TaskHead("DistilBertForQuestionAnswering", _QA, pooler=False),
+    },
+}
+
+# Why a (family, task) pair has no entry: said in the error of both directions.
+NOT_EXACT: dict[tuple[str, str], str] = {
+    (
+        "electra",
+        SEQ,
+    ): "ELECTRA's classification head (dense -> gelu -> out_proj) has no exact attnlab counterpart "
+    "(attnlab's pooler is tanh(dense(h[CLS])))",
+    (
+        "distilbert",
+        SEQ,
+    ): "DistilBERT's classification head (pre_classifier -> ReLU -> classifier) has no exact "
+    "attnlab counterpart (attnlab's pooler is tanh(dense(h[CLS])))",
+    (
+        "distilbert",
+        CHOICE,
+    ): "DistilBERT's multiple-choice head (pre_classifier -> ReLU -> classifier) has no exact "
+    "attnlab counterpart (attnlab's pooler is tanh(dense(h[CLS])))",
+}
+
+# HF config field of the classifier's dropout, per family (training only; kept for a faithful round trip).
+_DROPOUT_FIELD = {
+    "bert": "classifier_dropout",
+    "roberta": "classifier_dropout",
+    "electra": "classifier_dropout",
+    "albert": "classifier_dropout_prob",
+    "distilbert": "seq_classif_dropout",
+}
+
+# HF class-name suffix -> attnlab task architecture
+HF_TASK_SUFFIXES: dict[str, str] = {
+    "ForSequenceClassification": SEQ,
+    "ForTokenClassification": TOKEN,
+    "ForQuestionAnswering": QA,
+    "ForMultipleChoice": CHOICE,
+}
+
+
+def task_head(family: str, architecture: str, source: str) -> TaskHead:
+    """The `TaskHead` of ``family``'s HF class for ``architecture``; `UnsupportedHeadError` with the reason
+    (and the families that have one) when there is none."""
+    entry = TASK_HEADS.get(family, {}).get(architecture)
+    if entry is not None:
+        return entry
+    others = [f for f, heads in TASK_HEADS.items() if architecture in heads]
+    reason = NOT_EXACT.get((family, architecture), f"{family} has no HF class for {architecture}")
+    raise UnsupportedHeadError(
+        f"{source}: {reason}; families with an exact {architecture}: {', '.join(others)}"
+    )
+
+
+def id2label(model: nn.Module) -> dict[int, str]:
+    """The class names of a label classifier (``LABEL_i`` where the model has none), as HF keys them."""
+    return dict(model.id2label)
+
+
+def task_config_to_hf(
+    model: nn.Module, family_name: str, entry: TaskHead, dtype: torch.dtype
+) -> dict[str, Any]:
+    """The HF ``config.json`` of a task model: the encoder's fields, the class, labels and head settings."""
+    name, options = architecture_of(model)
+    hf = config_to_hf(model.config, family_name, "base", dtype)
+    hf["architectures"] = [entry.hf_class]
+    if name in (SEQ, TOKEN):
+        labels = id2label(model)
+        hf["id2label"] = {str(i): label for i, label in labels.items()}
+        hf["label2id"] = {label: i for i, label in labels.items()}
+        if name == SEQ:
+            hf["problem_type"] = "regression" if len(labels) == 1 else "single_label_classification"
+    dropout = options.get("classifier_dropout")
+    if dropout is not None and name != QA:
+        hf[_DROPOUT_FIELD[family_name]] = dropout
+    hf.update(entry.config)
+    if "summary_type" in entry.config:  # ELECTRA's SequenceSummary: its last dropout is the classifier's
+        hf["summary_last_dropout"] = model.config.hidden_dropout if dropout is None else dropout
+    return hf
+
+
+def task_to_hf(
+    model: nn.Module, family: str | None = None, dtype: str | torch.dtype | None = None
+) -> tuple[dict[str, Any], dict[str, Tensor]]:
+    """``(HF config.json dict, HF state dict)`` of an attnlab task model as ``family``'s ``*For{Task}`` class.
+
+    ``family`` defaults to `attnlab.io.hf.infer_family` of the encoder. Raises `CheckpointError` naming every
+    reason the encoder has no HF form, and `UnsupportedHeadError` when the family's head is not exact.
+    """
+    target = resolve_dtype(dtype)
+    name, _ = architecture_of(model)
+    config = model.config
+    family_name = family or infer_family(config, "base")
+    if family_name not in FAMILIES:
+        raise ValueError(f"unknown HF family {family_name!r}; valid: {', '.join(FAMILIES)}")
+    fam = FAMILIES[family_name]
+    entry = task_head(family_name, name, f"cannot export {name} as HF {family_name}")
+    problems = export_problems(config, fam, "base")
+    if problems:
+        raise CheckpointError(
+            f"cannot export this attnlab {name} as HF {family_name}:\n  " + "\n  ".join(problems)
+        )
+    table = task_key_map(family_name, entry)
+    state = model.state_dict()
+    if not entry.pooler and not any(k.startswith("encoder.pooler") for k in entry.head):
+        # The head reads no pooler (token classification, QA): an inherited one is unused; HF has none.
+        state = {k: v for k, v in state.items() if not k.startswith("encoder.pooler.")}
+    tensors = export_tensors(model, state, table, "encoder.", family_name, target)
+    floats = {t.dtype for t in tensors.values() if t.is_floating_point()}
+    stored = target or (floats.pop() if len(floats) == 1 else torch.float32)
+    return task_config_to_hf(model, family_name, entry, stored), tensors
+
+
+def task_key_map(family_name: str, entry: TaskHead) -> KeyMap:
+    """attnlab <-> HF names of a task model: the head's entries first (they may claim the pooler), then the
+    encoder's layout under the family prefix."""
+    fam = FAMILIES[family_name]
+    table = dict(entry.head)
+    for ours, theirs in fam.layout.items():
+        table.setdefault(f"encoder.{ours}", f"{fam.prefix}.{theirs}")
+    return KeyMap(table)
+
+
+def hf_task(hf: Mapping[str, Any]) -> str | None:
+    """The attnlab task architecture a HF config's ``architectures`` names, or None."""
+    for cls_name in hf.get("architectures") or []:
+        for suffix, ours in HF_TASK_SUFFIXES.items():
+            if str(cls_name).endswith(suffix):
+                return ours
+    return None
+
+
+def head_state_from_hf(
+    family: str, architecture: str, hf: Mapping[str, Any], raw: Mapping[str, Tensor], source: str
+) -> dict[str, Tensor]:
+    """The attnlab head weights (``classifier.*``, ``qa_outputs.*``, a pooler the head maps) of a HF
+    ``*For{Task}`` state dict; every HF key outside the base model must be one the table knows."""
+    entry = task_head(family, architecture, source)
+    for key, value in entry.config.items():
+        if hf.get(key) != value:
+            raise UnsupportedHeadError(
+                f"{source}: {entry.hf_class} with {key}={hf.get(key)!r} has no exact attnlab counterpart "
+                f"(attnlab's pooler is tanh(dense(h[CLS])), which HF writes as {key}={value!r})"
+            )
+    prefix = f"{FAMILIES[family].prefix}."
+    table = KeyMap(entry.head)
+    head: dict[str, Tensor] = {}
+    unknown = []
+    for key, value in raw.items():
+        if key.startswith(prefix) or key.endswith("position_ids"):
+            continue
+        ours = table.from_hf(key)
+        if ours is None:
+            unknown.append(key)
+        else:
+            head[ours] = value
+    if unknown:
+        raise CheckpointError(
+            f"{source}: {hf.get('architectures')} holds weights attnlab's {entry.hf_class} mapping "
+            f"does not know: {', '.join(sorted(unknown)[:12])}"
+        )
+    expected = [f"{ours}.{p}" for ours in entry.head for p in ("weight", "bias")]
+    absent = [k for k in expected if k not in head]
+    if absent:
+        raise CheckpointError(
+            f"{source}: config.json names {hf.get('architectures')} but the weights lack the head "
+            f"({', '.join(absent)}); found non-encoder keys: {', '.join(sorted(head)) or 'none'}"
+        )
+    return head

@@ -1,0 +1,225 @@
+"""Model cards: the ``README.md`` with YAML front matter that every HF export carries.
+
+The front matter follows the Hub's model-card metadata (``library_name``, ``pipeline_tag``, ``base_model``,
+``datasets``, ``metrics`` and a ``model-index`` with the measured results); the body says what the model
+is, its labels and how it was trained. What training knows (base model, task, data set, dev metrics,
+command) is recorded next to the fine-tuned model by `write_training_record` (``training_run.json``) and
+read back by ``attnlab convert`` through `read_training_record`.
+
+The YAML is written by `to_yaml`: mappings, lists and scalars, every string JSON-quoted (a JSON string is a
+YAML scalar), so no YAML library is needed and no value can break the front matter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from attnlab.atomic import atomic_write, write_json_atomic
+
+CARD_NAME = "README.md"
+TRAINING_RECORD = "training_run.json"
+
+# attnlab task name -> (HF Hub data set, its configuration, display name)
+DATASETS: dict[str, tuple[str, str | None, str]] = {
+    **{
+        name: ("nyu-mll/glue", name, f"GLUE {display}")
+        for name, display in (
+            ("cola", "CoLA"),
+            ("sst2", "SST-2"),
+            ("mrpc", "MRPC"),
+            ("stsb", "STS-B"),
+            ("qqp", "QQP"),
+            ("mnli", "MNLI"),
+            ("qnli", "QNLI"),
+            ("rte", "RTE"),
+            ("wnli", "WNLI"),
+        )
+    },
+    "conll2003": ("eriktks/conll2003", None, "CoNLL-2003 (English NER)"),
+    "squad": ("rajpurkar/squad", None, "SQuAD v1.1"),
+    "squad2": ("rajpurkar/squad_v2", None, "SQuAD v2.0"),
+    "swag": ("allenai/swag", "regular", "SWAG"),
+}
+
+# HF class-name suffix -> the Hub's pipeline tag (multiple choice has none)
+PIPELINE_TAGS: dict[str, str | None] = {
+    "ForSequenceClassification": "text-classification",
+    "ForTokenClassification": "token-classification",
+    "ForQuestionAnswering": "question-answering",
+    "ForMultipleChoice": None,
+    "ForMaskedLM": "fill-mask",
+    "ForPreTraining": "fill-mask",
+    "Model": "feature-extraction",
+}
+
+
+def to_yaml(value: Any, indent: int = 0) -> str:
+    """``value`` (dicts, lists, str, numbers, bools, None) as block YAML; strings JSON-quoted."""
+    pad = " " * indent
+    if isinstance(value, Mapping):
+        if not value:
+            return pad + "{}\n"
+        out = []
+        for key, item in value.items():
+            if isinstance(item, (Mapping, list)) and item:
+                out.append(f"{pad}{key}:\n{to_yaml(item, indent + 2)}")
+            else:
+                out.append(f"{pad}{key}: {_scalar(item)}\n")
+        return "".join(out)
+    if isinstance(value, list):
+        if not value:
+            return pad + "[]\n"
+        out = []
+        for item in value:
+            if isinstance(item, (Mapping, list)) and item:
+                block = to_yaml(item, indent + 2)
+                out.append(f"{pad}- {block[indent + 2 :]}")  # the first line joins the dash
+            else:
+                out.append(f"{pad}- {_scalar(item)}\n")
+        return "".join(out)
+    return pad + _scalar(value) + "\n"
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)  # NaN and infinities are not JSON, and not written by callers
+    if isinstance(value, (Mapping, list)):
+        return "{}" if isinstance(value, Mapping) else "[]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def pipeline_tag(hf_class: str) -> str | None:
+    for suffix, tag in PIPELINE_TAGS.items():
+        if hf_class.endswith(suffix):
+            return tag
+    return None
+
+
+def write_training_record(directory: str | os.PathLike, record: Mapping[str, Any]) -> Path:
+    """Write what a fine-tuning run knows (``task``, ``base_model``, ``metrics``, ``command``, ...) as
+    ``training_run.json`` in the model directory, for the card of a later export."""
+    path = Path(directory) / TRAINING_RECORD
+    write_json_atomic(dict(record), path)
+    return path
+
+
+def read_training_record(directory: str | os.PathLike) -> dict[str, Any]:
+    """The ``training_run.json`` of a model directory, or {} when it has none; a malformed one is an error
+    naming the file."""
+    path = Path(directory) / TRAINING_RECORD
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def card_metadata(hf_config: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
+    """The front matter: library, pipeline tag, base model, data set, metrics and a model-index."""
+    hf_class = (hf_config.get("architectures") or ["?"])[0]
+    tag = pipeline_tag(hf_class)
+    meta: dict[str, Any] = {
+        "library_name": "transformers",
+        "tags": ["attnlab", str(hf_config.get("model_type"))],
+    }
+    if tag:
+        meta["pipeline_tag"] = tag
+    if record.get("base_model"):
+        meta["base_model"] = str(record["base_model"])
+    task = record.get("task")
+    dataset = DATASETS.get(str(task)) if task else None
+    if dataset:
+        meta["datasets"] = [dataset[0]]
+    metrics = {k: v for k, v in (record.get("metrics") or {}).items() if isinstance(v, (int, float))}
+    if metrics:
+        meta["metrics"] = sorted(metrics)
+    if task and metrics:
+        ds: dict[str, Any] = {
+            "name": dataset[2] if dataset else str(task),
+            "type": dataset[0] if dataset else str(task),
+        }
+        if dataset and dataset[1]:
+            ds["config"] = dataset[1]
+        ds["split"] = str(record.get("split", "validation"))
+        meta["model-index"] = [
+            {
+                "name": str(record.get("name") or task),
+                "results": [
+                    {
+                        "task": {"type": tag or "multiple-choice", "name": str(task)},
+                        "dataset": ds,
+                        "metrics": [
+                            {"type": k, "value": float(v), "name": k} for k, v in sorted(metrics.items())
+                        ],
+                    }
+                ],
+            }
+        ]
+    return meta
+
+
+def card_text(hf_config: Mapping[str, Any], record: Mapping[str, Any]) -> str:
+    """The whole ``README.md``: front matter, then what the model is, its labels and how it was made."""
+    hf_class = (hf_config.get("architectures") or ["?"])[0]
+    lines = ["---", to_yaml(card_metadata(hf_config, record)).rstrip("\n"), "---", ""]
+    title = record.get("name") or record.get("task") or hf_class
+    lines += [f"# {title}", "", f"A `{hf_class}` ({hf_config.get('model_type')}) written by attnlab."]
+    task = record.get("task")
+    if task:
+        dataset = DATASETS.get(str(task))
+        lines.append(
+            f"Fine-tuned on {dataset[2] if dataset else task}"
+            + (f" from `{record['base_model']}`." if record.get("base_model") else ".")
+        )
+    labels = hf_config.get("id2label")
+    if isinstance(labels, Mapping) and hf_config.get("problem_type") != "regression":
+        names = ", ".join(f"{k}: `{v}`" for k, v in labels.items())
+        lines += ["", f"Labels: {names}."]
+    metrics = record.get("metrics") or {}
+    if metrics:
+        lines += [
+            "",
+            f"## Results ({record.get('split', 'validation')})",
+            "",
+            "| metric | value |",
+            "|---|---|",
+        ]
+        lines += [
+            f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()
+        ]
+    if record.get("command"):
+        lines += ["", "## Training", "", "```bash", str(record["command"]), "```"]
+    lines += [
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from transformers import pipeline",
+        "",
+        f"pipe = pipeline({pipeline_tag(hf_class) or 'feature-extraction'!r}, model='path/to/this/dir')",
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_model_card(
+    directory: str | os.PathLike, hf_config: Mapping[str, Any], record: Mapping[str, Any]
+) -> Path:
+    """Write ``README.md`` (`card_text`) into ``directory``, atomically."""
+    path = Path(directory) / CARD_NAME
+    with atomic_write(path) as f:
+        f.write(card_text(hf_config, record))
+    return path
