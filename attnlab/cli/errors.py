@@ -73,6 +73,8 @@ def _os_message(error: OSError, args: argparse.Namespace) -> str:
     where = error.filename if error.filename is not None else ""
     if error.filename2 is not None:
         where = f"{where} -> {error.filename2}"
+    if error.filename is None and error.strerror is None and error.args:
+        return str(error)  # attnlab's own message (FileNotFoundError("x: no such file"), ...)
     if error.errno == errno.ENOSPC:
         return (
             f"no space left on the device while writing {where or 'the output'}{_last_checkpoint(args)}; "
@@ -88,8 +90,6 @@ def _os_message(error: OSError, args: argparse.Namespace) -> str:
         return f"{where}: not a directory"
     if isinstance(error, FileNotFoundError) and error.filename is not None:
         return f"{where}: no such file or directory"
-    if error.filename is None and error.strerror is None and error.args:
-        return str(error)  # attnlab's own message (FileNotFoundError("x: no such file"), ...)
     return f"{where}: {error.strerror or error}" if where else str(error)
 
 

@@ -87,6 +87,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--progress", action=argparse.BooleanOptionalAction, default=True,
         help="show progress bars (default: yes, as pretrain; --no-progress for logs only)",
     )  # fmt: skip
+    _run_dir_args(ft)
     _generic_args(ft)
     ft.set_defaults(func=run_finetune)
 
@@ -150,6 +151,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pr.set_defaults(func=run_predict)
 
 
+def _run_dir_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("checkpoints and resuming")
+    g.add_argument(
+        "--save-every", type=non_negative_int, default=0,
+        help="optimizer steps between checkpoints (default 0: at every evaluation, i.e. each epoch's end)",
+    )  # fmt: skip
+    again = g.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume", action="store_true",
+        help="continue the run in --output-dir: each (lr, seed) from its newest checkpoint that verifies",
+    )  # fmt: skip
+    again.add_argument(
+        "--overwrite", action="store_true", help="remove an earlier run's outputs in --output-dir first"
+    )
+
+
 def _generic_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("generic task (CSV / TSV / JSON-lines tables)")
     g.add_argument("--text-a", default="sentence", help="first text column (default: sentence)")
@@ -158,8 +175,8 @@ def _generic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--regression", action="store_true", help="float labels, MSE loss, correlation metrics")
 
 
-def _fail(message: str) -> int:
-    print(f"attnlab: error: {message}", file=sys.stderr)
+def _fail(message: str, command: str = "") -> int:
+    print(f"attnlab {command + ': ' if command else ''}error: {message}", file=sys.stderr)
     return 2
 
 
@@ -213,11 +230,12 @@ def run_finetune(args: argparse.Namespace) -> int:
             max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,
             max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
             device=args.device, output_dir=args.output_dir or f"runs/finetune-{spec.name}",
-            progress_bar=args.progress,
+            progress_bar=args.progress, save_every=args.save_every, resume=args.resume,
+            overwrite=args.overwrite,
         )  # fmt: skip
         result = finetune(spec, args.data_dir, source, cfg, _columns(args))
     except (ValueError, FileNotFoundError) as e:
-        return _fail(str(e))
+        return _fail(str(e), "finetune")
     print(f"{'lr':>8} {'seed':>5} {'steps':>6} {'min':>6}  best {spec.metric}")
     for r in result.runs:
         print(f"{r.learning_rate:8.0e} {r.seed:5d} {r.steps:6d} {r.minutes:6.2f}  {r.score(spec.metric):.4f}")
@@ -264,7 +282,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             device=args.device, output_dir=args.output_dir,
         )  # fmt: skip
     except (ValueError, FileNotFoundError) as e:
-        return _fail(str(e))
+        return _fail(str(e), "evaluate")
     if args.json:
         print(json.dumps({"task": spec.name, "split": args.split, "examples": len(examples), **metrics}))
     else:
@@ -348,7 +366,7 @@ def run_predict(args: argparse.Namespace) -> int:
                     for t, v in zip(inputs, vectors)
                 ]
     except (ValueError, TypeError, FileNotFoundError) as e:
-        return _fail(str(e))
+        return _fail(str(e), "predict")
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
         for record in records:

@@ -103,8 +103,10 @@ def run_train(args: argparse.Namespace) -> int:
     from attnlab.tokenizers.models import BPE, WordPiece
     from attnlab.tokenizers.trainers import train_tokenizer
 
-    if args.vocab_size < 1:
-        return _fail(f"--vocab-size must be positive, got {args.vocab_size}")
+    from .inputs import check_text_file
+
+    for path in args.files:
+        check_text_file(path, "--files")
     start = time.perf_counter()
     try:
         tok = train_tokenizer(

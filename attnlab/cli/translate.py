@@ -85,6 +85,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--save-every", type=positive_int, default=1000, help="steps between checkpoints")
     run.add_argument("--seed", type=non_negative_int, default=0, help="random seed")
+    again = run.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in OUTPUT_DIR from its newest checkpoint that verifies (with its tokenizer)",
+    )
+    again.add_argument(
+        "--overwrite", action="store_true", help="remove an earlier run's outputs in OUTPUT_DIR, start afresh"
+    )
     run.add_argument("--device", default="auto", help="cpu, cuda, ... (default auto: cuda if available)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument(
@@ -171,9 +180,24 @@ def _data_paths(args: argparse.Namespace) -> dict[str, Path | None]:
             f"--tgt-valid {paths['tgt_valid']}); give both or neither"
         )
     for key, path in paths.items():
+        if path is not None and path.is_dir():
+            raise IsADirectoryError(f"--{key.replace('_', '-')} {path}: is a directory, expected a text file")
         if path is not None and not path.is_file():
             raise FileNotFoundError(f"--{key.replace('_', '-')} {path}: no such file")
     return paths
+
+
+def _check_before_writing(args: argparse.Namespace, paths: dict[str, Path | None], overrides: dict) -> None:
+    """Read the parallel files and build the model config once before the run starts, so that a malformed
+    input (unequal lengths, not UTF-8, no pairs) or a bad override is reported before anything is written
+    into --output-dir."""
+    from attnlab.translation.config import preset
+    from attnlab.translation.data import read_parallel
+
+    read_parallel(paths["src_train"], paths["tgt_train"])
+    if paths["src_valid"] is not None and paths["tgt_valid"] is not None:
+        read_parallel(paths["src_valid"], paths["tgt_valid"])
+    preset(args.preset, **overrides)
 
 
 def run_train(args: argparse.Namespace) -> int:
@@ -197,6 +221,7 @@ def run_train(args: argparse.Namespace) -> int:
     }
     if args.pre_ln:
         overrides["norm_first"] = True
+    _check_before_writing(args, paths, overrides)
     run = train_translation(
         paths["src_train"],
         paths["tgt_train"],
@@ -216,6 +241,8 @@ def run_train(args: argparse.Namespace) -> int:
         src_valid=paths["src_valid"],
         tgt_valid=paths["tgt_valid"],
         trainer_overrides={"device": args.device, "progress_bar": not args.no_progress},
+        resume=args.resume,
+        overwrite=args.overwrite,
         log=lambda m: print(m, file=sys.stderr),
     )
     print(f"model written to {run.model_dir} after {run.steps} steps", file=sys.stderr)
@@ -244,6 +271,7 @@ def run_translate(args: argparse.Namespace) -> int:
 
 
 def run_average(args: argparse.Namespace) -> int:
+    from attnlab.manifest import read_manifest
     from attnlab.translation.recipe import last_checkpoints, load_averaged, load_pretrained, save_pretrained
 
     from .model_dirs import check_seq2seq_dir
@@ -252,9 +280,11 @@ def run_average(args: argparse.Namespace) -> int:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"RUN_DIR {run_dir}: no such directory")
     model, tokenizer = load_pretrained(check_seq2seq_dir(run_dir / "model", "RUN_DIR/model"))
-    checkpoints = last_checkpoints(run_dir, args.last)
+    manifest = read_manifest(run_dir / "model")
+    run_id = manifest.run_id if manifest is not None else None  # only the checkpoints of the model's run
+    checkpoints = last_checkpoints(run_dir, args.last, run_id=run_id)
     load_averaged(model, checkpoints)
-    save_pretrained(model, tokenizer, args.output_dir)
+    save_pretrained(model, tokenizer, args.output_dir, run_id=run_id)
     print(f"averaged {', '.join(p.name for p in checkpoints)} into {args.output_dir}", file=sys.stderr)
     return 0
 
