@@ -7,9 +7,10 @@ Shapes: B batch, S source length, T target length, H = d_model, V vocabulary, N 
 
 - Embeddings (section 3.4): ``dropout(E[ids] * sqrt(H) + PE[positions])``; E is one matrix for source,
   target and the pre-softmax projection when ``share_embeddings`` (a joint BPE vocabulary, section 5.1).
-- Encoder layer: self-attention, FFN; decoder layer: masked self-attention, encoder-decoder attention,
-  FFN. Each sub-layer is ``Residual`` (post-LN ``LayerNorm(x + dropout(f(x)))`` as the paper, or pre-LN
-  with a final LayerNorm after each stack).
+- Layers: the one `attnlab.models.decoder.DecoderLayer` that GPT uses too. Decoder layer: masked
+  self-attention, encoder-decoder attention, FFN; encoder layer: the same class without encoder-decoder
+  attention, under a padding mask. Each sub-layer is ``Residual`` (post-LN ``LayerNorm(x + dropout(f(x)))``
+  as the paper, or pre-LN with a final LayerNorm after each stack).
 - Incremental decoding: `decode` takes a per-layer cache; self-attention keys/values are appended at each
   step and encoder-decoder keys/values are computed from the memory once (attnlab.nn.MultiHeadAttention).
 """
@@ -22,14 +23,13 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from attnlab.models.decoder import Cache, Decoder, DecoderLayer
 from attnlab.nn import FeedForward, MultiHeadAttention, Residual, causal_mask, padding_mask, sinusoidal_table
 from attnlab.nn.linear import Linear
 from attnlab.nn.masks import to_additive
 
 from .config import Seq2SeqConfig
 from .loss import label_smoothed_cross_entropy
-
-Cache = list[dict[str, dict]]  # one {"self": {...}, "cross": {...}} per decoder layer
 
 
 @dataclass
@@ -116,78 +116,13 @@ class Seq2SeqEmbedding(nn.Module):
         return self.dropout(x)
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each in a `Residual`."""
+class Encoder(Decoder):
+    """The encoder stack: the shared `DecoderLayer` without encoder-decoder attention, given a key-padding
+    mask instead of a causal one (self-attention, feed-forward; section 3.1); ``final_norm`` with pre-LN."""
 
-    def __init__(self, self_attn: Residual, feed_forward: Residual) -> None:
-        super().__init__()
-        self.self_attn = self_attn
-        self.feed_forward = feed_forward
-
-    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:  # type: ignore[override]
         """(B, S, H) -> (B, S, H); ``mask`` additive or bool, broadcastable to (B, N, S, S)."""
-        x = self.self_attn(x, mask=mask)[0]
-        return self.feed_forward(x)
-
-
-class DecoderLayer(nn.Module):
-    """Masked self-attention, encoder-decoder attention, feed-forward, each in a `Residual`."""
-
-    def __init__(self, self_attn: Residual, cross_attn: Residual, feed_forward: Residual) -> None:
-        super().__init__()
-        self.self_attn = self_attn
-        self.cross_attn = cross_attn
-        self.feed_forward = feed_forward
-
-    def forward(
-        self,
-        x: Tensor,
-        memory: Tensor,
-        self_mask: Tensor | None,
-        memory_mask: Tensor | None,
-        cache: dict | None = None,
-    ) -> Tensor:
-        """x (B, T, H), memory (B, S, H) -> (B, T, H). ``cache``: ``{"self": {}, "cross": {}}`` or None."""
-        self_cache = cache["self"] if cache is not None else None
-        cross_cache = cache["cross"] if cache is not None else None
-        x = self.self_attn(x, mask=self_mask, cache=self_cache)[0]
-        x = self.cross_attn(x, context=memory, mask=memory_mask, cache=cross_cache)[0]
-        return self.feed_forward(x)
-
-
-class Encoder(nn.Module):
-    """A stack of `EncoderLayer`; ``final_norm`` only with pre-LN."""
-
-    def __init__(self, layers: list[EncoderLayer], final_norm: nn.Module | None = None) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(layers)
-        self.final_norm = final_norm
-
-    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, mask)
-        return self.final_norm(x) if self.final_norm is not None else x
-
-
-class Decoder(nn.Module):
-    """A stack of `DecoderLayer`; ``final_norm`` only with pre-LN."""
-
-    def __init__(self, layers: list[DecoderLayer], final_norm: nn.Module | None = None) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(layers)
-        self.final_norm = final_norm
-
-    def forward(
-        self,
-        x: Tensor,
-        memory: Tensor,
-        self_mask: Tensor | None,
-        memory_mask: Tensor | None,
-        cache: Cache | None = None,
-    ) -> Tensor:
-        for i, layer in enumerate(self.layers):
-            x = layer(x, memory, self_mask, memory_mask, cache[i] if cache is not None else None)
-        return self.final_norm(x) if self.final_norm is not None else x
+        return super().forward(x, mask)
 
 
 class Seq2Seq(nn.Module):
@@ -242,10 +177,10 @@ class Seq2Seq(nn.Module):
         y = self.tgt_embed(decoder_input_ids, offset=offset)
         # One new query attends every cached key: no mask needed. Otherwise causal over offset + t keys.
         self_mask = None if t == 1 else to_additive(causal_mask(t, offset + t, device=y.device), y.dtype)
-        return self.decoder(y, memory, self_mask, self.memory_mask(attention_mask, y.dtype), cache)
+        return self.decoder(y, self_mask, memory, self.memory_mask(attention_mask, y.dtype), cache)
 
     def new_cache(self) -> Cache:
-        return [{"self": {}, "cross": {}} for _ in self.decoder.layers]
+        return self.decoder.new_cache()
 
     def shift_right(self, labels: Tensor) -> Tensor:
         """Teacher forcing input: ``[start, y_1, ..., y_{T-1}]`` with -100 replaced by padding."""
@@ -286,12 +221,14 @@ def build_model(config: Seq2SeqConfig) -> Seq2Seq:
         return FeedForward(h, cfg.d_ff, cfg.activation, cfg.activation_dropout)
 
     encoder = Encoder(
-        [EncoderLayer(residual(make_attention(cfg)), residual(ffn())) for _ in range(cfg.num_layers)],
+        [DecoderLayer(residual(make_attention(cfg)), residual(ffn())) for _ in range(cfg.num_layers)],
         nn.LayerNorm(h, eps=cfg.layer_norm_eps) if cfg.norm_first else None,
     )
     decoder = Decoder(
         [
-            DecoderLayer(residual(make_attention(cfg)), residual(make_attention(cfg)), residual(ffn()))
+            DecoderLayer(
+                residual(make_attention(cfg)), residual(ffn()), cross_attn=residual(make_attention(cfg))
+            )
             for _ in range(cfg.decoder_layers)
         ],
         nn.LayerNorm(h, eps=cfg.layer_norm_eps) if cfg.norm_first else None,
