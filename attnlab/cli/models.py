@@ -52,6 +52,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--architecture",
         help="attnlab architecture to read a HF directory as (e.g. Encoder to drop the heads)",
     )
+    convert.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="directory whose tokenizer goes with the export (default: SRC's own tokenizer files)",
+    )
     convert.set_defaults(func=run_convert)
 
 
@@ -116,9 +121,28 @@ def run_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _convert_tokenizer(args: argparse.Namespace, src: Path) -> Any:
+    """The tokenizer that travels with a conversion: ``--tokenizer DIR``'s, else SRC's; None (with a warning
+    on stderr) when SRC has none, since an export without one leaves ``AutoTokenizer`` nothing to load."""
+    from attnlab.tokenizers import load_tokenizer
+
+    if args.tokenizer:
+        return load_tokenizer(args.tokenizer)
+    names = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+    if any((src / name).is_file() for name in names):
+        return load_tokenizer(src)  # a damaged file is an error naming it, not a silent omission
+    print(
+        f"attnlab convert: warning: {src} has no tokenizer files; {args.dst} gets none "
+        "(pass --tokenizer DIR to include one)",
+        file=sys.stderr,
+    )
+    return None
+
+
 def run_convert(args: argparse.Namespace) -> int:
-    from attnlab.io import is_hf_directory, load_hf, load_pretrained, save_hf, save_pretrained
+    from attnlab.io import is_hf_directory, load_pretrained, save_hf, save_pretrained
     from attnlab.io.checkpoint import check_directory
+    from attnlab.io.model_card import read_training_record
 
     try:
         src = check_directory(args.src)
@@ -128,19 +152,36 @@ def run_convert(args: argparse.Namespace) -> int:
         if dst.exists() and not dst.is_dir():
             raise NotADirectoryError(f"{dst}: exists and is not a directory")
         if from_hf:
-            model = load_hf(src, architecture=args.architecture)
+            model = _load_hf_any(src, args.architecture)
         else:
             if args.architecture:
                 raise ValueError("--architecture applies to HF sources only")
             model = load_pretrained(src)
+        tokenizer = _convert_tokenizer(args, src)
         if to == "hf":
-            save_hf(model, dst, family=args.family, dtype=args.dtype)
+            record = {} if from_hf else read_training_record(src)
+            save_hf(model, dst, family=args.family, dtype=args.dtype, tokenizer=tokenizer, card=record)
         else:
             if args.family:
                 raise ValueError("--family applies to exports to HF (--to hf) only")
             save_pretrained(model, dst, dtype=args.dtype)
+            if tokenizer is not None:
+                tokenizer.save(dst / "tokenizer.json")
     except (OSError, ValueError, TypeError) as e:
         print(f"attnlab convert: {e}", file=sys.stderr)
         return 1
     print(f"{'HF' if from_hf else 'attnlab'} {src} -> {to} {dst} ({type(model).__name__})")
     return 0
+
+
+def _load_hf_any(src: Path, architecture: str | None) -> Any:
+    """A HF directory as attnlab: task checkpoints (``*For{Task}``) with their head, else `load_hf`."""
+    from attnlab.io import load_hf
+    from attnlab.io.checkpoint import CONFIG_NAME, read_json
+    from attnlab.io.hf_tasks import hf_task
+
+    if architecture is None and hf_task(read_json(src / CONFIG_NAME)) is not None:
+        from attnlab.tasks.transfer import load_model
+
+        return load_model(src)
+    return load_hf(src, architecture=architecture)

@@ -6,17 +6,22 @@ is, its labels and how it was trained. What training knows (base model, task, da
 command) is recorded next to the fine-tuned model by `write_training_record` (``training_run.json``) and
 read back by ``attnlab convert`` through `read_training_record`.
 
-The YAML is written by `to_yaml`: mappings, lists and scalars, every string JSON-quoted (a JSON string is a
-YAML scalar), so no YAML library is needed and no value can break the front matter.
+The front matter is written with ``yaml.safe_dump`` (PyYAML, already the project's config reader), so no
+value (a colon, a quote, a newline in a command) can break it.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from attnlab.atomic import atomic_write, write_json_atomic
 
@@ -57,45 +62,6 @@ PIPELINE_TAGS: dict[str, str | None] = {
 }
 
 
-def to_yaml(value: Any, indent: int = 0) -> str:
-    """``value`` (dicts, lists, str, numbers, bools, None) as block YAML; strings JSON-quoted."""
-    pad = " " * indent
-    if isinstance(value, Mapping):
-        if not value:
-            return pad + "{}\n"
-        out = []
-        for key, item in value.items():
-            if isinstance(item, (Mapping, list)) and item:
-                out.append(f"{pad}{key}:\n{to_yaml(item, indent + 2)}")
-            else:
-                out.append(f"{pad}{key}: {_scalar(item)}\n")
-        return "".join(out)
-    if isinstance(value, list):
-        if not value:
-            return pad + "[]\n"
-        out = []
-        for item in value:
-            if isinstance(item, (Mapping, list)) and item:
-                block = to_yaml(item, indent + 2)
-                out.append(f"{pad}- {block[indent + 2 :]}")  # the first line joins the dash
-            else:
-                out.append(f"{pad}- {_scalar(item)}\n")
-        return "".join(out)
-    return pad + _scalar(value) + "\n"
-
-
-def _scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return json.dumps(value)  # NaN and infinities are not JSON, and not written by callers
-    if isinstance(value, (Mapping, list)):
-        return "{}" if isinstance(value, Mapping) else "[]"
-    return json.dumps(str(value), ensure_ascii=False)
-
-
 def pipeline_tag(hf_class: str) -> str | None:
     for suffix, tag in PIPELINE_TAGS.items():
         if hf_class.endswith(suffix):
@@ -109,6 +75,50 @@ def write_training_record(directory: str | os.PathLike, record: Mapping[str, Any
     path = Path(directory) / TRAINING_RECORD
     write_json_atomic(dict(record), path)
     return path
+
+
+def command_line() -> str:
+    """This process's command line as a user would type it (``attnlab finetune ...``), for provenance."""
+    program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    return shlex.join([program, *sys.argv[1:]])
+
+
+def finetune_record(
+    task: str,
+    base_model: str | None,
+    metrics: Mapping[str, Any],
+    *,
+    initialisation: str | None = None,
+    learning_rate: float | None = None,
+    train_examples: int | None = None,
+    eval_examples: int | None = None,
+    command: str | None = None,
+) -> dict[str, Any]:
+    """What a fine-tuning run knows about the model it keeps: the task (its data set), the base model (None:
+    trained from ``initialisation``, e.g. a preset's random weights), the best dev metrics (finite numbers
+    only), the learning rate, example counts and the command."""
+    kept = {
+        k.removeprefix("eval_"): float(v)
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and k != "step"
+    }
+    stem = Path(str(base_model)).name if base_model else "attnlab"
+    record: dict[str, Any] = {
+        "task": task,
+        "name": f"{stem}-finetuned-{task}",
+        "metrics": kept,
+        "split": "validation",
+        "command": command if command is not None else command_line(),
+    }
+    extra = {
+        "base_model": None if base_model is None else str(base_model),
+        "initialisation": initialisation,
+        "learning_rate": learning_rate,
+        "train_examples": train_examples,
+        "eval_examples": eval_examples,
+    }
+    record.update({k: v for k, v in extra.items() if v is not None})
+    return record
 
 
 def read_training_record(directory: str | os.PathLike) -> dict[str, Any]:
@@ -173,7 +183,8 @@ def card_metadata(hf_config: Mapping[str, Any], record: Mapping[str, Any]) -> di
 def card_text(hf_config: Mapping[str, Any], record: Mapping[str, Any]) -> str:
     """The whole ``README.md``: front matter, then what the model is, its labels and how it was made."""
     hf_class = (hf_config.get("architectures") or ["?"])[0]
-    lines = ["---", to_yaml(card_metadata(hf_config, record)).rstrip("\n"), "---", ""]
+    front = yaml.safe_dump(card_metadata(hf_config, record), sort_keys=False, allow_unicode=True)
+    lines = ["---", front.rstrip("\n"), "---", ""]
     title = record.get("name") or record.get("task") or hf_class
     lines += [f"# {title}", "", f"A `{hf_class}` ({hf_config.get('model_type')}) written by attnlab."]
     task = record.get("task")
@@ -181,7 +192,9 @@ def card_text(hf_config: Mapping[str, Any], record: Mapping[str, Any]) -> str:
         dataset = DATASETS.get(str(task))
         lines.append(
             f"Fine-tuned on {dataset[2] if dataset else task}"
-            + (f" from `{record['base_model']}`." if record.get("base_model") else ".")
+            + (f" from `{record['base_model']}`." if record.get("base_model") else "")
+            + (f" from {record['initialisation']}." if record.get("initialisation") else "")
+            + ("" if record.get("base_model") or record.get("initialisation") else ".")
         )
     labels = hf_config.get("id2label")
     if isinstance(labels, Mapping) and hf_config.get("problem_type") != "regression":
@@ -199,8 +212,19 @@ def card_text(hf_config: Mapping[str, Any], record: Mapping[str, Any]) -> str:
         lines += [
             f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items()
         ]
-    if record.get("command"):
-        lines += ["", "## Training", "", "```bash", str(record["command"]), "```"]
+    facts = [
+        f"- {label}: {record[key]}"
+        for key, label in (
+            ("learning_rate", "learning rate (chosen on dev)"),
+            ("train_examples", "training examples"),
+            ("eval_examples", "dev examples"),
+        )
+        if record.get(key) is not None
+    ]
+    if facts or record.get("command"):
+        lines += ["", "## Training", "", *facts]
+        if record.get("command"):
+            lines += ["", "```bash", str(record["command"]), "```"]
     lines += [
         "",
         "## Use",

@@ -79,6 +79,7 @@ class TaskSpec:
     metric: str = "accuracy"
     files: tuple[tuple[str, tuple[str, ...]], ...] = ()
     version_2: bool = False  # SQuAD 2.0: unanswerable questions, null odds
+    label_names: tuple[str, ...] | None = None  # what the model stores for ``labels`` when they are codes
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -100,6 +101,7 @@ def _glue_spec(name: str, metric: str) -> TaskSpec:
         g.labels,
         metric,
         (("train", ("train.tsv", "train.reconstructed.tsv")), ("dev", dev), ("test", ("test.tsv",))),
+        label_names=g.label_names,
     )
 
 
@@ -198,6 +200,21 @@ def load_split(
         examples = loaders.load_swag(path)
     logger.info("%s", examples.report.summary())
     return examples
+
+
+def model_labels(spec: TaskSpec, labels: Sequence[str]) -> list[str]:
+    """The class names a model stores (its ``id2label``): the data set's names where its files hold codes
+    (SST-2's 0/1 -> negative/positive), else ``labels`` themselves (MNLI's classes, CoNLL's tags)."""
+    if spec.label_names is not None and list(labels) == list(spec.labels or ()):
+        return list(spec.label_names)
+    return list(labels)
+
+
+def data_labels(spec: TaskSpec, names: Sequence[str] | None) -> list[str] | None:
+    """Inverse of `model_labels`: a model's class names as the data files write them."""
+    if names is not None and spec.label_names is not None and list(names) == list(spec.label_names):
+        return list(spec.labels or ())
+    return None if names is None else list(names)
 
 
 def task_labels(spec: TaskSpec, train_examples: Sequence[Any], regression: bool = False) -> list[str] | None:
@@ -512,7 +529,7 @@ class ModelSource:
         options: dict[str, Any] = {}
         if spec.kind in ("classification", "regression", "token"):
             n = 1 if regression or spec.kind == "regression" else len(labels or ())
-            options = {"num_labels": n, "labels": None if n == 1 else list(labels or ())}
+            options = {"num_labels": n, "labels": None if n == 1 else model_labels(spec, labels or ())}
         if spec.kind != "qa":
             options["classifier_dropout"] = dropout
         if self.directory is not None:
@@ -774,6 +791,15 @@ def finetune_examples(
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "results.json", "w", encoding="utf-8") as f:
         json.dump(result.to_dict(), f, indent=2)
+    if best_dir is not None:  # what the model card of a HF export says (attnlab.io.model_card)
+        from attnlab.io.model_card import finetune_record, write_training_record
+
+        base = None if source.directory is None else str(source.directory)
+        record = finetune_record(
+            spec.name, base, best_run.best, initialisation=None if base else source.name,
+            learning_rate=chosen, train_examples=len(train_examples), eval_examples=len(dev_examples),
+        )  # fmt: skip
+        write_training_record(best_dir, record)
     return result
 
 
@@ -815,7 +841,7 @@ def evaluate_directory(
     spec = get_task(task) if isinstance(task, str) else task
     model = load_model(model_dir, device=device)
     tokenizer = load_tokenizer(model_dir)
-    labels = getattr(model, "options", {}).get("labels")
+    labels = data_labels(spec, getattr(model, "options", {}).get("labels"))
     regression = getattr(model, "options", {}).get("num_labels") == 1
     if spec.kind in ("classification", "token") and not labels and not regression:
         labels = task_labels(spec, examples)
@@ -857,6 +883,7 @@ __all__ = [
     "finetune_examples",
     "get_task",
     "load_split",
+    "model_labels",
     "run_once",
     "save_model_dir",
     "task_labels",

@@ -35,7 +35,9 @@ class GlueTask:
     ``labels`` is ``None`` for the regression task (STS-B). ``guid`` names the id column(s); several
     are joined with ``-`` (MRPC's pair of sentence ids); ``None`` uses ``{file}:{line}``.
     ``positional`` gives the column names of header-less files (CoLA). ``splits`` maps split names to
-    file names inside ``directory``.
+    file names inside ``directory``. ``label_names`` names the classes where the files hold codes
+    (SST-2's ``0``/``1`` are negative/positive, as the GLUE paper and HF's ``nyu-mll/glue`` name them):
+    what a fine-tuned model stores as its labels (``id2label``).
     """
 
     name: str
@@ -47,6 +49,17 @@ class GlueTask:
     guid: tuple[str, ...] | None = None
     positional: tuple[str, ...] | None = None
     splits: tuple[tuple[str, str], ...] = (("train", "train.tsv"), ("dev", "dev.tsv"), ("test", "test.tsv"))
+    label_names: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        names, labels = self.label_names, self.labels
+        if names is not None and (labels is None or len(names) != len(labels)):
+            raise ValueError(f"GlueTask {self.name}: label_names {names} do not match labels {labels}")
+
+    @property
+    def names(self) -> tuple[str, ...] | None:
+        """The class names, in label-id order: ``label_names`` where the files hold codes, else ``labels``."""
+        return self.label_names or self.labels
 
     @property
     def is_regression(self) -> bool:
@@ -89,11 +102,14 @@ GLUE_TASKS: dict[str, GlueTask] = {
         GlueTask(
             "cola", "CoLA", "sentence", None, "label", _BINARY,
             positional=("source", "label", "original_label", "sentence"),
+            label_names=("unacceptable", "acceptable"),
         ),
-        GlueTask("sst2", "SST-2", "sentence", None, "label", _BINARY),
-        GlueTask("mrpc", "MRPC", "#1 String", "#2 String", "Quality", _BINARY, guid=("#1 ID", "#2 ID")),
+        GlueTask("sst2", "SST-2", "sentence", None, "label", _BINARY, label_names=("negative", "positive")),
+        GlueTask("mrpc", "MRPC", "#1 String", "#2 String", "Quality", _BINARY, guid=("#1 ID", "#2 ID"),
+                 label_names=("not_equivalent", "equivalent")),
         GlueTask("stsb", "STS-B", "sentence1", "sentence2", "score", None, guid=("index",)),
-        GlueTask("qqp", "QQP", "question1", "question2", "is_duplicate", _BINARY, guid=("id",)),
+        GlueTask("qqp", "QQP", "question1", "question2", "is_duplicate", _BINARY, guid=("id",),
+                 label_names=("not_duplicate", "duplicate")),
         GlueTask("mnli", "MNLI", "sentence1", "sentence2", "gold_label", _NLI3, guid=("pairID",),
                  splits=_MNLI_SPLITS),
         # MNLI-mm is MNLI evaluated on the mismatched genres: same files, same labels.
@@ -101,7 +117,8 @@ GLUE_TASKS: dict[str, GlueTask] = {
                  splits=_MNLI_SPLITS),
         GlueTask("qnli", "QNLI", "question", "sentence", "label", _NLI2, guid=("index",)),
         GlueTask("rte", "RTE", "sentence1", "sentence2", "label", _NLI2, guid=("index",)),
-        GlueTask("wnli", "WNLI", "sentence1", "sentence2", "label", _BINARY, guid=("index",)),
+        GlueTask("wnli", "WNLI", "sentence1", "sentence2", "label", _BINARY, guid=("index",),
+                 label_names=("not_entailment", "entailment")),
         # The diagnostic set: MNLI labels, test only (GLUE ships it unlabelled as AX/diagnostic.tsv).
         GlueTask("ax", "diagnostic", "sentence1", "sentence2", "label", _NLI3, guid=("index",),
                  splits=(("test", "diagnostic.tsv"),)),
