@@ -340,13 +340,6 @@ def test_bad_input_is_one_clear_error(files, argv, expected, shared, tmp_path, c
     assert sorted(p.relative_to(shared) for p in shared.rglob("*")) == before  # nothing written beside
 
 
-def test_debug_shows_the_traceback(shared, tmp_path) -> None:
-    with pytest.raises(FileNotFoundError):
-        main(["--debug", "bleu", str(tmp_path / "nope.de"), str(tmp_path / "nope.de")])
-    with pytest.raises(FileNotFoundError):
-        main(["bleu", str(tmp_path / "nope.de"), str(tmp_path / "nope.de"), "--debug"])
-
-
 def test_pairs_all_longer_than_max_length_name_the_files(tmp_path) -> None:
     """Not in the table: translate-train learns its BPE before it can tell, inside the run directory."""
     from attnlab.translation.data import encode_pairs, read_parallel, train_joint_bpe

@@ -101,8 +101,10 @@ def _states_default(help_text: str) -> bool:
 
 
 def describe_defaults(parser: argparse.ArgumentParser) -> None:
-    """Append ``(default: X)`` to the help of every option of ``parser`` (and of its sub-commands) that has
-    a default and does not already state it; an option without help gets one saying its default."""
+    """Append ``(default: X)`` to the help of every option of ``parser`` (and of its sub-commands) that does
+    not already state its default; an optional value with no default reads ``(default: not set)``. On/off
+    flags, required options and the members of a required either-or group are left as they are."""
+    either_or = {id(a) for g in parser._mutually_exclusive_groups if g.required for a in g._group_actions}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
@@ -111,11 +113,18 @@ def describe_defaults(parser: argparse.ArgumentParser) -> None:
         if isinstance(action, (argparse._HelpAction, argparse._VersionAction)) or not action.option_strings:
             continue
         default = action.default
-        if default is None or default is argparse.SUPPRESS or isinstance(default, bool):
+        if action.required or id(action) in either_or or default is argparse.SUPPRESS:
             continue
+        if isinstance(default, bool) or (default is None and action.nargs == 0):
+            continue  # a flag: its help says what it turns on
         help_text = action.help or ""
         if help_text == argparse.SUPPRESS or _states_default(help_text):
             continue
-        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        if default is None:
+            shown = "not set"
+        elif isinstance(default, (list, tuple)):
+            shown = " ".join(map(str, default)) if default else "none"
+        else:
+            shown = str(default)
         shown = shown.replace("%", "%%")
         action.help = f"{help_text} (default: {shown})" if help_text else f"default: {shown}"

@@ -30,10 +30,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(config.json, model.safetensors, tokenizer.json).",
     )
     data = train.add_argument_group("data")
-    data.add_argument("--src-train", help="source side of the training data")
-    data.add_argument("--tgt-train", help="target side of the training data")
-    data.add_argument("--src-valid", help="source side of held-out data (loss reported at the end)")
-    data.add_argument("--tgt-valid", help="target side of held-out data")
+    data.add_argument(
+        "--src-train", help="source side of the training data (default: DATA_DIR/train.SRC_LANG)"
+    )
+    data.add_argument(
+        "--tgt-train", help="target side of the training data (default: DATA_DIR/train.TGT_LANG)"
+    )
+    data.add_argument(
+        "--src-valid",
+        help="source side of held-out data, loss reported at the end (default: DATA_DIR/val.SRC_LANG)",
+    )
+    data.add_argument("--tgt-valid", help="target side of held-out data (default: DATA_DIR/val.TGT_LANG)")
     data.add_argument(
         "--data-dir", help="a directory with Multi30k-style names: train.L, val.L (L = --src-lang/--tgt-lang)"
     )

@@ -1,0 +1,132 @@
+"""The command line as people expect it (issue 12, section 5): ``--version``, ``python -m attnlab``, every
+option's default in ``--help``, and every numeric option range-checked where it is parsed."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from attnlab import __version__
+from attnlab.cli import build_parser, main
+from attnlab.cli.args import NUMERIC_TYPES, describe_defaults, positive_int
+
+# Numeric options not yet range-checked, in modules other engineers own (the change for each is in issue 12's
+# report): strict for the lead's pretrain (it must flip once fixed), lenient for the GPT work in progress.
+NOT_YET = {
+    "pretrain": ("attnlab/cli/pretrain.py (the lead's)", True),
+    "fill-mask": ("attnlab/cli/pretrain.py (the lead's)", True),
+    "generate": ("attnlab/cli/generate.py (GPT work in progress)", False),
+    "perplexity": ("attnlab/cli/generate.py (GPT work in progress)", False),
+}
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found[f"{prefix}{name}"] = sub
+                found.update(_commands(sub, f"{prefix}{name} "))
+    return found
+
+
+COMMANDS = _commands(build_parser())
+
+
+def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    skip = (argparse._HelpAction, argparse._VersionAction, argparse._SubParsersAction)
+    return [a for a in parser._actions if a.option_strings and not isinstance(a, skip) and a.dest != "debug"]
+
+
+def _mark(name: str):
+    if name not in NOT_YET:
+        return name
+    where, strict = NOT_YET[name]
+    return pytest.param(
+        name, marks=pytest.mark.xfail(strict=strict, reason=f"{where}: see issue 12's report")
+    )
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"attnlab {__version__}"
+
+
+def test_python_dash_m_attnlab() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "attnlab", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == f"attnlab {__version__}"
+
+
+def test_every_command_is_covered() -> None:
+    assert {
+        "finetune",
+        "evaluate",
+        "predict",
+        "translate-train",
+        "translate",
+        "bleu",
+        "tokenizer train",
+    } <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_help_shows_every_default(name: str) -> None:
+    """Each option that is not required and not an on/off flag states its default in its help."""
+    parser = COMMANDS[name]
+    either_or = {id(a) for g in parser._mutually_exclusive_groups if g.required for a in g._group_actions}
+    missing = []
+    for action in _options(parser):
+        if (
+            action.required
+            or id(action) in either_or
+            or (action.nargs == 0 and action.default in (False, None))
+        ):
+            continue
+        if "default" not in (action.help or "").lower():
+            missing.append(action.option_strings[0])
+    assert not missing, f"attnlab {name} --help gives no default for {missing}"
+    assert "default" in parser.format_help()
+
+
+@pytest.mark.parametrize("name", [_mark(n) for n in COMMANDS])
+def test_numeric_options_are_range_checked(name: str) -> None:
+    """No option is parsed with a bare ``int``/``float`` (0 and negative values were taken as "unset"): each
+    uses a type from attnlab.cli.args that says its range (a seed is >= 0, every size and count >= 1)."""
+    bare = [a.option_strings[0] for a in _options(COMMANDS[name]) if a.type in (int, float)]
+    assert not bare, f"attnlab {name}: {bare} accept any number; use a type from attnlab.cli.args"
+    for action in _options(COMMANDS[name]):
+        if action.type is not None and action.type not in NUMERIC_TYPES:
+            assert not callable(action.type) or action.type in (str,), action.option_strings
+
+
+@pytest.mark.parametrize(
+    ("text", "ok"),
+    [("1", 1), ("32", 32), ("0", None), ("-1", None), ("1.5", None), ("x", None), ("", None)],
+)
+def test_positive_int(text: str, ok: int | None) -> None:
+    if ok is None:
+        with pytest.raises(argparse.ArgumentTypeError, match=repr(text).replace("(", r"\(")):
+            positive_int(text)
+    else:
+        assert positive_int(text) == ok
+
+
+def test_describe_defaults_leaves_stated_defaults_alone() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--a", type=int, default=3)
+    p.add_argument("--b", type=int, default=4, help="four (default 4)")
+    p.add_argument("--c", default="50%", help="a share")
+    describe_defaults(p)
+    helps = {a.dest: a.help for a in p._actions}
+    assert (
+        helps["a"] == "default: 3"
+        and helps["b"] == "four (default 4)"
+        and helps["c"] == "a share (default: 50%%)"
+    )
+    p.format_help()  # "%%" is argparse's escape: formatting must not fail
