@@ -114,6 +114,7 @@ def test_pretrain_cli_on_a_tiny_corpus(tmp_path, capsys):
         "--max-steps", "2", "--batch-size", "4", "--max-length", "32", "--workers", "1", "--no-progress",
         "--set", "model.hidden_size=32", "--set", "model.num_layers=1", "--set", "model.num_heads=2",
         "--set", "model.intermediate_size=64", "--set", "trainer.tensorboard=false", "--eval-examples", "8",
+        "--set", "model.norm_first=false",  # the budget default is pre-LN, which has no HF class
     ]  # fmt: skip
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -145,15 +146,20 @@ def test_builtin_corpus_is_deterministic_prose():
 
 @pytest.mark.slow
 def test_builtin_pretraining_run(tmp_path):
-    """The README's main job, shortened to one minute: stdlib docstrings, WordPiece, bert-mini, fill-mask."""
+    """The README's main job, shortened to one minute: stdlib docstrings, WordPiece, the budget recipe's
+    model, held-out accuracy against the unigram guess, fill-mask."""
     proc = subprocess.run(
         [sys.executable, "-c", "import sys; from attnlab.cli import main; sys.exit(main())", "pretrain",
          "--minutes", "1", "--output", str(tmp_path / "r"), "--no-progress"],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "held-out MLM accuracy" in proc.stdout and "fill-mask:" in proc.stdout
+    assert "expected words in the top 5" in proc.stdout
     assert (tmp_path / "r" / "model" / "tokenizer.json").is_file()
+    # one minute of the budget recipe already leaves the unigram plateau well behind (4 minutes: ~40%)
+    run = json.loads((tmp_path / "r" / "run.json").read_text())["eval"]
+    assert run["eval_mlm_accuracy"] > run["eval_unigram_accuracy"] + 0.1, run
+    assert "learned little" not in proc.stderr
 
 
 def test_builtin_corpus_without_sources_says_so(tmp_path, monkeypatch):

@@ -55,8 +55,10 @@ from attnlab.models import (
     EncoderConfig,
     EncoderForPreTraining,
     ReplacedTokenDetection,
+    count_parameters,
     get_preset,
 )
+from attnlab.pretraining.baselines import unigram_baseline, unigram_counts
 from attnlab.pretraining.electra import ElectraPreTrainer, generator_config
 from attnlab.pretraining.masked_lm import MaskedLMPreTrainer
 from attnlab.pretraining.recipes import Recipe
@@ -64,6 +66,10 @@ from attnlab.pretraining.span_boundary import SpanBertForPreTraining
 from attnlab.train import ResumableLoader, Trainer, TrainerConfig, latest_checkpoint, set_seed
 from attnlab.train.config import resolve_warmup
 from attnlab.train.distributed import all_gather_object, barrier, current_context
+
+# Held-out MLM accuracy and perplexity are measured with BERT's 15% of the tokens masked (Devlin et al.
+# 2019, 3.1), whatever the recipe trains with.
+EVAL_MASK_RATE = 0.15
 
 DocumentSource = Callable[[], Iterable[list[str]]]  # a fresh stream of documents per call
 
@@ -281,9 +287,12 @@ def masked_dataset(
     *,
     seed: int,
     heldout: bool = False,
+    copies: int = 1,
 ) -> MaskedDataset:
     """Instances of ``recipe`` at length stage ``stage``, masked as the recipe says (held-out data: masked
-    once, statically, with no duplicates)."""
+    once, statically, with no duplicates, at `EVAL_MASK_RATE` whatever rate the recipe trains with, so that
+    held-out accuracies of recipes that mask more, e.g. 30-40% in Wettig et al. 2023, stay comparable;
+    ``copies`` differently masked copies of a small held-out set make the figure less noisy)."""
     from attnlab.data.protocol import vocab_size_of
 
     special = SpecialIds.from_tokenizer(tokenizer)
@@ -296,16 +305,54 @@ def masked_dataset(
         max_length=s.max_length,
         short_seq_prob=recipe.short_seq_prob,
         seed=seed,
-        dupe_factor=1 if heldout else recipe.dupe_factor,
+        dupe_factor=copies if heldout else recipe.dupe_factor,
         static=static,
         template=recipe.template,
     )
     masking = dataclasses.replace(recipe.masking, max_predictions=s.max_predictions)
+    if heldout:
+        masking = dataclasses.replace(masking, rate=EVAL_MASK_RATE)
     masker = Masker(masking, special.mask, vocab_size_of(tokenizer), special.all)
     return MaskedDataset(instances, masker, seed=seed, static=static)
 
 
+def heldout_set(
+    recipe: Recipe, corpus: ShardedCorpus, tokenizer: Any, examples: int, *, seed: int
+) -> torch.utils.data.Dataset:
+    """The held-out evaluation set of a run: up to ``examples`` sequences of the held-out documents at the
+    last stage's length, masked once (static, seed + 1); a held-out set smaller than ``examples`` is masked
+    in several differently masked copies (at most 10), so that the accuracy is measured on more tokens."""
+    last = len(recipe.stages) - 1
+    data = masked_dataset(recipe, corpus, tokenizer, last, seed=seed + 1, heldout=True)
+    if len(data) < examples:
+        copies = min(10, -(-examples // max(1, len(data))))
+        data = masked_dataset(recipe, corpus, tokenizer, last, seed=seed + 1, heldout=True, copies=copies)
+    return torch.utils.data.Subset(data, range(min(examples, len(data))))
+
+
 # ----------------------------------------------------------------------------------------- the run
+
+
+MIN_USEFUL_STEPS = 200  # fewer leave a masked LM on the unigram plateau (measured: ~300 steps to leave it)
+
+
+def size_warnings(train_tokens: int, vocab_size: int, parameters: int) -> list[str]:
+    """What is wrong with a corpus too small for its vocabulary or model, with the numbers."""
+    out = []
+    if train_tokens < 50 * vocab_size:
+        out.append(
+            f"the corpus has {train_tokens:,} training tokens for a vocabulary of {vocab_size:,}: each token "
+            f"is seen {train_tokens / vocab_size:.0f} times on average, too few to learn it; a vocabulary of "
+            f"at most {max(100, train_tokens // 50):,} (--vocab-size) or a larger corpus fits"
+        )
+    # Several epochs of a small corpus are fine (the main job: 0.75M parameters, 0.4M tokens, 20 epochs in
+    # 4 minutes, 43% held-out accuracy); ten times more parameters than tokens is not.
+    if parameters > 10 * train_tokens:
+        out.append(
+            f"the model has {parameters:,} parameters for {train_tokens:,} training tokens: it can memorise "
+            "the corpus rather than learn the language; a smaller model (--preset) or a larger corpus fits"
+        )
+    return out
 
 
 @dataclass
@@ -321,6 +368,7 @@ class PretrainResult:
 
 
 TIME_LIMIT = "time limit"
+REPLAN_AT = (0.1, 0.3, 0.5, 0.7, 0.85)  # fractions of a time-budgeted run's first plan where it re-plans
 
 
 def _silent(message: str) -> None:
@@ -340,33 +388,38 @@ def time_limit(deadline: float) -> Callable[[Trainer, dict[str, Any]], None]:
 
 def replan_steps(
     deadline: float,
-    at_step: int,
+    at_step: int | Sequence[int],
     on_change: Callable[[Trainer], None] = lambda trainer: None,
     log: Callable[[str], None] = print,
     reserve: float = 0.05,
     clock: Callable[[], float] = time.monotonic,
 ) -> Callable[[Trainer, dict[str, Any]], None]:
-    """A Trainer callback that re-plans the run's length once, at step ``at_step``, from its own measured
-    step time, so that the learning-rate schedule ends when ``deadline`` (time.monotonic) comes.
+    """A Trainer callback that re-plans the run's length at step ``at_step`` (or at each of several steps)
+    from its own measured step time, so that the learning-rate schedule ends when ``deadline``
+    (time.monotonic) comes.
 
     `estimate_steps` times a few steps of a copy of the model before training; on the books it overstated
     the step time by 15-25% (the first steps of a process are slower), and 30-minute runs ended 6 minutes
-    early with the learning rate already at zero. Here the time per step is measured from the end of the
-    first step to ``at_step``, ``reserve`` of the time left is kept for the final evaluation and save, and
-    `Trainer.set_total_steps` moves the end. Every rank takes the smallest plan (one all-gather at
-    ``at_step``, where all ranks are). ``on_change(trainer)`` is called after a change (to record it);
-    ``clock`` is the time source (``deadline`` is on its scale)."""
+    early with the learning rate already at zero. The step time also changes during a run when other work
+    shares the cores: a single re-plan at 10% left 4-minute runs on a loaded machine stopped by the clock at
+    85% of their schedule, the learning rate still high. So at each re-plan step the time per step is
+    measured over the steps since the previous one (the first window starts at the end of the first step),
+    ``reserve`` of the time left is kept for the final evaluation and save, and `Trainer.set_total_steps`
+    moves the end. Every rank takes the smallest plan (one all-gather per re-plan step, where all ranks
+    are). ``on_change(trainer)`` is called after a change (to record it); ``clock`` is the time source
+    (``deadline`` is on its scale)."""
+    points = sorted({at_step} if isinstance(at_step, int) else set(at_step))
     state: dict[str, float] = {}
 
     def callback(trainer: Trainer, record: dict[str, Any]) -> None:
         if "t0" not in state:
             state["t0"], state["s0"] = clock(), trainer.step
             return
-        if trainer.step != at_step or "done" in state:
+        if trainer.step not in points:
             return
-        state["done"] = 1.0
         now = clock()
         per_step = (now - state["t0"]) / max(1, trainer.step - state["s0"])
+        state["t0"], state["s0"] = now, trainer.step  # the next window starts here
         steps = trainer.step + max(0, int((1.0 - reserve) * (deadline - now) / per_step))
         steps = min(all_gather_object(steps, trainer.context))
         if abs(steps - trainer.total_steps) <= 0.02 * trainer.total_steps:
@@ -470,7 +523,7 @@ def pretrain(
     auto_steps: bool = False,
     resume: bool = False,
     overwrite: bool = False,
-    eval_examples: int = 256,
+    eval_examples: int = 1024,
     seed: int = 0,
     log: Callable[[str], None] = print,
 ) -> PretrainResult:
@@ -504,6 +557,8 @@ def pretrain(
     config = model_config(recipe, preset or recipe.preset, tokenizer, **(model_overrides or {}))
     set_seed(seed)
     model = build_pretraining_model(recipe, config)
+    for warning in size_warnings(train_corpus.n_tokens, config.vocab_size, count_parameters(model)):
+        log(f"warning: {warning}")
     drop = [] if config.type_vocab_size > 0 else ["token_type_ids"]
     collate = BatchFilter(PretrainingCollator(SpecialIds.from_tokenizer(tokenizer).pad), drop)
     base = recipe.trainer_config(output_dir=out / "train", seed=seed, **trainer_overrides)
@@ -523,6 +578,12 @@ def pretrain(
         steps = estimate_steps(model, first, base, 60.0 * minutes - (time.monotonic() - t_start), log=log)
         steps = min(all_gather_object(steps, ctx))  # every rank must run the same schedule
         log(f"{steps} steps of {base.batch_size} sequences fit in {minutes:g} minutes here")
+        if steps < MIN_USEFUL_STEPS:
+            log(
+                f"warning: {steps} steps are too few to learn anything: a masked LM needs a few hundred "
+                f"before it predicts more than the most frequent tokens; give it more time than {minutes:g} "
+                "minutes (--minutes) or a smaller model (--preset)"
+            )
         recipe = dataclasses.replace(recipe, max_steps=steps)
         replan = len(recipe.stage_steps()) == 1  # a multi-stage schedule keeps its planned stage lengths
     # The schedule's plan, kept in run.json so that a resumed run rebuilds the same schedule. The warm-up is
@@ -541,10 +602,7 @@ def pretrain(
     write_plan()
 
     # eval data: held-out documents, masked once
-    eval_set = masked_dataset(
-        recipe, heldout_corpus, tokenizer, len(recipe.stages) - 1, seed=seed + 1, heldout=True
-    )
-    eval_set = torch.utils.data.Subset(eval_set, range(min(eval_examples, len(eval_set))))
+    eval_set = heldout_set(recipe, heldout_corpus, tokenizer, eval_examples, seed=seed)
     eval_loader = ResumableLoader(eval_set, base.batch_size, collate, shuffle=False)
     metric = MaskedLMMetric()
     callbacks = [time_limit(deadline)] if deadline is not None else []
@@ -554,7 +612,8 @@ def pretrain(
             plan["max_steps"] = trainer.total_steps
             write_plan()
 
-        callbacks.append(replan_steps(deadline, max(10, recipe.max_steps // 10), record_plan, log))
+        points = [max(10, int(f * recipe.max_steps)) for f in REPLAN_AT]
+        callbacks.append(replan_steps(deadline, points, record_plan, log))
 
     stage_steps = recipe.stage_steps()
     multi = len(stage_steps) > 1
@@ -595,10 +654,14 @@ def pretrain(
     assert trainer is not None
     # decided alike on every rank (only rank 0 holds last_eval): evaluate is a collective call under DDP
     eval_metrics = dict(trainer.last_eval) if evaluated else trainer.evaluate()
+    if ctx.is_main and eval_metrics:  # what the model must beat, on the same masked tokens
+        counts = unigram_counts(train_corpus, config.vocab_size, SpecialIds.from_tokenizer(tokenizer).all)
+        baseline = unigram_baseline(counts, eval_loader.iter_epoch(0))
+        eval_metrics.update({f"eval_{k}": v for k, v in baseline.items()})
     timed_out = deadline is not None and time.monotonic() >= deadline
     model_dir = out / "model"
     if ctx.is_main:
-        save_final(model, tokenizer, recipe, out, config)
+        save_final(model, tokenizer, recipe, out, config, log)
     barrier(ctx)
     summary = {
         "steps": trainer.step,
@@ -620,8 +683,16 @@ def pretrain(
     )
 
 
-def save_final(model: nn.Module, tokenizer: Any, recipe: Recipe, out: Path, config: EncoderConfig) -> Path:
-    """OUTPUT/model (attnlab), OUTPUT/generator (ELECTRA) and OUTPUT/hf (HF transformers) with tokenizers."""
+def save_final(
+    model: nn.Module,
+    tokenizer: Any,
+    recipe: Recipe,
+    out: Path,
+    config: EncoderConfig,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """OUTPUT/model (attnlab), OUTPUT/generator (ELECTRA) and OUTPUT/hf (HF transformers, where the model
+    has an HF class; otherwise ``log`` says why not) with tokenizers."""
     from attnlab.io import save_hf, save_pretrained
 
     max_length = config.max_sequence_length
@@ -637,7 +708,11 @@ def save_final(model: nn.Module, tokenizer: Any, recipe: Recipe, out: Path, conf
             save_hf(kept, out / "hf")
         _save_tokenizer(tokenizer, out / "hf", recipe, max_length)
     except (ValueError, TypeError) as e:
-        warnings.warn(f"no HF export: {e}", stacklevel=2)
+        shutil.rmtree(out / "hf", ignore_errors=True)  # no stale export of an earlier run
+        reason = " ".join(str(e).split())
+        if config.norm_first:
+            reason = "pre-LN has no HF BERT class (train with --set model.norm_first=false for one)"
+        log(f"no HF transformers export: {reason}")
     return model_dir
 
 

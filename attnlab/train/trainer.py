@@ -188,6 +188,7 @@ class Trainer:
         self._budget_spent = False  # decided once per step from the all-reduced flag, like _stop_now
         self._logger: RunLogger | None = None
         self._progress: tqdm | None = None  # the bar of a running `train`
+        self._clock: tuple[float, float] | None = None  # see `train_seconds`
 
     # ------------------------------------------------------------------ set-up helpers
 
@@ -441,6 +442,7 @@ class Trainer:
         self._stop_signal, self._stop_now, self._budget_spent = None, False, False
         self._deadline = time.monotonic() + 60.0 * cfg.max_minutes if cfg.max_minutes is not None else None
         self._train_model.train()
+        self._clock = (time.perf_counter(), 0.0)  # (start of this train(), seconds spent evaluating since)
         stream = self._batch_stream()
         window: list[dict[str, Any]] = []
         window_start = time.perf_counter()
@@ -506,6 +508,7 @@ class Trainer:
         if tokens:
             record["tokens_per_s"] = tokens / max(seconds, 1e-9)
         record["tokens_seen"] = self.tokens_seen
+        record["train_seconds"] = self.train_seconds
         if self._logger is not None:
             self._logger.log(record, kind="train")
         postfix = {"loss": f"{record['loss']:.4f}", "lr": f"{record['lr']:.2e}"}
@@ -528,13 +531,24 @@ class Trainer:
         if data is None:
             raise ValueError("Trainer.evaluate: no eval_data given")
         results: dict[str, float] = {}
+        t0 = time.perf_counter()
         if self.context.is_main:
             results = self._evaluate_here(data)
             self.last_eval = results
             if self._logger is not None:
-                self._logger.log({"step": self.step, **results}, kind="eval")
+                self._logger.log({"step": self.step, "train_seconds": self.train_seconds, **results}, "eval")
         barrier(self.context)
+        if self._clock is not None:
+            self._clock = (self._clock[0], self._clock[1] + time.perf_counter() - t0)
         return results
+
+    @property
+    def train_seconds(self) -> float:
+        """Wall time of the current `train` call so far, less the time spent in `evaluate`: what a learning
+        curve against time is drawn over (0.0 outside `train`)."""
+        if self._clock is None:
+            return 0.0
+        return time.perf_counter() - self._clock[0] - self._clock[1]
 
     def _evaluate_here(self, data: Any) -> dict[str, float]:
         saved_rng = rng_state()
