@@ -91,7 +91,7 @@ def test_help_shows_every_default(name: str) -> None:
         if "default" not in (action.help or "").lower():
             missing.append(action.option_strings[0])
     assert not missing, f"attnlab {name} --help gives no default for {missing}"
-    assert "default" in parser.format_help()
+    parser.format_help()  # renders (a "%" in a default must be escaped)
 
 
 @pytest.mark.parametrize("name", [_mark(n) for n in COMMANDS])
