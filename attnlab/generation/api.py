@@ -105,6 +105,7 @@ def generate(
         raise ValueError("a prompt is empty (its attention_mask is all 0): give at least one token")
     model_cfg = model.config
     eos = cfg.eos_token_id if cfg.eos_token_id is not None else model_cfg.eos_token_id
+    eos = None if cfg.ignore_eos else eos
     pad = next((x for x in (cfg.pad_token_id, model_cfg.pad_token_id, eos) if x is not None), 0)
     input_ids, attention_mask, max_new = fit_context(
         input_ids, attention_mask, cfg.max_new_tokens, model_cfg.max_positions, cfg.truncate_prompt

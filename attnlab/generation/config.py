@@ -23,6 +23,7 @@ class GenerationConfig:
     repetition_penalty: float = 1.0
     # --- ending: EOS (None: the model config's), stop strings are given to `generate` with a tokenizer
     eos_token_id: int | None = None
+    ignore_eos: bool = False  # generate max_new_tokens whatever the model says (benchmarks, --ignore-eos)
     pad_token_id: int | None = None  # None: the model's pad, else EOS, else 0 (only fills ended rows)
     seed: int | None = None  # sampling: a fixed seed gives the same tokens
     use_cache: bool = True

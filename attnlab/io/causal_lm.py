@@ -1,0 +1,93 @@
+"""Causal language model directories: attnlab's own GPT checkpoints and HF GPT-2 directories, one loader.
+
+An attnlab GPT directory is ``config.json`` (``{"format": "attnlab", "architecture": "GPT", "config":
+<GPTConfig>}``) + ``model.safetensors`` (the tied output projection stored once, under the word embedding's
+name) + tokenizer files (``tokenizer.json``, or ``vocab.json`` + ``merges.txt``). `load_causal_lm` also reads
+HF GPT-2 directories (attnlab.io.hf_gpt2), and tells a user who points it at an encoder or a translation model
+which command fits that model instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from attnlab import __version__
+from attnlab.atomic import write_json_atomic
+from attnlab.io.checkpoint import (
+    CheckpointError,
+    check_directory,
+    load_state_checked,
+    read_json,
+    read_safetensors,
+    tied_aliases,
+    write_safetensors_atomic,
+)
+from attnlab.io.hf_gpt2 import load_gpt2
+from attnlab.models.gpt import GPT, MODEL_TYPE, GPTConfig, build_gpt
+
+ARCHITECTURE = "GPT"
+# HF model types that are encoders (fill-mask / classification), for the error message
+_HF_ENCODERS = ("bert", "roberta", "albert", "electra", "distilbert", "xlm-roberta", "camembert")
+
+
+def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` into ``directory`` (atomically each)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    aliases = tied_aliases(model)
+    tensors = {k: v for k, v in model.state_dict().items() if k not in aliases}
+    write_safetensors_atomic(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+    write_json_atomic(
+        {
+            "format": "attnlab",
+            "format_version": 1,
+            "attnlab_version": __version__,
+            "architecture": ARCHITECTURE,
+            "tied": aliases,
+            "config": model.config.to_dict(),
+        },
+        directory / "config.json",
+    )
+    return directory
+
+
+def wrong_model_hint(raw: dict, path: Path) -> str | None:
+    """The sentence that says which command fits a model directory that holds no causal decoder."""
+    if raw.get("format") == "attnlab" and raw.get("architecture") != ARCHITECTURE:
+        return (
+            f"{path}: holds an encoder (attnlab architecture {raw.get('architecture')!r}), not a causal "
+            "decoder; use `attnlab fill-mask` or `attnlab predict` with it"
+        )
+    if raw.get("model_type") == "attnlab-seq2seq":
+        return f"{path}: holds a translation encoder-decoder, not a causal decoder; use `attnlab translate`"
+    if raw.get("model_type") in _HF_ENCODERS:
+        return (
+            f"{path}: holds a HF {raw['model_type']} encoder, not a causal decoder; use `attnlab fill-mask` "
+            "or `attnlab predict` with it"
+        )
+    if raw.get("model_type") not in (None, "gpt2", MODEL_TYPE):
+        return f"{path}: model_type {raw['model_type']!r} is not a causal decoder attnlab reads (gpt2)"
+    return None
+
+
+def load_causal_lm(directory: str | os.PathLike) -> GPT:
+    """A `GPT` in eval mode from an attnlab GPT directory or a HF GPT-2 directory."""
+    directory = check_directory(directory)
+    path = directory / "config.json"
+    raw = read_json(path)
+    hint = wrong_model_hint(raw, path)
+    if hint is not None:
+        raise CheckpointError(hint)
+    if raw.get("model_type") == "gpt2":
+        return load_gpt2(directory)
+    if raw.get("format") != "attnlab" or not isinstance(raw.get("config"), dict):
+        raise CheckpointError(f'{path}: neither an attnlab GPT checkpoint ("format": "attnlab") nor HF GPT-2')
+    try:
+        config = GPTConfig.from_dict(raw["config"], source=f"{path}: field 'config'")
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(str(e)) from e
+    tensors, _ = read_safetensors(directory / "model.safetensors")
+    model = build_gpt(config)
+    load_state_checked(model, tensors, source=str(directory), architecture=ARCHITECTURE, config=config)
+    return model.eval()
