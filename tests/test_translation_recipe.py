@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnlab.manifest import IntegrityError, write_manifest
 from attnlab.tokenizers import Tokenizer
 from attnlab.train import build_optimizer, build_schedule, save_model
 from attnlab.translation import build_model, label_smoothed_cross_entropy
@@ -133,22 +134,33 @@ def test_average_state_dicts() -> None:
         average_state_dicts([a, {"w": a["w"]}])
 
 
-def test_checkpoint_averaging(tmp_path) -> None:
+def test_checkpoint_averaging_takes_only_the_current_runs_checkpoints(tmp_path) -> None:
+    """An earlier run that went further (step 500) left checkpoints in the same directory: averaging the
+    new run's last 3 must not mix them in (it did, before run ids in the manifests)."""
     run = tmp_path / "run" / "checkpoints"
-    for step, value in ((100, 9.0), (200, 1.0), (300, 2.0), (400, 6.0)):
+    for step, value, run_id in ((100, 9.0, "new"), (200, 1.0, "new"), (300, 2.0, "new"), (400, 6.0, "new"),
+                                (500, 50.0, "old")):  # fmt: skip
         d = run / f"step-{step:06d}"
         d.mkdir(parents=True)
         save_model(_filled(value), d / "model.safetensors")
         (d / "trainer_state.json").write_text("{}")
-    chosen = last_checkpoints(tmp_path / "run", 3)
+        write_manifest(d, run_id=run_id)
+    assert [p.name for p in last_checkpoints(tmp_path / "run", 3)][-1] == "step-000500"  # no run id: stale
+    chosen = last_checkpoints(tmp_path / "run", 3, run_id="new")
     assert [p.name for p in chosen] == ["step-000200", "step-000300", "step-000400"]
     averaged = average_checkpoints(chosen)
-    assert "generator.weight" not in averaged  # tied weights are stored once
+    assert "generator.weight" in averaged and "src_embed.word.weight" in averaged
     model = _filled(0.0)
     load_averaged(model, chosen)
     for p in model.parameters():
         assert torch.all(p == 3.0)
     assert model.generator.weight is model.src_embed.word.weight  # the tie survives
+    with pytest.raises(FileNotFoundError, match="belongs to run other"):
+        last_checkpoints(tmp_path / "run", 3, run_id="other")
+    damage = run / "step-000300" / "model.safetensors"
+    damage.write_bytes(damage.read_bytes()[:-100])
+    with pytest.raises(IntegrityError, match=r"step-000300[/\\]model\.safetensors: truncated"):
+        average_checkpoints(chosen)
     with pytest.raises(FileNotFoundError, match="no checkpoints"):
         last_checkpoints(tmp_path / "empty", 5)
 
@@ -164,6 +176,7 @@ def test_save_and_load_pretrained_translates_the_same(tmp_path) -> None:
     save_pretrained(model, tokenizer, tmp_path / "m")
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
         "config.json",
+        "manifest.json",
         "model.safetensors",
         "tokenizer.json",
     ]

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from attnlab.atomic import write_json_atomic
 from attnlab.tasks.examples import TokenExample
 from attnlab.tasks.features import (
     Feature,
@@ -45,6 +46,8 @@ from attnlab.tasks.features import (
     qa_features,
     token_classification_features,
 )
+from attnlab.train.checkpoint import atomic_directory
+from attnlab.train.run_dir import prepare_run_directory
 
 logger = logging.getLogger(__name__)
 
@@ -477,8 +480,18 @@ class FinetuneConfig:
     keep_best: bool = True  # write the best epoch's model to <run>/best
     progress_bar: bool = False
     tensorboard: bool = False
+    resume: bool = False  # continue the run in output_dir: each (lr, seed) from its newest good checkpoint
+    overwrite: bool = False  # remove an earlier run's outputs in output_dir first (else they are an error)
+    save_every: int = 0  # optimizer steps between checkpoints; 0: at every evaluation (each epoch's end)
+    keep_last: int = 2  # checkpoints kept per (lr, seed) run: one to fall back to if the newest is damaged
 
     def __post_init__(self) -> None:
+        if self.resume and self.overwrite:
+            raise ValueError("FinetuneConfig: resume and overwrite exclude each other")
+        if not isinstance(self.save_every, int) or self.save_every < 0:
+            raise ValueError(f"FinetuneConfig.save_every: an int >= 0, got {self.save_every!r}")
+        if not isinstance(self.keep_last, int) or self.keep_last < 1:
+            raise ValueError(f"FinetuneConfig.keep_last: an int >= 1, got {self.keep_last!r}")
         if not self.learning_rates or any(not (lr > 0) for lr in self.learning_rates):
             raise ValueError(f"FinetuneConfig.learning_rates: positive numbers, got {self.learning_rates!r}")
         if not self.seeds:
@@ -594,25 +607,56 @@ class FinetuneResult:
 
 
 class _BestKeeper:
-    """Saves the model (and tokenizer) whenever the dev metric improves."""
+    """Saves the model (and tokenizer) whenever the dev metric improves. With ``history_file`` the
+    evaluations are also kept on disk (atomically), so that a resumed run knows its best epoch."""
 
-    def __init__(self, model: nn.Module, tokenizer: Any, metric: str, directory: Path | None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: Any,
+        metric: str,
+        directory: Path | None,
+        history_file: Path | None = None,
+        run_id: str | None = None,
+    ) -> None:
         self.model, self.tokenizer, self.metric, self.directory = model, tokenizer, metric, directory
+        self.history_file, self.run_id = history_file, run_id
         self.best: dict[str, float] = {}
         self.history: list[dict[str, float]] = []
         self.best_step = 0
         self.trainer: Any = None
 
+    def _improves(self, metrics: dict[str, float]) -> bool:
+        value = metrics.get(self.metric, float("nan"))
+        return not self.best or (not math.isnan(value) and value > self.best.get(self.metric, -math.inf))
+
     def __call__(self, metrics: dict[str, float]) -> None:
         step = self.trainer.step if self.trainer is not None else len(self.history)
         record = {"step": step, **metrics}
         self.history.append(record)
-        value = metrics.get(self.metric, float("nan"))
-        best = self.best.get(self.metric, -math.inf)
-        if not self.best or (not math.isnan(value) and value > best):
+        if self._improves(metrics):
             self.best, self.best_step = dict(metrics), step
             if self.directory is not None:
-                save_model_dir(self.model, self.tokenizer, self.directory)
+                save_model_dir(self.model, self.tokenizer, self.directory, run_id=self.run_id)
+        if self.history_file is not None:
+            write_json_atomic({"history": self.history}, self.history_file)
+
+    def restore(self, step: int) -> None:
+        """The evaluations up to ``step`` (a resumed checkpoint's), read back from ``history_file``; later
+        ones were made after that checkpoint and will be made again."""
+        if self.history_file is None or not self.history_file.is_file():
+            return
+        try:
+            history = json.loads(self.history_file.read_text(encoding="utf-8"))["history"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ValueError(f"{self.history_file}: unreadable evaluation history ({e})") from e
+        self.history, self.best, self.best_step = [], {}, 0
+        for record in history:
+            if record["step"] <= step:
+                metrics = {k: v for k, v in record.items() if k != "step"}
+                self.history.append(record)
+                if self._improves(metrics):
+                    self.best, self.best_step = metrics, record["step"]
 
 
 def save_model_dir(
@@ -648,10 +692,16 @@ def run_once(
     seed: int,
     output_dir: Path,
     regression: bool = False,
+    run_id: str | None = None,
 ) -> RunResult:
     """One run of the recipe: build the model (seeded), train ``cfg.epochs`` with evaluation after every
-    epoch, keep the best epoch. Returns its metrics; the best model is in ``output_dir/best``."""
+    epoch, keep the best epoch. Returns its metrics; the best model is in ``output_dir/best``.
+
+    Checkpoints go to ``output_dir/checkpoints`` (``cfg.save_every``, the last ``cfg.keep_last`` kept) with
+    ``run_id`` in their manifests; with ``cfg.resume`` the run continues from the newest one that verifies
+    and ends with the weights and optimizer state of an uninterrupted run, bit for bit on CPU."""
     from attnlab.train import Trainer, TrainerConfig, set_seed
+    from attnlab.train.checkpoint import latest_checkpoint
 
     set_seed(seed)
     model = source.build(spec, labels, cfg.dropout, regression)
@@ -672,8 +722,8 @@ def run_once(
         device=cfg.device,
         log_every=max(1, steps_per_epoch // 4),
         eval_every=steps_per_epoch,
-        save_every=0,
-        keep_last=1,
+        save_every=cfg.save_every or steps_per_epoch,  # default: with each evaluation
+        keep_last=cfg.keep_last,
         output_dir=output_dir,
         seed=seed,
         tensorboard=cfg.tensorboard,
@@ -683,7 +733,8 @@ def run_once(
         max_minutes=cfg.minutes,
         extra={"task": spec.name, "model": source.name, "seed": seed, "lr": learning_rate},
     )
-    keeper = _BestKeeper(model, source.tokenizer, spec.metric, output_dir / "best" if cfg.keep_best else None)
+    best_dir = output_dir / "best" if cfg.keep_best else None
+    keeper = _BestKeeper(model, source.tokenizer, spec.metric, best_dir, output_dir / "history.json", run_id)
     evaluator.on_result = keeper
     eval_batches = list(batches(evaluator.features, cfg.eval_batch_size, pad))
     for b in eval_batches:  # labels stay (eval loss); QA dev features carry no positions
@@ -696,10 +747,16 @@ def run_once(
         eval_data=eval_batches,
         metric_fn=evaluator,
         collate_fn=lambda items: collate(items, pad),
+        run_id=run_id,
     )
     keeper.trainer = trainer
     start = time.monotonic()
-    trainer.train()  # ends at cfg.epochs or after cfg.minutes (TrainerConfig.max_minutes), evaluated
+    if cfg.resume and latest_checkpoint(trainer.checkpoint_root) is not None:
+        path = trainer.resume("latest", log=logger.warning)
+        keeper.restore(trainer.step)
+        logger.info("%s: resumed from %s (step %d of %d)", spec.name, path, trainer.step, trainer.total_steps)
+    if trainer.step < trainer.total_steps:
+        trainer.train()  # ends at cfg.epochs or after cfg.minutes (TrainerConfig.max_minutes), evaluated
     stopped_by_time = trainer.step < trainer.total_steps
     if stopped_by_time:
         logger.info("%s: time budget of %s min spent after step %d", spec.name, cfg.minutes, trainer.step)
@@ -751,14 +808,18 @@ def finetune_examples(
         spec, source.tokenizer, dev_examples, labels, training=False, **common
     )
     out = Path(cfg.output_dir)
+    claim = prepare_run_directory(
+        out, "finetune", finetune_outputs(out), resume=cfg.resume, overwrite=cfg.overwrite, log=logger.info
+    )
     runs: list[RunResult] = []
     for lr in cfg.learning_rates:
         for seed in cfg.seeds:
             run_dir = out / f"lr{lr:g}-seed{seed}"
             evaluator = TaskEvaluator(spec, dev_features, dev_examples, labels, regression)
             run = run_once(
-                spec, source, train_features, evaluator, labels, cfg, lr, seed, run_dir, regression
-            )
+                spec, source, train_features, evaluator, labels, cfg, lr, seed, run_dir, regression,
+                run_id=claim.run_id,
+            )  # fmt: skip
             logger.info(
                 "%s lr=%g seed=%d: best %s = %.4f", spec.name, lr, seed, spec.metric, run.score(spec.metric)
             )
@@ -772,11 +833,8 @@ def finetune_examples(
     )
     best_dir = None
     if cfg.keep_best and best_run.best_dir and Path(best_run.best_dir).is_dir():
-        best_dir = out / "best"
-        if best_dir.exists():
-            shutil.rmtree(best_dir)
-        shutil.copytree(best_run.best_dir, best_dir)
-        best_dir = str(best_dir)
+        source_dir = best_run.best_dir
+        best_dir = str(atomic_directory(out / "best", lambda tmp: _copy_files(source_dir, tmp)))
     result = FinetuneResult(
         task=spec.name,
         metric=spec.metric,
@@ -789,8 +847,7 @@ def finetune_examples(
         feature_reports={"train": train_report.summary(), "dev": dev_report.summary()},
     )
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "results.json", "w", encoding="utf-8") as f:
-        json.dump(result.to_dict(), f, indent=2)
+    write_json_atomic(result.to_dict(), out / "results.json")
     if best_dir is not None:  # what the model card of a HF export says (attnlab.io.model_card)
         from attnlab.io.model_card import finetune_record, write_training_record
 
@@ -801,6 +858,19 @@ def finetune_examples(
         )  # fmt: skip
         write_training_record(best_dir, record)
     return result
+
+
+def finetune_outputs(out: Path) -> list[str]:
+    """What a finetune run writes in its output directory: ``best``, ``results.json`` and one ``lr*-seed*``
+    directory per run (an earlier sweep's too); `prepare_run_directory` guards them."""
+    runs = sorted(p.name for p in out.glob("lr*-seed*")) if out.is_dir() else []
+    return ["best", "results.json", *runs]
+
+
+def _copy_files(source: str | os.PathLike, target: Path) -> None:
+    for path in Path(source).iterdir():
+        if path.is_file():
+            shutil.copy2(path, target / path.name)
 
 
 def finetune(

@@ -9,23 +9,34 @@ and model directories.
 - Averaging (6.1): "for the base models, we used a single model obtained by averaging the last 5
   checkpoints, which were written at 10-minute intervals" (big: last 20).
 
-A model directory holds ``config.json`` (`Seq2SeqConfig`), ``model.safetensors`` and ``tokenizer.json``.
+A model directory holds ``config.json`` (`Seq2SeqConfig`), ``model.safetensors`` and ``tokenizer.json``,
+each written atomically, then ``manifest.json`` (`attnlab.manifest`: their SHA-256 and the run id). Loading
+verifies the manifest and refuses non-finite weights. Averaging takes only checkpoints whose manifest
+carries the run's id: a stale run's checkpoints in the same directory are never mixed in.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 
+from attnlab.atomic import atomic_path, write_json_atomic
+from attnlab.manifest import MANIFEST_NAME, IntegrityError, add_to_manifest, verify_directory, write_manifest
 from attnlab.tokenizers import Tokenizer
-from attnlab.train import Trainer, TrainerConfig, list_checkpoints, load_model, save_model, set_seed
-from attnlab.train.checkpoint import MODEL_FILE
+from attnlab.train import Trainer, TrainerConfig, list_checkpoints, save_model, set_seed
+from attnlab.train.checkpoint import (
+    CHECKPOINT_DIR,
+    MODEL_FILE,
+    checkpoint_run_id,
+    latest_checkpoint,
+    read_model_file,
+)
+from attnlab.train.logging import LOG_FILE, PLOT_FILE
+from attnlab.train.run_dir import prepare_run_directory
 
 from .config import Seq2SeqConfig
 from .data import (
@@ -98,26 +109,40 @@ def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, 
 
 
 def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
-    """Average the weights of checkpoint directories (or ``model.safetensors`` files).
+    """Average the weights of checkpoint directories (verified against their manifests first) or of
+    ``model.safetensors`` files (verified when their directory has a manifest listing them)."""
+    files = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            manifest = verify_directory(p, [MODEL_FILE], required=True)
+            if manifest is None or MODEL_FILE not in manifest.files:
+                raise IntegrityError(f"{p / MANIFEST_NAME}: does not list {MODEL_FILE}")
+            p = p / MODEL_FILE
+        elif not p.is_file():
+            raise FileNotFoundError(f"{p}: no such weights file")
+        else:
+            verify_directory(p.parent, [p.name])
+        files.append(p)
+    return average_state_dicts([read_model_file(f) for f in files])
 
-    Tied tensors are stored once by attnlab's checkpoints; the averaged dict holds them once too and loads
-    with `load_model`-style aliasing (see `load_averaged`).
-    """
-    files = [Path(p) / MODEL_FILE if Path(p).is_dir() else Path(p) for p in paths]
-    for f in files:
-        if not f.is_file():
-            raise FileNotFoundError(f"{f}: no such weights file")
-    return average_state_dicts([load_file(str(f)) for f in files])
 
-
-def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
-    """The newest ``n`` checkpoints under ``run_dir/checkpoints`` (or ``run_dir`` itself), oldest first."""
+def last_checkpoints(run_dir: str | Path, n: int, run_id: str | None = None) -> list[Path]:
+    """The newest ``n`` checkpoints under ``run_dir/checkpoints`` (or ``run_dir`` itself), oldest first;
+    with ``run_id``, only checkpoints of that run (the id in their manifest)."""
     run_dir = Path(run_dir)
-    found = list_checkpoints(run_dir / "checkpoints") or list_checkpoints(run_dir)
+    found = list_checkpoints(run_dir / CHECKPOINT_DIR) or list_checkpoints(run_dir)
     if not found:
         raise FileNotFoundError(f"{run_dir}: no checkpoints (step-* directories) found")
     if n < 1:
         raise ValueError(f"number of checkpoints to average must be >= 1, got {n}")
+    if run_id is not None:
+        ours = [p for p in found if checkpoint_run_id(p) == run_id]
+        if not ours:
+            raise FileNotFoundError(
+                f"{run_dir}: none of its checkpoints ({', '.join(p.name for p in found)}) belongs to "
+                f"run {run_id}"
+            )
+        found = ours
     return found[-n:]
 
 
@@ -141,13 +166,18 @@ def load_averaged(model: Seq2Seq, paths: Sequence[str | Path]) -> None:
 # --------------------------------------------------------------------------- model directories
 
 
-def save_pretrained(model: Seq2Seq, tokenizer: Tokenizer, directory: str | Path) -> Path:
-    """Write ``config.json``, ``model.safetensors`` and ``tokenizer.json`` into ``directory``."""
+def save_pretrained(
+    model: Seq2Seq, tokenizer: Tokenizer, directory: str | Path, run_id: str | None = None
+) -> Path:
+    """Write ``config.json``, ``model.safetensors`` and ``tokenizer.json`` into ``directory`` (each
+    atomically), then their manifest with ``run_id``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    model.config.save(directory / CONFIG_FILE)
-    save_model(model, directory / MODEL_FILE)
+    write_json_atomic(model.config.to_dict(), directory / CONFIG_FILE, indent=2)
+    with atomic_path(directory / MODEL_FILE) as tmp:
+        save_model(model, tmp)
     tokenizer.save(str(directory / TOKENIZER_FILE))
+    write_manifest(directory, [CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE], run_id=run_id)
     return directory
 
 
@@ -159,9 +189,14 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
             raise FileNotFoundError(
                 f"{directory}: missing {name} (expected a directory written by translate-train)"
             )
+    verify_directory(directory)  # when it has a manifest (written by attnlab since issue 12)
     config = Seq2SeqConfig.load(directory / CONFIG_FILE)
     model = build_model(config)
-    load_model(model, directory / MODEL_FILE)
+    tensors = read_model_file(directory / MODEL_FILE)
+    from attnlab.io.checkpoint import check_finite
+
+    check_finite(tensors, f"{directory} ({MODEL_FILE})")
+    model.load_state_dict(tensors, strict=True)
     tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
     if tokenizer.vocab_size != config.vocab_size:
         raise ValueError(
@@ -200,16 +235,25 @@ def train_translation(
     src_valid: str | Path | None = None,
     tgt_valid: str | Path | None = None,
     trainer_overrides: dict[str, Any] | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
     log: Callable[[str], None] = print,
 ) -> TranslationRun:
     """Learn a joint BPE, train a Transformer with the paper's recipe, average the last checkpoints and write
-    the model directory ``output_dir/model``. Returns its path, the steps done and a data report."""
+    the model directory ``output_dir/model``. Returns its path, the steps done and a data report.
+
+    ``output_dir`` holding an earlier run is an error unless ``resume`` (continue from its newest checkpoint
+    that verifies, with its tokenizer) or ``overwrite`` (its outputs are removed first, the tokenizer is
+    learned again). Only this run's checkpoints are averaged."""
     from .config import preset
 
     output_dir = Path(output_dir)
+    run_dir = prepare_run_directory(
+        output_dir, "translate-train", RUN_OUTPUTS, resume=resume, overwrite=overwrite, log=log
+    )
     train = read_parallel(src_train, tgt_train)
     log(train.report())
-    tokenizer = train_joint_bpe([*train.source, *train.target], vocab_size)
+    tokenizer = _run_tokenizer(output_dir, run_dir.resuming, [*train.source, *train.target], vocab_size, log)
     ids = special_ids(tokenizer)
     encoded = encode_pairs(tokenizer, train, max_length)
     log(f"{len(encoded)} training pairs, {encoded.too_long} filtered for more than {max_length} tokens")
@@ -243,13 +287,16 @@ def train_translation(
     tconfig = paper_trainer_config(
         config.d_model, max_steps, output_dir, warmup, lr_scale, **trainer_settings
     )
-    trainer = Trainer(model, tconfig, loader, eval_data=eval_batches)
+    trainer = Trainer(model, tconfig, loader, eval_data=eval_batches, run_id=run_dir.run_id)
+    if run_dir.resuming and latest_checkpoint(trainer.checkpoint_root) is not None:
+        path = trainer.resume("latest", log=log)
+        log(f"resumed from {path} (step {trainer.step})")
     result = trainer.train()
-    checkpoints = last_checkpoints(output_dir, average_last)
+    checkpoints = last_checkpoints(output_dir, average_last, run_id=trainer.run_id)
     if len(checkpoints) > 1:
         log(f"averaging {len(checkpoints)} checkpoints: {', '.join(p.name for p in checkpoints)}")
         load_averaged(model, checkpoints)
-    model_dir = save_pretrained(model.cpu(), tokenizer, output_dir / "model")
+    model_dir = save_pretrained(model.cpu(), tokenizer, output_dir / "model", run_id=trainer.run_id)
     report = {
         "lines": train.lines,
         "pairs": len(train),
@@ -260,8 +307,29 @@ def train_translation(
         "averaged": [p.name for p in checkpoints],
         "eval": result.eval_metrics,
     }
-    (output_dir / "data_report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_json_atomic(report, output_dir / "data_report.json")
     return TranslationRun(model_dir, result.step, report)
+
+
+# What a translate-train run writes in its output directory (`prepare_run_directory` guards them).
+RUN_OUTPUTS = (CHECKPOINT_DIR, "model", TOKENIZER_FILE, MANIFEST_NAME, "data_report.json")
+RUN_OUTPUTS += (LOG_FILE, PLOT_FILE, "tensorboard")  # the Trainer's logs
+
+
+def _run_tokenizer(
+    output_dir: Path, resuming: bool, texts: list[str], vocab_size: int, log: Callable[[str], None]
+) -> Tokenizer:
+    """The run's joint BPE: learned and kept in ``output_dir/tokenizer.json`` (in the directory's manifest),
+    or, when resuming, read back from there after verifying it, so a resumed run keeps its ids."""
+    path = output_dir / TOKENIZER_FILE
+    if resuming and path.is_file():
+        verify_directory(output_dir, [TOKENIZER_FILE])
+        log(f"resuming with the run's tokenizer {path}")
+        return Tokenizer.from_file(str(path))
+    tokenizer = train_joint_bpe(texts, vocab_size)
+    tokenizer.save(str(path))
+    add_to_manifest(output_dir, [TOKENIZER_FILE])
+    return tokenizer
 
 
 def translate_texts(

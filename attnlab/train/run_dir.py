@@ -1,0 +1,106 @@
+"""The one rule for every command that writes a run directory (finetune, translate-train; pretrain too):
+an output directory holding another run is refused unless ``--resume`` (continue it) or ``--overwrite``
+(remove what that run wrote, then start afresh) is given.
+
+A run directory holds ``run.json`` (written atomically) with the run's id, which every checkpoint's
+manifest repeats (`attnlab.manifest`): checkpoint averaging and resuming then take only the current run's
+checkpoints, never a stale run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from attnlab.atomic import write_json_atomic
+from attnlab.manifest import new_run_id
+
+RUN_FILE = "run.json"
+
+
+class RunDirectoryError(ValueError):
+    """The output directory holds another run and neither resume nor overwrite was asked for."""
+
+
+@dataclass
+class RunDirectory:
+    path: Path
+    run_id: str  # this run's id (an earlier run's when resuming it)
+    resuming: bool  # an earlier run was found and is continued
+    info: dict[str, Any] = field(default_factory=dict)  # the content of run.json
+
+    def update(self, **fields: Any) -> None:
+        """Add ``fields`` to run.json (atomically)."""
+        self.info.update(fields)
+        write_json_atomic(self.info, self.path / RUN_FILE)
+
+
+def read_run_file(directory: str | os.PathLike) -> dict[str, Any] | None:
+    """``run.json`` of a run directory (None when absent); broken JSON is an error naming file and line."""
+    path = Path(directory) / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise RunDirectoryError(f"{path}:{e.lineno}:{e.colno}: invalid JSON ({e.msg})") from e
+    if not isinstance(info, dict):
+        raise RunDirectoryError(f"{path}: expected a JSON object, found {type(info).__name__}")
+    return info
+
+
+def prepare_run_directory(
+    directory: str | os.PathLike,
+    command: str,
+    outputs: Iterable[str],
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    settings: dict[str, Any] | None = None,
+    log: Callable[[str], None] = print,
+) -> RunDirectory:
+    """Claim ``directory`` for a run of ``command``.
+
+    ``outputs`` are the names (files or directories) a run of this command writes there; any of them
+    present, or a ``run.json``, means an earlier run. Then: ``resume`` continues it (its run id is kept),
+    ``overwrite`` deletes those outputs and ``run.json`` first (nothing else in the directory is touched),
+    and neither is a `RunDirectoryError` that says both ways out. ``settings`` go into run.json.
+    """
+    if resume and overwrite:
+        raise RunDirectoryError(f"{command}: give --resume or --overwrite, not both")
+    path = Path(directory)
+    outputs = list(outputs)
+    present = [name for name in [RUN_FILE, *outputs] if (path / name).exists()]
+    previous = read_run_file(path) if present and not overwrite else None
+    if present and not resume and not overwrite:
+        what = f"run id {previous.get('run_id')}, " if previous and previous.get("run_id") else ""
+        raise RunDirectoryError(
+            f"{path} holds an earlier run ({what}{', '.join(present)}); continue it with --resume, "
+            "replace it with --overwrite, or choose another output directory"
+        )
+    if present and overwrite:
+        for name in present:
+            target = path / name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+        log(f"{command}: --overwrite: removed {', '.join(present)} of the earlier run in {path}")
+    path.mkdir(parents=True, exist_ok=True)
+    resuming = bool(present) and resume
+    run_id = str(previous["run_id"]) if resuming and previous and previous.get("run_id") else new_run_id()
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    info = dict(previous or {}) if resuming else {}
+    info.update(command=command, run_id=run_id, **({"settings": settings} if settings is not None else {}))
+    info.setdefault("started", now)
+    if resuming:
+        info["resumed"] = [*info.get("resumed", []), now]
+    run = RunDirectory(path, run_id, resuming, info)
+    run.update()
+    return run
