@@ -197,3 +197,26 @@ def test_convert_warns_when_the_source_has_no_tokenizer(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "m"), str(tmp_path / "hf")]) == 0
     assert "no tokenizer files" in capsys.readouterr().err
     assert (tmp_path / "hf" / "README.md").is_file() and not (tmp_path / "hf" / "tokenizer.json").exists()
+
+
+def test_convert_reads_a_hf_task_export_back_with_its_head_and_tokenizer(tmp_path, capsys):
+    from attnlab.tasks.transfer import load_model
+    from attnlab.tokenizers import load_tokenizer
+
+    tok = train_tokenizer("byte_level_bpe", iter(CORPUS), 320, show_progress=False)
+    config = EncoderConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_layers=1, num_heads=4,
+                           intermediate_size=37, max_position_embeddings=66, type_vocab_size=1,
+                           pad_token_id=1, position_offset=2, layer_norm_eps=1e-5)  # fmt: skip
+    torch.manual_seed(0)
+    model = EncoderForSequenceClassification.from_config(config, 3, ["a", "b", "c"]).eval()
+    save_hf(model, tmp_path / "hf", tokenizer=tok)
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == [
+        "RobertaForSequenceClassification"
+    ]
+    assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "back")]) == 0
+    assert "RobertaForSequenceClassification" not in capsys.readouterr().err
+    back = load_model(tmp_path / "back")
+    assert back.options["labels"] == ["a", "b", "c"]
+    ids = torch.tensor([load_tokenizer(tmp_path / "back").encode(SAMPLES[0]).ids])
+    with torch.no_grad():
+        torch.testing.assert_close(back(ids).logits, model(ids).logits, atol=1e-6, rtol=0)

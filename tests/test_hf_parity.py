@@ -472,6 +472,10 @@ def test_albert_groups_without_attnlab_counterpart_raise(tmp_path: Path) -> None
 def test_unknown_head_keys_are_named(tmp_path: Path) -> None:
     hf_model = transformers.BertForSequenceClassification(_bert_like("BertConfig"))
     hf_model.save_pretrained(tmp_path)
+    # a task checkpoint reads as its task model; the same weights under a config naming no task do not
+    assert type(load_hf(tmp_path)).__name__ == "EncoderForSequenceClassification"
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "architectures": ["BertModel"]}))
     with pytest.raises(CheckpointError, match=r"classifier\.weight.*architecture='Encoder'"):
         load_hf(tmp_path)
     assert type(load_hf(tmp_path, architecture="Encoder")).__name__ == "Encoder"

@@ -140,7 +140,7 @@ def _convert_tokenizer(args: argparse.Namespace, src: Path) -> Any:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from attnlab.io import is_hf_directory, load_pretrained, save_hf, save_pretrained
+    from attnlab.io import is_hf_directory, load_hf, load_pretrained, save_hf, save_pretrained
     from attnlab.io.checkpoint import check_directory
     from attnlab.io.model_card import read_training_record
 
@@ -152,7 +152,7 @@ def run_convert(args: argparse.Namespace) -> int:
         if dst.exists() and not dst.is_dir():
             raise NotADirectoryError(f"{dst}: exists and is not a directory")
         if from_hf:
-            model = _load_hf_any(src, args.architecture)
+            model = load_hf(src, architecture=args.architecture)
         else:
             if args.architecture:
                 raise ValueError("--architecture applies to HF sources only")
@@ -172,16 +172,3 @@ def run_convert(args: argparse.Namespace) -> int:
         return 1
     print(f"{'HF' if from_hf else 'attnlab'} {src} -> {to} {dst} ({type(model).__name__})")
     return 0
-
-
-def _load_hf_any(src: Path, architecture: str | None) -> Any:
-    """A HF directory as attnlab: task checkpoints (``*For{Task}``) with their head, else `load_hf`."""
-    from attnlab.io import load_hf
-    from attnlab.io.checkpoint import CONFIG_NAME, read_json
-    from attnlab.io.hf_tasks import hf_task
-
-    if architecture is None and hf_task(read_json(src / CONFIG_NAME)) is not None:
-        from attnlab.tasks.transfer import load_model
-
-        return load_model(src)
-    return load_hf(src, architecture=architecture)

@@ -602,6 +602,11 @@ def describe_hf(directory: str | os.PathLike) -> tuple[str, str, Any]:
     keys = _normalise_hf_keys(keys, family)
     base, rest = _split_base(keys, family)
     kind, config = _plan(hf, family, set(base), set(rest), None, str(config_path), source)
+    from attnlab.io.hf_tasks import hf_task
+
+    task = hf_task(hf)
+    if task is not None:  # a fine-tuned *For{Task} checkpoint (read by attnlab.tasks.transfer.load_model)
+        return str(hf["architectures"][0]), task, config
     return family.classes.get(kind, "?"), KINDS[kind][0], config
 
 
@@ -613,8 +618,9 @@ def load_hf(
 ) -> nn.Module:
     """An attnlab model from a HF transformers directory (BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT).
 
-    ``architecture`` None picks the richest attnlab model the weights hold (see the module docstring);
-    ``"Encoder"`` loads the encoder alone and ignores any head. ``dtype`` None keeps the stored dtype.
+    ``architecture`` None picks the richest attnlab model the weights hold (see the module docstring),
+    and the task model of a fine-tuned ``*For{Task}`` checkpoint (`attnlab.io.hf_tasks`); ``"Encoder"``
+    loads the encoder alone and ignores any head. ``dtype`` None keeps the stored dtype.
     Returned in eval mode.
     """
     target = resolve_dtype(dtype)
@@ -622,6 +628,11 @@ def load_hf(
     config_path = directory / CONFIG_NAME
     hf = read_json(config_path)
     family = _family(hf.get("model_type"), str(config_path))
+    from attnlab.io.hf_tasks import hf_task, load_hf_task
+
+    task = hf_task(hf)
+    if task is not None and architecture in (None, task):
+        return load_hf_task(directory, task, target).to(device).eval()
     raw, weights_source = read_hf_weights(directory)
     state = _normalise_hf_keys(raw, family)
 

@@ -23,14 +23,25 @@ pooler has tanh) and DistilBERT's sequence classifier and multiple-choice head (
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from attnlab.io.checkpoint import CheckpointError, architecture_of, resolve_dtype
+from attnlab.io.checkpoint import (
+    CONFIG_NAME,
+    CheckpointError,
+    architecture_of,
+    build_model,
+    check_directory,
+    load_state_checked,
+    read_json,
+    resolve_dtype,
+)
 from attnlab.io.hf import (
     FAMILIES,
     KeyMap,
@@ -38,6 +49,8 @@ from attnlab.io.hf import (
     export_problems,
     export_tensors,
     infer_family,
+    load_hf,
+    read_hf_weights,
 )
 
 
@@ -276,3 +289,63 @@ def head_state_from_hf(
             f"({', '.join(absent)}); found non-encoder keys: {', '.join(sorted(head)) or 'none'}"
         )
     return head
+
+
+def labels_from_hf(hf: Mapping[str, Any], source: str = CONFIG_NAME) -> tuple[int, list[str] | None]:
+    """``(num_labels, names)`` of a HF config; HF's default names (``LABEL_0``, ...) read as None."""
+    id2label = hf.get("id2label")
+    if isinstance(id2label, Mapping) and id2label:
+        try:
+            ordered = [str(id2label[k]) for k in sorted(id2label, key=lambda k: int(k))]
+        except (TypeError, ValueError):
+            raise CheckpointError(f"{source}: id2label keys must be integers, got {list(id2label)}") from None
+        default = all(name == f"LABEL_{i}" for i, name in enumerate(ordered))
+        return len(ordered), None if default else ordered
+    return int(hf.get("num_labels", 2)), None
+
+
+def load_hf_task(
+    directory: str | os.PathLike, architecture: str | None = None, dtype: torch.dtype | None = None
+) -> nn.Module:
+    """A HF ``*For{Task}`` directory as the attnlab task model (labels from ``id2label``), by `TASK_HEADS`.
+
+    ``architecture`` None takes the task the config's ``architectures`` names. ``dtype`` None keeps the
+    stored one. Returned in eval mode on the CPU.
+    """
+    d = check_directory(directory)
+    config_path = d / CONFIG_NAME
+    hf = read_json(config_path)
+    name = architecture or hf_task(hf)
+    if name is None:
+        raise CheckpointError(f"{config_path}: architectures={hf.get('architectures')} names no task model")
+    family = str(hf.get("model_type"))
+    raw, source = read_hf_weights(d)
+    head = head_state_from_hf(family, name, hf, raw, source)
+    encoder = load_hf(d, architecture="Encoder")
+    config = encoder.config
+    options: dict[str, Any] = {}
+    if name in (SEQ, TOKEN):
+        n, labels = labels_from_hf(hf, str(config_path))
+        options = {"num_labels": n, "labels": labels}
+    model = build_model(name, config, options, init=False)  # every weight is loaded next
+    state = {f"encoder.{k}": v for k, v in encoder.state_dict().items()}
+    for key in model.state_dict():  # a pooler the HF class lacks must come from the head weights
+        if key.startswith("encoder.pooler.") and key not in state and key not in head:
+            raise CheckpointError(f"{source}: {hf.get('architectures')} needs a pooler, but {key} is missing")
+    state.update(head)
+    load_state_checked(model, state, source=source, architecture=f"{name} (from HF {family})", config=config)
+    if dtype is None:
+        floats = {t.dtype for t in raw.values() if t.is_floating_point()}
+        dtype = floats.pop() if len(floats) == 1 else None
+    if dtype is not None:
+        model.to(dtype=dtype)
+    return model.eval()
+
+
+def is_task_directory(directory: str | os.PathLike) -> bool:
+    """Whether ``directory/config.json`` is a HF config naming a ``*For{Task}`` class."""
+    path = Path(directory) / CONFIG_NAME
+    try:
+        return path.is_file() and hf_task(read_json(path)) is not None
+    except (CheckpointError, OSError):
+        return False

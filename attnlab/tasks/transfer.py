@@ -53,8 +53,8 @@ from attnlab.io.checkpoint import (
     read_safetensors,
     resolve_dtype,
 )
-from attnlab.io.hf import is_hf_directory, load_hf, read_hf_weights
-from attnlab.io.hf_tasks import HF_TASK_SUFFIXES, UnsupportedHeadError, head_state_from_hf, hf_task
+from attnlab.io.hf import is_hf_directory, load_hf
+from attnlab.io.hf_tasks import HF_TASK_SUFFIXES, UnsupportedHeadError, hf_task, labels_from_hf, load_hf_task
 from attnlab.models import ARCHITECTURES, TASK_ARCHITECTURES, Encoder
 
 __all__ = ["HF_TASK_SUFFIXES", "UnsupportedHeadError", "load_model", "load_task_model"]
@@ -91,18 +91,7 @@ def _check_directory(directory: str | os.PathLike) -> Path:
 _hf_task = hf_task  # the attnlab task a HF config's ``architectures`` names
 
 
-def _hf_labels(hf: Mapping[str, Any]) -> tuple[int, list[str] | None]:
-    id2label = hf.get("id2label")
-    if isinstance(id2label, Mapping) and id2label:
-        try:
-            ordered = [str(id2label[k]) for k in sorted(id2label, key=lambda k: int(k))]
-        except (TypeError, ValueError):
-            raise CheckpointError(
-                f"{CONFIG_NAME}: id2label keys must be integers, got {list(id2label)}"
-            ) from None
-        default = all(name == f"LABEL_{i}" for i, name in enumerate(ordered))
-        return len(ordered), None if default else ordered
-    return int(hf.get("num_labels", 2)), None
+_hf_labels = labels_from_hf  # (num_labels, names) of a HF config
 
 
 def _encoder_state(directory: Path) -> tuple[Any, dict[str, Tensor], str]:
@@ -199,28 +188,7 @@ def _same_head(saved: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
 
 def _load_hf_task(d: Path, hf: Mapping[str, Any], name: str, dtype: torch.dtype | None) -> nn.Module:
     """A HF *For{task} checkpoint as the attnlab task model (see the table in the module docstring)."""
-    family = str(hf.get("model_type"))
-    raw, source = read_hf_weights(d)
-    head = head_state_from_hf(family, name, hf, raw, source)
-    encoder = load_hf(d, architecture="Encoder")
-    config = encoder.config
-    options: dict[str, Any] = {}
-    if name in ("EncoderForSequenceClassification", "EncoderForTokenClassification"):
-        n, labels = _hf_labels(hf)
-        options = {"num_labels": n, "labels": labels}
-    model = ARCHITECTURES[name].from_config(config, **options)
-    state = {f"encoder.{k}": v for k, v in encoder.state_dict().items()}
-    for key in model.state_dict():  # a pooler the HF class lacks must come from the head weights
-        if key.startswith("encoder.pooler.") and key not in state and key not in head:
-            raise CheckpointError(f"{source}: {hf.get('architectures')} needs a pooler, but {key} is missing")
-    state.update(head)
-    load_state_checked(model, state, source=source, architecture=f"{name} (from HF {family})", config=config)
-    if dtype is None:
-        floats = {t.dtype for t in raw.values() if t.is_floating_point()}
-        dtype = floats.pop() if len(floats) == 1 else None
-    if dtype is not None:
-        model.to(dtype=dtype)
-    return model
+    return load_hf_task(d, name, dtype)
 
 
 def load_model(
