@@ -55,11 +55,11 @@ _FIRST = 1 << 32  # added to the first id of each word in the cache (ids are < 2
 
 def _with_end_marker(pattern: regex.Pattern, byte_level: bool) -> regex.Pattern:
     if not byte_level:
-        return regex.compile(r"\n|" + pattern.pattern)
+        return regex.compile(r"\n|" + pattern.pattern, pattern.flags)
     runs = r"\s+(?!\S)|\s+"
     if not pattern.pattern.endswith(runs):
         raise AssertionError(f"unexpected GPT-2 pattern {pattern.pattern!r}")
-    return regex.compile(r"\n|" + pattern.pattern[: -len(runs)] + r"[^\S\n]+(?!\S)|[^\S\n]+")
+    return regex.compile(r"\n|" + pattern.pattern[: -len(runs)] + r"[^\S\n]+(?!\S)|[^\S\n]+", pattern.flags)
 
 
 _MARKED: dict[regex.Pattern, Callable[[str], list[str]]] = {}
@@ -75,7 +75,7 @@ def bmp_ranges(expr: str) -> tuple[tuple[int, int], ...]:
     """The code points below U+10000 that ``regex`` matches with the class ``[expr]``, as sorted inclusive
     ``(first, last)`` ranges (read off ``regex`` itself, so both engines agree on its Unicode version)."""
     every = "".join(map(chr, range(_BMP_END)))
-    return tuple((m.start(), m.end() - 1) for m in regex.finditer(f"[{expr}]+", every))
+    return tuple((m.start(), m.end() - 1) for m in regex.finditer(f"[{expr}]+", every, regex.V1))
 
 
 def _complement(*classes: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
@@ -108,12 +108,12 @@ def _stdlib_pattern(pattern: regex.Pattern) -> re.Pattern | None:
         punct = bmp_ranges(pre._PUNCT)
         text = rf"\n|{re_class(_complement(space, punct))}+|{re_class(punct)}"
     elif pattern is pre._WHITESPACE_RE:
-        word = bmp_ranges(r"\w")
+        word = bmp_ranges(pre._WORD)
         text = rf"\n|{re_class(word)}+|{re_class(_complement(word, space))}+"
     elif pattern is pre._WHITESPACE_SPLIT_RE:
         text = rf"\n|{re_class(_complement(space))}+"
     elif pattern is pre._GPT2_RE:
-        letter, number = bmp_ranges(r"\p{L}"), bmp_ranges(r"\p{N}")
+        letter, number = bmp_ranges(pre._LETTER), bmp_ranges(pre._NUMBER)
         other = re_class(_complement(space, letter, number))
         run = re_class(_minus(space, ord(_END)))  # [^\S\n]
         not_space = re_class(_complement(space))  # \S

@@ -19,6 +19,14 @@ from typing import Any
 
 import regex
 
+from attnlab.tokenizers.unicode_compat import (
+    hf_is_control,
+    hf_is_nonspacing_mark,
+    hf_is_punctuation,
+    hf_lower,
+    hf_nfd,
+)
+
 __all__ = [
     "NormalizedString",
     "Normalizer",
@@ -190,18 +198,16 @@ def is_bert_whitespace(ch: str) -> bool:
 
 
 def is_bert_control(ch: str) -> bool:
-    """Control characters removed by ``clean_text``: Unicode "Other" categories except tab/newline/CR."""
-    if ch in "\t\n\r":
-        return False
-    return unicodedata.category(ch).startswith("C")
+    """Control characters removed by ``clean_text``: Cc, Cf and Co except tab/newline/CR, as HF tokenizers
+    has them. Unassigned code points (Cn) are kept (and become the unknown token), as in HF;
+    google-research/bert deletes them (it tests ``category.startswith("C")``)."""
+    return hf_is_control(ch)
 
 
 def is_bert_punctuation(ch: str) -> bool:
-    """ASCII symbols (``$``, ``+``, ``^``, ...) count as punctuation, as in BERT, plus Unicode ``P*``."""
-    cp = ord(ch)
-    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-        return True
-    return unicodedata.category(ch).startswith("P")
+    """ASCII symbols (``$``, ``+``, ``^``, ...) count as punctuation, as in BERT, plus Unicode ``P*`` (as HF
+    tokenizers' tables have them)."""
+    return hf_is_punctuation(ch)
 
 
 # ASCII fast path tables: control characters deleted (vertical tab and form feed are category Cc, so
@@ -243,10 +249,10 @@ class BertNormalizer(Normalizer):
         if self.handle_chinese_chars and is_chinese_char(ch):
             return f" {ch} "
         if self._do_strip:
-            ch = "".join(c for c in unicodedata.normalize("NFD", ch) if unicodedata.category(c) != "Mn")
+            ch = "".join(c for c in hf_nfd(ch) if not hf_is_nonspacing_mark(c))
         if self.lowercase:
             # Character-wise lowercasing (no context-dependent final sigma), as HF tokenizers does.
-            ch = "".join(c.lower() for c in ch)
+            ch = "".join(hf_lower(c) for c in ch)
         return ch
 
     def normalize(self, ns: NormalizedString) -> NormalizedString:
@@ -364,7 +370,7 @@ class Lowercase(Normalizer):
         text = ns.normalized
         if text.isascii():
             return NormalizedString(ns.original, text.lower(), ns.starts, ns.ends)
-        return _map_mixed(ns, lambda c: c.lower(), str.lower)
+        return _map_mixed(ns, hf_lower, str.lower)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "Lowercase"}

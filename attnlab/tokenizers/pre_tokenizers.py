@@ -21,6 +21,8 @@ from typing import Any
 
 import regex
 
+from attnlab.tokenizers.unicode_compat import BERT_PUNCTUATION, onig_class, ranges_class
+
 __all__ = [
     "Piece",
     "PreTokenizer",
@@ -40,15 +42,22 @@ __all__ = [
 
 Piece = tuple[str, int, int, "list[int] | None"]
 
-# ASCII symbols are punctuation for BERT (google-research/bert _is_punctuation), plus Unicode P*.
-_PUNCT = r"\p{P}\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e"
-_BERT_RE = regex.compile(rf"[^\s{_PUNCT}]+|[{_PUNCT}]")  # regex's \s is Unicode White_Space
-_WHITESPACE_RE = regex.compile(r"\w+|[^\w\s]+")
+# ASCII symbols are punctuation for BERT (google-research/bert _is_punctuation), plus Unicode P*, as HF
+# tokenizers' tables have them (unicode_compat: an older Unicode than the regex module's \p{P}).
+_PUNCT = ranges_class(BERT_PUNCTUATION)
+_BERT_RE = regex.compile(rf"[^\s{_PUNCT}]+|[{_PUNCT}]")  # regex's \s is Unicode White_Space, as Rust's
+# Letters, numbers and word characters as HF's Oniguruma classes them (regex.V1 set operations).
+_LETTER, _NUMBER, _WORD = onig_class(r"\p{L}"), onig_class(r"\p{N}"), onig_class(r"\w")
+_WHITESPACE_RE = regex.compile(rf"{_WORD}+|[^{_WORD}\s]+", regex.V1)
 _WHITESPACE_SPLIT_RE = regex.compile(r"\S+")
 
-# GPT-2's pre-tokenisation pattern (Radford et al. 2019, openai/gpt-2 encoder.py).
+# GPT-2's pre-tokenisation pattern (Radford et al. 2019, openai/gpt-2 encoder.py), as written; it is compiled
+# with the letter and number classes above.
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-_GPT2_RE = regex.compile(GPT2_PATTERN)
+_GPT2_RE = regex.compile(
+    rf"""'s|'t|'re|'ve|'m|'ll|'d| ?{_LETTER}+| ?{_NUMBER}+| ?[^\s{_LETTER}{_NUMBER}]+|\s+(?!\S)|\s+""",
+    regex.V1,
+)
 
 
 def _sub(piece: Piece, s: int, e: int) -> Piece:
@@ -208,8 +217,9 @@ class Digits(PreTokenizer):
 
     def __init__(self, individual_digits: bool = False) -> None:
         self.individual_digits = individual_digits
-        # Rust's char::is_numeric: every Unicode number (Nd, Nl, No: "½", "²", "Ⅳ"), not only decimal digits.
-        self._re = regex.compile(r"\p{N}" if individual_digits else r"\p{N}+")
+        # Rust's char::is_numeric: every Unicode number (Nd, Nl, No: "½", "²", "Ⅳ"), not only decimal digits
+        # (Unicode 16, as Oniguruma's \p{N}).
+        self._re = regex.compile(_NUMBER if individual_digits else _NUMBER + "+", regex.V1)
 
     def split_piece(self, piece: Piece, index: int) -> list[Piece]:
         spans = [m.span() for m in self._re.finditer(piece[0])]
