@@ -186,6 +186,7 @@ def test_convert_refuses_an_inexact_head_in_one_line(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "m"), str(tmp_path / "hf"), "--family", "electra"]) == 1
     err = capsys.readouterr().err
     assert "gelu" in err and "no exact attnlab counterpart" in err and "Traceback" not in err
+    assert "exports exactly as: albert (--family albert)" in err
 
 
 def test_convert_warns_when_the_source_has_no_tokenizer(tmp_path, capsys):

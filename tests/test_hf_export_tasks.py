@@ -290,3 +290,22 @@ def test_fine_tuned_export_matches_hf_pipeline(family: str, kind: str, tokenizer
     torch.testing.assert_close(getattr(a, field), getattr(b, field), atol=1e-6, rtol=0)
     if kind in ("classification", "token"):
         assert back.options["labels"] == model.options["labels"]
+
+
+def test_classifier_without_exact_family_head_takes_one_that_has_it(tokenizers, tmp_path: Path) -> None:
+    """An ELECTRA-shaped classifier (E != H): ELECTRA's HF head is gelu, but ALBERT's class holds the same
+    post-LN encoder with its projection and a tanh pooler, so the export picks it (with a warning) and HF's
+    pipeline agrees; a DistilBERT-shaped one (no segment embeddings) fits no family and is refused."""
+    config, tok = _setup("electra", tokenizers)
+    torch.manual_seed(0)
+    model = _fine_tune(_model("classification", config), "classification", tok, config)
+    save_model_dir(model, tok, tmp_path / "attnlab")
+    with pytest.warns(UserWarning, match="exported as HF albert"):
+        save_hf(model, tmp_path / "hf", tokenizer=tok)
+    assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == [
+        "AlbertForSequenceClassification"
+    ]
+    _compare_classification(tmp_path / "attnlab", tmp_path / "hf", regression=False)
+    config, tok = _setup("distilbert", tokenizers)
+    with pytest.raises(UnsupportedHeadError, match="no HF family holds this"):
+        save_hf(_model("classification", config), tmp_path / "distil", tokenizer=tok)

@@ -24,6 +24,7 @@ pooler has tanh) and DistilBERT's sequence classifier and multiple-choice head (
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,17 +162,33 @@ HF_TASK_SUFFIXES: dict[str, str] = {
 }
 
 
-def task_head(family: str, architecture: str, source: str) -> TaskHead:
+def task_head(family: str, architecture: str, source: str, config: Any = None) -> TaskHead:
     """The `TaskHead` of ``family``'s HF class for ``architecture``; `UnsupportedHeadError` with the reason
-    (and the families that have one) when there is none."""
+    and the families that would hold it exactly (those ``config``, when given, can be exported as)."""
     entry = TASK_HEADS.get(family, {}).get(architecture)
     if entry is not None:
         return entry
-    others = [f for f, heads in TASK_HEADS.items() if architecture in heads]
     reason = NOT_EXACT.get((family, architecture), f"{family} has no HF class for {architecture}")
-    raise UnsupportedHeadError(
-        f"{source}: {reason}; families with an exact {architecture}: {', '.join(others)}"
-    )
+    if config is None:
+        others = [f for f, heads in TASK_HEADS.items() if architecture in heads]
+        hint = f"families with an exact {architecture}: {', '.join(others)}"
+    else:
+        fits = exact_families(config, architecture)
+        hint = (
+            f"this model exports exactly as: {', '.join(fits)} (--family {fits[0]})"
+            if fits
+            else f"no HF family holds this {architecture} exactly"
+        )
+    raise UnsupportedHeadError(f"{source}: {reason}; {hint}")
+
+
+def exact_families(config: Any, architecture: str) -> list[str]:
+    """The families whose HF class holds ``architecture`` over an encoder of ``config`` exactly."""
+    return [
+        f
+        for f, heads in TASK_HEADS.items()
+        if architecture in heads and not export_problems(config, FAMILIES[f], "base")
+    ]
 
 
 def id2label(model: nn.Module) -> dict[int, str]:
@@ -215,8 +232,17 @@ def task_to_hf(
     family_name = family or infer_family(config, "base")
     if family_name not in FAMILIES:
         raise ValueError(f"unknown HF family {family_name!r}; valid: {', '.join(FAMILIES)}")
+    if family is None and name not in TASK_HEADS[family_name]:
+        fits = exact_families(config, name)
+        if fits:  # e.g. an ELECTRA-shaped classifier: ALBERT's class holds it exactly (E != H, post-LN)
+            warnings.warn(
+                f"{NOT_EXACT.get((family_name, name), family_name)}: exported as HF {fits[0]}, whose "
+                f"{name} is exact",
+                stacklevel=3,
+            )
+            family_name = fits[0]
     fam = FAMILIES[family_name]
-    entry = task_head(family_name, name, f"cannot export {name} as HF {family_name}")
+    entry = task_head(family_name, name, f"cannot export {name} as HF {family_name}", config)
     problems = export_problems(config, fam, "base")
     if problems:
         raise CheckpointError(
