@@ -15,7 +15,13 @@ Kinds of model (HF classes -> attnlab architecture):
 - ``mlm``: *ForMaskedLM (for ELECTRA, the generator) -> ``EncoderForPreTraining``;
 - ``pretraining``: BertForPreTraining (NSP), AlbertForPreTraining (SOP)
   -> ``EncoderForPreTraining`` with ``pair_head=True``;
-- ``rtd``: ElectraForPreTraining (the discriminator) -> ``ReplacedTokenDetection``.
+- ``rtd``: ElectraForPreTraining (the discriminator) -> ``ReplacedTokenDetection``;
+- fine-tuned task models (``*ForSequenceClassification``, ``*ForTokenClassification``,
+  ``*ForQuestionAnswering``, ``*ForMultipleChoice``) -> the attnlab task models, by the per-family head
+  tables of `attnlab.io.hf_tasks` (with ``id2label``/``label2id``).
+
+`save_hf` also writes the tokenizer (`attnlab.io.hf_tokenizer`: ``tokenizer.json``, vocabulary files and a
+``tokenizer_config.json`` whose class rebuilds the same pipeline) and a model card (`attnlab.io.model_card`).
 
 Reading decides the kind from the weights present (the ``architectures`` field of real checkpoints
 often names less than the file holds: bert-base-uncased says BertForMaskedLM and carries the NSP head).

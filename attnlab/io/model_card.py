@@ -186,7 +186,11 @@ def card_text(hf_config: Mapping[str, Any], record: Mapping[str, Any]) -> str:
     front = yaml.safe_dump(card_metadata(hf_config, record), sort_keys=False, allow_unicode=True)
     lines = ["---", front.rstrip("\n"), "---", ""]
     title = record.get("name") or record.get("task") or hf_class
-    lines += [f"# {title}", "", f"A `{hf_class}` ({hf_config.get('model_type')}) written by attnlab."]
+    lines += [
+        f"# {title}",
+        "",
+        f"HF transformers class `{hf_class}` ({hf_config.get('model_type')}), written by attnlab.",
+    ]
     task = record.get("task")
     if task:
         dataset = DATASETS.get(str(task))
