@@ -30,7 +30,7 @@ from attnlab.manifest import (
 from attnlab.models import EncoderForPreTraining, get_preset
 from attnlab.tasks.finetune import save_model_dir
 from attnlab.tokenizers import bert_wordpiece
-from attnlab.train.checkpoint import CHECKPOINT_FILES, read_checkpoint, verify_checkpoint
+from attnlab.train.checkpoint import CHECKPOINT_FILES, read_checkpoint, read_model_file, verify_checkpoint
 
 DAMAGES = ("flip-bit", "zero-4k", "truncate")
 
@@ -248,3 +248,51 @@ def test_fill_mask_on_a_damaged_model_is_an_error_not_nan(model_dir: Path, capsy
 def test_trainer_state_json_is_listed(trained) -> None:
     manifest = json.loads((trained[0] / "checkpoints" / "step-000006" / MANIFEST_NAME).read_text())
     assert manifest["format"] == "attnlab-manifest" and "trainer_state.json" in manifest["files"]
+
+
+# --------------------------------------------------------------------------- translation model directories
+
+
+def _seq2seq_dir(tmp_path: Path) -> Path:
+    from attnlab.translation import build_model
+    from attnlab.translation.config import transformer_tiny
+    from attnlab.translation.data import train_joint_bpe
+    from attnlab.translation.recipe import save_pretrained as save_seq2seq
+
+    tokenizer = train_joint_bpe(["a dog runs", "ein hund rennt", "two cats", "zwei katzen"], vocab_size=280)
+    torch.manual_seed(0)
+    model = build_model(transformer_tiny(vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, num_layers=1))
+    return save_seq2seq(model, tokenizer, tmp_path / "mt", run_id="r1")
+
+
+@pytest.mark.parametrize("file", ["model.safetensors", "config.json", "tokenizer.json"])
+def test_a_damaged_translation_model_is_named(tmp_path: Path, file: str) -> None:
+    from attnlab.translation.recipe import load_pretrained as load_seq2seq
+
+    directory = _seq2seq_dir(tmp_path)
+    assert read_manifest(directory).run_id == "r1"
+    load_seq2seq(directory)
+    damage(directory / file, "flip-bit")
+    with pytest.raises(IntegrityError, match=rf"mt[/\\]{re.escape(file)}: SHA-256"):
+        load_seq2seq(directory)
+
+
+def test_a_translation_model_with_nan_weights_is_refused(tmp_path: Path) -> None:
+    from attnlab.translation.recipe import load_pretrained as load_seq2seq
+
+    directory = _seq2seq_dir(tmp_path)
+    tensors = read_model_file(directory / "model.safetensors")
+    name = sorted(k for k, v in tensors.items() if v.is_floating_point())[0]
+    (directory / MANIFEST_NAME).unlink()  # as a hand-made directory: no manifest, still checked
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    with safe_open(directory / "model.safetensors", framework="pt") as f:
+        metadata = f.metadata()  # the tied names stay as written
+    raw = load_file(directory / "model.safetensors")
+    raw[name] = raw[name].clone()
+    raw[name].view(-1)[0] = float("inf")
+    save_file(raw, directory / "model.safetensors", metadata=metadata)
+    expected = rf"mt \(model\.safetensors\): tensor '{re.escape(name)}' holds 1 non-finite"
+    with pytest.raises(CheckpointError, match=expected):
+        load_seq2seq(directory)

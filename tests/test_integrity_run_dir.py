@@ -1,0 +1,64 @@
+"""The run-directory rule (attnlab.train.run_dir): an output directory holding another run is refused unless
+resume or overwrite; overwrite removes only that command's outputs; run.json is atomic and a broken one is
+named by file, line and column."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from attnlab.train.run_dir import RUN_FILE, RunDirectoryError, prepare_run_directory, read_run_file
+
+OUTPUTS = ["checkpoints", "model", "tokenizer.json"]
+
+
+def _claim(path: Path, **kw):
+    return prepare_run_directory(path, "cmd", OUTPUTS, log=lambda m: None, **kw)
+
+
+def test_a_fresh_directory_gets_a_run_id_in_run_json(tmp_path: Path) -> None:
+    run = _claim(tmp_path / "out", settings={"lr": 1e-3})
+    assert not run.resuming and len(run.run_id) == 12
+    info = json.loads((tmp_path / "out" / RUN_FILE).read_text())
+    assert info["run_id"] == run.run_id and info["command"] == "cmd" and info["settings"] == {"lr": 1e-3}
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [RUN_FILE]  # no temporary left behind
+
+
+def test_another_run_is_refused_then_resumed_or_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = _claim(out)
+    (out / "checkpoints").mkdir()
+    (out / "tokenizer.json").write_text("{}")
+    (out / "notes.txt").write_text("mine")  # not an output of the command: never touched
+    with pytest.raises(
+        RunDirectoryError, match=rf"holds an earlier run \(run id {first.run_id}, run\.json, "
+    ):
+        _claim(out)
+    with pytest.raises(RunDirectoryError, match="not both"):
+        _claim(out, resume=True, overwrite=True)
+
+    resumed = _claim(out, resume=True)
+    assert resumed.resuming and resumed.run_id == first.run_id
+    assert len(json.loads((out / RUN_FILE).read_text())["resumed"]) == 1
+
+    fresh = _claim(out, overwrite=True)
+    assert not fresh.resuming and fresh.run_id != first.run_id
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", RUN_FILE]
+
+
+def test_outputs_without_run_json_count_as_an_earlier_run(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    with pytest.raises(RunDirectoryError, match=r"holds an earlier run \(model\)"):
+        _claim(tmp_path)
+    assert _claim(tmp_path, resume=True).resuming
+
+
+def test_a_broken_run_json_is_named_with_line_and_column(tmp_path: Path) -> None:
+    (tmp_path / RUN_FILE).write_text('{\n  "run_id": \n}')
+    with pytest.raises(RunDirectoryError, match=r"run\.json:3:1: invalid JSON"):
+        read_run_file(tmp_path)
+    with pytest.raises(RunDirectoryError, match=r"run\.json:3:1: invalid JSON"):
+        _claim(tmp_path, resume=True)
+    assert not _claim(tmp_path, overwrite=True).resuming  # --overwrite replaces it without reading it
