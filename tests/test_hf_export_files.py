@@ -173,6 +173,11 @@ def test_finetune_then_convert_exports_labels_tokenizer_and_card(tmp_path, capsy
         warnings.simplefilter("ignore")
         pipe = transformers.pipeline("text-classification", model=str(hf), device="cpu")
     assert pipe("a good film")[0]["label"] in ("negative", "positive")
+    # a run from before training_run.json: the card still reports the run's dev metrics (results.json)
+    (best / "training_run.json").unlink()
+    assert main(["convert", str(best), str(tmp_path / "hf2"), "--to", "hf"]) == 0
+    meta2 = yaml.safe_load((tmp_path / "hf2" / "README.md").read_text().split("---\n")[1])
+    assert meta2["model-index"][0]["results"][0]["metrics"] == value
 
 
 def test_convert_refuses_an_inexact_head_in_one_line(tmp_path, capsys):

@@ -121,12 +121,7 @@ def finetune_record(
     return record
 
 
-def read_training_record(directory: str | os.PathLike) -> dict[str, Any]:
-    """The ``training_run.json`` of a model directory, or {} when it has none; a malformed one is an error
-    naming the file."""
-    path = Path(directory) / TRAINING_RECORD
-    if not path.is_file():
-        return {}
+def _read_object(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -134,6 +129,34 @@ def read_training_record(directory: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def read_training_record(directory: str | os.PathLike) -> dict[str, Any]:
+    """The ``training_run.json`` of a model directory; for a ``RUN/best`` fine-tuned before it was written,
+    what ``RUN/results.json`` says (task, the kept run's dev metrics); {} when neither is there. A malformed
+    file is an error naming it."""
+    directory = Path(directory)
+    path = directory / TRAINING_RECORD
+    if path.is_file():
+        return _read_object(path)
+    results = directory.parent / "results.json"
+    if directory.name != "best" or not results.is_file():
+        return {}
+    data = _read_object(results)
+    runs = [r for r in data.get("runs") or [] if isinstance(r, dict) and r.get("best_dir")]
+    metric = data.get("metric")
+    chosen = [r for r in runs if r.get("learning_rate") == data.get("learning_rate")]
+
+    def score(run: dict[str, Any]) -> float:
+        value = (run.get("best") or {}).get(metric)
+        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else -math.inf
+
+    best = max(chosen, key=score, default=None)
+    if not isinstance(data.get("task"), str) or best is None:
+        return {}
+    return finetune_record(
+        data["task"], None, best.get("best") or {}, learning_rate=data.get("learning_rate"), command=""
+    )
 
 
 def card_metadata(hf_config: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
