@@ -296,3 +296,24 @@ def test_a_translation_model_with_nan_weights_is_refused(tmp_path: Path) -> None
     expected = rf"mt \(model\.safetensors\): tensor '{re.escape(name)}' holds 1 non-finite"
     with pytest.raises(CheckpointError, match=expected):
         load_seq2seq(directory)
+
+
+# --------------------------------------------------------------------------- attnlab verify
+
+
+def test_cli_verify_names_the_damaged_checkpoint_and_update_reseals(trained, tmp_path: Path, capsys) -> None:
+    run = _copy(trained[0], tmp_path)
+    (run / "data").mkdir()
+    (run / "data" / MANIFEST_NAME).write_text('{"key": "a shard cache, not ours"}')  # skipped
+    assert main(["verify", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("ok ") == 2 and f"run id {trained[3]}" in out
+    damage(run / "checkpoints" / "step-000004" / "training_state.pt", "zero-4k")
+    assert main(["verify", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "DAMAGED" in out and "step-000004" in out and "training_state.pt: SHA-256" in out
+    assert main(["verify", "--update", str(run / "checkpoints" / "step-000004")]) == 0
+    assert "re-hashed ['training_state.pt']" in capsys.readouterr().out
+    assert main(["verify", str(run)]) == 0
+    assert main(["verify", str(tmp_path / "nothing-here")]) == 2  # a user error, one line
+    assert "not a directory" in capsys.readouterr().err
