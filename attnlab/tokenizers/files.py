@@ -26,6 +26,7 @@ from attnlab.tokenizers import decoders as dec
 from attnlab.tokenizers import normalizers as norm
 from attnlab.tokenizers import pre_tokenizers as pre
 from attnlab.tokenizers import processors as proc
+from attnlab.tokenizers.json_floats import serde_float
 from attnlab.tokenizers.models import BPE, Model, Unigram, WordPiece
 from attnlab.tokenizers.precompiled import Precompiled, PrecompiledFormatError
 from attnlab.tokenizers.tokenizer import (
@@ -686,7 +687,8 @@ def tokenizer_from_json(data: Any, source: str = "tokenizer.json") -> Tokenizer:
 
 def tokenizer_from_json_str(text: str, source: str = "tokenizer.json") -> Tokenizer:
     try:
-        data = json.loads(text)
+        # Numbers as HF's Rust reader parses them (json_floats): the same Unigram scores, to the last bit.
+        data = json.loads(text, parse_float=serde_float)
     except json.JSONDecodeError as e:
         raise TokenizerFileError(f"{source}: not valid JSON ({e})") from None
     return tokenizer_from_json(data, source)
