@@ -214,7 +214,9 @@ def test_convert_reads_a_hf_task_export_back_with_its_head_and_tokenizer(tmp_pat
                            intermediate_size=37, max_position_embeddings=66, type_vocab_size=1,
                            pad_token_id=1, position_offset=2, layer_norm_eps=1e-5)  # fmt: skip
     torch.manual_seed(0)
-    model = EncoderForSequenceClassification.from_config(config, 3, ["a", "b", "c"]).eval()
+    model = EncoderForSequenceClassification.from_config(
+        config, 3, ["a", "b", "c"], classifier_dropout=0.2
+    ).eval()
     save_hf(model, tmp_path / "hf", tokenizer=tok)
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == [
         "RobertaForSequenceClassification"
@@ -222,7 +224,7 @@ def test_convert_reads_a_hf_task_export_back_with_its_head_and_tokenizer(tmp_pat
     assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "back")]) == 0
     assert "RobertaForSequenceClassification" not in capsys.readouterr().err
     back = load_model(tmp_path / "back")
-    assert back.options["labels"] == ["a", "b", "c"]
+    assert back.options["labels"] == ["a", "b", "c"] and back.options["classifier_dropout"] == 0.2
     ids = torch.tensor([load_tokenizer(tmp_path / "back").encode(SAMPLES[0]).ids])
     with torch.no_grad():
         torch.testing.assert_close(back(ids).logits, model(ids).logits, atol=1e-6, rtol=0)

@@ -3,7 +3,7 @@
 One `TaskHead` record per (family, attnlab task architecture) says which HF class holds the model, where
 its head's weights live and whether its base model keeps a pooler; the encoder's weights go through the
 family's layout in `attnlab.io.hf`. Every entry is exact: the HF class computes the same logits as the
-attnlab model on the same inputs (tested with ``transformers.pipeline`` in tests/test_hf_export_tasks.py).
+attnlab model on the same inputs (tests/test_hf_export_tasks.py).
 
 =================  ==========================================================================================
 attnlab            HF class and head weights (attnlab -> HF)
@@ -17,8 +17,12 @@ MultipleChoice     BERT, RoBERTa, ALBERT: pooler + ``classifier``. ELECTRA: pool
                    ``sequence_summary.summary`` with ``summary_activation="tanh"`` (HF's default: gelu)
 =================  ==========================================================================================
 
-Not exact, so refused with the reason: ELECTRA's sequence classifier (HF hard-codes gelu where attnlab's
-pooler has tanh) and DistilBERT's sequence classifier and multiple-choice head (``pre_classifier`` + ReLU).
+Not exact: ELECTRA's sequence classifier (HF hard-codes gelu where attnlab's pooler has tanh) and
+DistilBERT's sequence classifier and multiple-choice head (``pre_classifier`` + ReLU). With no family
+named, such a model is exported as a family whose class holds it exactly (an ELECTRA-shaped classifier as
+ALBERT: post-LN, E != H, tanh pooler), with a warning; otherwise it is refused with the reason.
+Classification and token classification are compared with ``transformers.pipeline``; question answering
+(HF 5 has no such pipeline) and multiple choice through ``AutoModelFor*`` on ``AutoTokenizer``'s inputs.
 """
 
 from __future__ import annotations
@@ -145,12 +149,12 @@ NOT_EXACT: dict[tuple[str, str], str] = {
 }
 
 # HF config field of the classifier's dropout, per family (training only; kept for a faithful round trip).
+# DistilBERT's token classifier uses the encoder's ``dropout``: nothing of its own to write.
 _DROPOUT_FIELD = {
     "bert": "classifier_dropout",
     "roberta": "classifier_dropout",
     "electra": "classifier_dropout",
     "albert": "classifier_dropout_prob",
-    "distilbert": "seq_classif_dropout",
 }
 
 # HF class-name suffix -> attnlab task architecture
@@ -210,7 +214,7 @@ def task_config_to_hf(
         if name == SEQ:
             hf["problem_type"] = "regression" if len(labels) == 1 else "single_label_classification"
     dropout = options.get("classifier_dropout")
-    if dropout is not None and name != QA:
+    if dropout is not None and name != QA and family_name in _DROPOUT_FIELD:
         hf[_DROPOUT_FIELD[family_name]] = dropout
     hf.update(entry.config)
     if "summary_type" in entry.config:  # ELECTRA's SequenceSummary: its last dropout is the classifier's
@@ -353,6 +357,9 @@ def load_hf_task(
     if name in (SEQ, TOKEN):
         n, labels = labels_from_hf(hf, str(config_path))
         options = {"num_labels": n, "labels": labels}
+    dropout = hf.get(_DROPOUT_FIELD.get(family, ""))
+    if name != QA and isinstance(dropout, (int, float)) and not isinstance(dropout, bool):
+        options["classifier_dropout"] = float(dropout)  # training only; kept for a faithful round trip
     model = build_model(name, config, options, init=False)  # every weight is loaded next
     state = {f"encoder.{k}": v for k, v in encoder.state_dict().items()}
     for key in model.state_dict():  # a pooler the HF class lacks must come from the head weights
