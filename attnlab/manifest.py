@@ -201,7 +201,7 @@ def verify_directory(
         if required:
             raise IntegrityError(
                 f"{directory}: no {MANIFEST_NAME}, so its files cannot be verified (written by an older "
-                "attnlab, or not a finished checkpoint)"
+                f"attnlab?); if you trust them, `attnlab verify --update {directory}` writes one"
             )
         return None
     names = manifest.files if files is None else [n for n in files if n in manifest.files]

@@ -182,8 +182,10 @@ def test_when_no_checkpoint_verifies_every_reason_is_listed(trained, tmp_path: P
 def test_a_checkpoint_without_manifest_is_not_trusted(trained, tmp_path: Path) -> None:
     run = _copy(trained[0], tmp_path)
     (run / "checkpoints" / "step-000006" / MANIFEST_NAME).unlink()
-    with pytest.raises(IntegrityError, match=r"step-000006: no manifest\.json"):
+    with pytest.raises(IntegrityError, match=r"step-000006: no manifest\.json.*attnlab verify --update"):
         read_checkpoint(run / "checkpoints" / "step-000006")
+    assert main(["verify", "--update", str(run / "checkpoints" / "step-000006")]) == 0  # trusted: sealed
+    assert read_checkpoint(run / "checkpoints" / "step-000006").run_id is None
 
 
 def test_a_fresh_run_refuses_another_runs_checkpoints(trained, tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--update",
         action="store_true",
-        help="re-hash the files each manifest lists and write it again (for files changed on purpose; "
-        "default: only check)",
+        help="re-hash the files each manifest lists and write it again, or seal a PATH without one (for "
+        "files changed on purpose, or a checkpoint of an older attnlab; default: only check)",
     )
     p.set_defaults(func=run_verify)
 
@@ -76,11 +76,15 @@ def _check(directory: Path) -> str:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from attnlab.manifest import IntegrityError
+    from attnlab.manifest import IntegrityError, write_manifest
 
     damaged = checked = 0
     for root in map(Path, args.paths):
         directories = sealed_directories(root)
+        if not directories and args.update:  # e.g. a checkpoint of an older attnlab: seal what is there
+            print(f"sealed {root}: {sorted(write_manifest(root).files)}")
+            checked += 1
+            continue
         if not directories:
             print(f"{root}: no manifest.json at or under it: nothing to verify", file=sys.stderr)
             damaged += 1

@@ -427,8 +427,8 @@ class Trainer:
         """Run until ``total_steps`` optimizer steps (counting those before a resume), the time budget
         ``config.max_minutes`` of this invocation, or a signal."""
         cfg, ctx = self.config, self.context
+        self._refuse_foreign_checkpoints()  # every rank: all stop alike, none waits in a collective
         if ctx.is_main:
-            self._refuse_foreign_checkpoints()
             self.output_dir.mkdir(parents=True, exist_ok=True)
             remove_stale_temporaries(self.checkpoint_root)
             self._logger = RunLogger(self.output_dir, tensorboard=cfg.tensorboard)
