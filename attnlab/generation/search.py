@@ -61,15 +61,20 @@ def search(
 ) -> SearchResult:
     """Greedy (``do_sample=False``) or sampled continuations of ``prefix`` (B, P); ``limits`` (B,) the most
     tokens each row may generate; ``prefix_mask`` (B, P) 0 at left padding (hidden from the processors)."""
-    b = prefix.size(0)
+    b, p = prefix.shape
     device = prefix.device
-    tokens = prefix
+    steps = int(limits.max()) if b else 0
+    buffer = prefix.new_full((b, p + steps), pad_token_id)  # (B, P + steps): written one column per step
+    buffer[:, :p] = prefix
     done = torch.zeros(b, dtype=torch.bool, device=device)
     ended = torch.zeros(b, dtype=torch.bool, device=device)
     lengths = torch.zeros(b, dtype=torch.long, device=device)
     scores = torch.zeros(b, dtype=torch.float32, device=device) if want_scores else None
-    steps = int(limits.max()) if b else 0
+    # Rows can only end early with EOS, a stop check or unequal limits; without any, skip the bookkeeping.
+    track = eos_token_id is not None or stop is not None or bool(limits.min() != limits.max())
+    step = 0
     for step in range(1, steps + 1):
+        tokens = buffer[:, : p + step - 1]  # (B, t)
         logits = state.logits(tokens)  # (B, V)
         if processors:
             processed = apply_processors(processors, mark_padding(tokens, prefix_mask), logits)
@@ -80,17 +85,24 @@ def search(
             nxt = torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B,)
         else:
             nxt = processed.argmax(dim=-1)
-        nxt = nxt.masked_fill(done, pad_token_id)
+        if track:
+            nxt = nxt.masked_fill(done, pad_token_id)
         if scores is not None:
             chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1)
             scores += chosen.masked_fill(done, 0.0)
-        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+        buffer[:, p + step - 1] = nxt
+        if not track:
+            if on_step is not None:
+                on_step(nxt, done if step < steps else ~done)
+            continue
         lengths += (~done).long()
-        is_eos = nxt.eq(eos_token_id) & ~done if eos_token_id is not None else torch.zeros_like(done)
-        ended |= is_eos
-        newly = is_eos | limits.le(step)
+        newly = limits.le(step)
+        if eos_token_id is not None:
+            is_eos = nxt.eq(eos_token_id) & ~done
+            ended |= is_eos
+            newly |= is_eos
         if stop is not None:
-            generated = tokens[:, prefix.size(1) :]
+            generated = buffer[:, p : p + step]
             for i in (~done & ~newly).nonzero().flatten().tolist():
                 if stop(i, generated[i, : int(lengths[i])].tolist()):
                     newly[i] = True
@@ -99,4 +111,6 @@ def search(
             on_step(nxt, done)
         if bool(done.all()):
             break
-    return SearchResult(tokens[:, prefix.size(1) :], lengths, ended, scores)
+    if not track:
+        lengths.fill_(step)
+    return SearchResult(buffer[:, p : p + step], lengths, ended, scores)

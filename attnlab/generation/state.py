@@ -35,15 +35,16 @@ class CausalLMState:
     the cache is tested against).
     """
 
-    def __init__(self, model: torch.nn.Module, attention_mask: Tensor, use_cache: bool = True) -> None:
+    def __init__(self, model: torch.nn.Module, attention_mask: Tensor | None, use_cache: bool = True) -> None:
         self.model = model
-        self.mask = attention_mask  # (R, t)
+        # (R, t); None when no prompt is padded: the model then needs no padding mask at all (cheaper steps)
+        self.mask = None if attention_mask is None or bool(attention_mask.all()) else attention_mask
         self.cache = model.new_cache() if use_cache else None
         self.seen = 0  # tokens already in the cache
 
     def logits(self, tokens: Tensor) -> Tensor:
         t = tokens.size(1)
-        if t > self.mask.size(1):  # generated tokens since the last call
+        if self.mask is not None and t > self.mask.size(1):  # generated tokens since the last call
             ones = self.mask.new_ones(self.mask.size(0), t - self.mask.size(1))
             self.mask = torch.cat([self.mask, ones], dim=1)
         if self.cache is None:
@@ -54,6 +55,7 @@ class CausalLMState:
         return out.logits[:, -1].float()  # (R, V)
 
     def select(self, rows: Tensor) -> None:
-        self.mask = self.mask.index_select(0, rows)
+        if self.mask is not None:
+            self.mask = self.mask.index_select(0, rows)
         if self.cache is not None:
             reorder_cache(self.cache, rows)
