@@ -278,8 +278,8 @@ def train_translation(
         eval_batches = list(
             TokenBatchLoader(valid_enc.examples, max_tokens, ids["pad"], config.start_token_id, shuffle=False)
         )
-    trainer_settings = dict(
-        save_every=save_every, keep_last=max(average_last, 1), seed=seed, log_every=10, eval_every=0
+    trainer_settings = dict(  # at least 2 checkpoints kept: one to fall back to if the newest is damaged
+        save_every=save_every, keep_last=max(average_last, 2), seed=seed, log_every=10, eval_every=0
     )
     if minutes is not None:
         trainer_settings["max_minutes"] = minutes  # ends normally at the first step after the budget
