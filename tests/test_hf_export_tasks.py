@@ -54,6 +54,8 @@ NOT_EXACT = {("electra", "classification"), ("electra", "regression")} | {
 def _one_thread():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny matrices on shared CPUs
+    import transformers.pipelines  # noqa: F401  (a one-time import of several seconds, paid once here)
+
     yield
     torch.set_num_threads(threads)
 
