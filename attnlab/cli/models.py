@@ -4,6 +4,11 @@ attnlab info bert-base-uncased          # a preset: its config and parameter cou
 attnlab info runs/bert/checkpoint       # an attnlab or HF transformers directory
 attnlab convert hf/bert-base-uncased out/bert --dtype bfloat16   # HF -> attnlab (detected)
 attnlab convert out/bert hf/export --family bert                 # attnlab -> HF (detected)
+attnlab convert runs/sst2/best hf/sst2                           # fine-tuned -> BertForSequenceClass.
+
+An export to HF holds the weights and config.json (task models as ``*For{Task}`` with id2label), the
+tokenizer (tokenizer.json, vocabulary files, a tokenizer_config.json whose class rebuilds it) and a model
+card (README.md) with what the fine-tuning run recorded: task, data set, dev metrics, command.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "convert",
         help="convert a checkpoint directory between HF transformers and attnlab layouts",
         description="Convert SRC to DST. The direction is detected from SRC (a HF config.json has "
-        "model_type) unless --to is given.",
+        "model_type) unless --to is given. Fine-tuned task models export as the family's *For{Task} "
+        "class with their label names; the tokenizer and a model card (README.md) go with an export.",
     )
     convert.add_argument("src", metavar="SRC", help="source directory (HF transformers or attnlab)")
     convert.add_argument("dst", metavar="DST", help="destination directory (created if needed)")
