@@ -349,3 +349,19 @@ def test_pairs_all_longer_than_max_length_name_the_files(tmp_path) -> None:
     data = read_parallel(tmp_path / "a.en", tmp_path / "a.de")
     with pytest.raises(ValueError, match=r"a\.en / .*a\.de: all 4 pairs .* max_length=2"):
         encode_pairs(train_joint_bpe(EN + DE, 300), data, max_length=2)
+
+
+def test_evaluate_on_another_task_warns_naming_both(shared, capsys) -> None:
+    """A model fine-tuned on mrpc (its run's results.json says so) scored on sst2: it runs, with a warning."""
+    argv = [
+        "evaluate",
+        "--task",
+        "sst2",
+        "--data-dir",
+        str(shared / "sst2"),
+        "--model",
+        str(shared / "ft" / "best"),
+    ]
+    assert main([*argv, "--json"]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "mrpc" in err and "sst2" in err and str(shared / "ft" / "best") in err

@@ -130,3 +130,21 @@ def test_describe_defaults_leaves_stated_defaults_alone() -> None:
         and helps["c"] == "a share (default: 50%%)"
     )
     p.format_help()  # "%%" is argparse's escape: formatting must not fail
+
+
+def test_finetune_shows_a_progress_bar_by_default() -> None:
+    parser = build_parser()
+    base = ["finetune", "--task", "sst2", "--data-dir", "d", "--model", "m"]
+    assert parser.parse_args(base).progress is True
+    assert parser.parse_args([*base, "--no-progress"]).progress is False
+
+
+def test_one_name_for_the_output_directory() -> None:
+    """``--output-dir`` everywhere a command writes a directory; the older ``--output``/``--out`` stay."""
+    parser = build_parser()
+    avg = ["translate-average", "run"]
+    assert parser.parse_args([*avg, "--output-dir", "a"]).output_dir == "a"
+    assert parser.parse_args([*avg, "--output", "a"]).output_dir == "a"
+    tok = ["tokenizer", "train", "--kind", "bpe", "--vocab-size", "300", "--files", "c.txt"]
+    assert parser.parse_args([*tok, "--output-dir", "t"]).out == "t"
+    assert parser.parse_args([*tok, "--out", "t"]).out == "t"

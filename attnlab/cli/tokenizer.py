@@ -1,11 +1,12 @@
 """``attnlab tokenizer``: train a subword vocabulary, and encode text with a saved tokenizer.
 
-    attnlab tokenizer train --kind wordpiece --vocab-size 30000 --files a.txt b.txt --out tok/
+    attnlab tokenizer train --kind wordpiece --vocab-size 30000 --files a.txt b.txt --output-dir tok/
     attnlab tokenizer encode tok/ --text "Hello world" --json
 
-``train`` writes the field's files into ``--out``: ``tokenizer.json`` always, plus ``vocab.txt``
-(WordPiece) or ``vocab.json`` + ``merges.txt`` (BPE, byte-level BPE). ``encode`` loads any directory that
-:func:`attnlab.tokenizers.load_tokenizer` understands (ours, or a BERT/RoBERTa/ALBERT checkpoint's).
+``train`` writes the field's files into ``--output-dir`` (or ``--out``): ``tokenizer.json`` always, plus
+``vocab.txt`` (WordPiece) or ``vocab.json`` + ``merges.txt`` (BPE, byte-level BPE). ``encode`` loads any
+directory that :func:`attnlab.tokenizers.load_tokenizer` understands (ours, or a BERT/RoBERTa/ALBERT
+checkpoint's).
 """
 
 from __future__ import annotations
@@ -33,14 +34,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train = sub.add_parser(
         "train",
         help="train a vocabulary on text files",
-        description="Train a tokenizer on UTF-8 text files (one text per line) and save it to --out.",
+        description="Train a tokenizer on UTF-8 text files (one text per line) and save it to --output-dir.",
     )
     train.add_argument("--kind", required=True, choices=KINDS, help="the tokenizer family")
     train.add_argument(
         "--vocab-size", type=positive_int, required=True, help="vocabulary size, specials included"
     )
     train.add_argument("--files", nargs="+", required=True, metavar="FILE", help="training text files")
-    train.add_argument("--out", required=True, metavar="DIR", help="directory to write the files to")
+    train.add_argument(
+        "--output-dir",
+        "--out",
+        dest="out",
+        required=True,
+        metavar="DIR",
+        help="directory to write the files to",
+    )
     train.add_argument(
         "--lowercase", action=argparse.BooleanOptionalAction, default=None,
         help="lowercase (and, for wordpiece, strip accents); default: yes for wordpiece and unigram, no for "
