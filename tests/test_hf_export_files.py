@@ -21,7 +21,7 @@ from attnlab.io import save_hf  # noqa: E402
 from attnlab.io.hf_tokenizer import hf_tokenizer_config  # noqa: E402
 from attnlab.io.model_card import card_text, finetune_record  # noqa: E402
 from attnlab.models import EncoderConfig, EncoderForSequenceClassification  # noqa: E402
-from attnlab.tasks.finetune import get_task, model_labels  # noqa: E402
+from attnlab.tasks.finetune import data_labels, get_task, model_labels  # noqa: E402
 from attnlab.tokenizers import train_tokenizer  # noqa: E402
 
 CORPUS = [
@@ -96,6 +96,11 @@ def test_glue_tasks_store_the_data_sets_label_names():
         "neutral",
     ]
     assert model_labels(get_task("conll2003"), ["O", "B-PER"]) == ["O", "B-PER"]
+    # and back to the files' codes, for scoring a model on the data set (HF checkpoints: NEGATIVE/POSITIVE)
+    assert data_labels(get_task("sst2"), ["negative", "positive"]) == ["0", "1"]
+    assert data_labels(get_task("sst2"), ["NEGATIVE", "POSITIVE"]) == ["0", "1"]
+    assert data_labels(get_task("sst2"), ["positive", "negative"]) == ["positive", "negative"]
+    assert data_labels(get_task("mnli"), ["contradiction", "entailment", "neutral"])[0] == "contradiction"
 
 
 def test_model_card_front_matter_is_yaml_with_the_measured_metrics():

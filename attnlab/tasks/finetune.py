@@ -214,10 +214,13 @@ def model_labels(spec: TaskSpec, labels: Sequence[str]) -> list[str]:
 
 
 def data_labels(spec: TaskSpec, names: Sequence[str] | None) -> list[str] | None:
-    """Inverse of `model_labels`: a model's class names as the data files write them."""
-    if names is not None and spec.label_names is not None and list(names) == list(spec.label_names):
+    """Inverse of `model_labels`: a model's class names as the data files write them (case aside: HF
+    checkpoints often say NEGATIVE/POSITIVE)."""
+    if names is None:
+        return None
+    if spec.label_names is not None and [n.lower() for n in names] == list(spec.label_names):
         return list(spec.labels or ())
-    return None if names is None else list(names)
+    return list(names)
 
 
 def task_labels(spec: TaskSpec, train_examples: Sequence[Any], regression: bool = False) -> list[str] | None:
@@ -947,6 +950,7 @@ __all__ = [
     "RunResult",
     "TaskEvaluator",
     "TaskSpec",
+    "data_labels",
     "evaluate_directory",
     "evaluate_features",
     "finetune",
