@@ -127,7 +127,7 @@ def test_pretrain_cli_on_a_tiny_corpus(tmp_path, capsys):
     assert main(["fill-mask", str(out / "generator"), "the [MASK] reads a file."]) == 0
     # a second run reuses the tokenizer and the shards; it must say whether to resume or start again
     assert main(args) == 2
-    assert "holds checkpoints of an earlier run" in capsys.readouterr().err
+    assert "holds an earlier run" in capsys.readouterr().err
     assert main([*args, "--resume"]) == 0
     assert "reusing prepared shards" in capsys.readouterr().out
     assert main(["pretrain", "--corpus", str(tmp_path / "nope.txt"), "--output", str(out)]) == 2

@@ -32,6 +32,7 @@ DEMO_SENTENCES = (
     ("Parse the arguments given on the [MASK] line.", "command"),
 )
 SECTIONS = ("masking", "model", "trainer")
+PRETRAIN_OUTPUTS = ("train", "model", "generator", "hf", "tokenizer")  # what a run writes in --output
 # accuracy a run must add to the unigram guess before its result is called learning (5 points)
 LEARNED_MARGIN = 0.05
 
@@ -188,6 +189,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from attnlab.tokenizers import load_tokenizer
     from attnlab.train import setup_distributed
     from attnlab.train.distributed import barrier
+    from attnlab.train.run_dir import prepare_run_directory, read_run_file
 
     ctx = setup_distributed()  # one process unless launched by torchrun
     log = print if ctx.is_main else (lambda message: None)
@@ -221,6 +223,17 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     trainer_overrides = {"progress_bar": not args.no_progress, **overrides["trainer"]}
     trainer_overrides.setdefault("save_every", 200)
     trainer_overrides.setdefault("log_every", 10)
+
+    # one rule for run directories (attnlab.train.run_dir): another run's outputs are refused unless --resume
+    # or --overwrite; --overwrite removes them all, the old tokenizer too (the shard cache in data/ is keyed
+    # by corpus and tokenizer, so it is reused only when both are the same)
+    overwrite = args.overwrite or (builtin and not args.resume)
+    if ctx.is_main:
+        prepare_run_directory(
+            out, "pretrain", PRETRAIN_OUTPUTS, resume=args.resume, overwrite=overwrite, log=log
+        )
+    barrier(ctx)
+    run_id = (read_run_file(out) or {}).get("run_id")
 
     if builtin:
         corpus_file = out / "corpus" / "stdlib_docstrings.txt"
@@ -265,7 +278,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     result = pretrain(
         recipe, tokenizer, train_corpus, heldout, out, preset=preset, model_overrides=overrides["model"],
         trainer_overrides=trainer_overrides, minutes=minutes, auto_steps=auto_steps, resume=args.resume,
-        overwrite=args.overwrite or builtin, eval_examples=args.eval_examples, seed=args.seed, log=log,
+        overwrite=overwrite, eval_examples=args.eval_examples, seed=args.seed, run_id=run_id, log=log,
     )  # fmt: skip
     if not ctx.is_main:
         return 0

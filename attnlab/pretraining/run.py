@@ -41,6 +41,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from attnlab.atomic import write_json_atomic
 from attnlab.data import (
     MaskedDataset,
     Masker,
@@ -51,6 +52,7 @@ from attnlab.data import (
     prepare_shards,
     read_documents,
 )
+from attnlab.manifest import new_run_id, write_manifest
 from attnlab.models import (
     EncoderConfig,
     EncoderForPreTraining,
@@ -66,6 +68,7 @@ from attnlab.pretraining.span_boundary import SpanBertForPreTraining
 from attnlab.train import ResumableLoader, Trainer, TrainerConfig, latest_checkpoint, set_seed
 from attnlab.train.config import resolve_warmup
 from attnlab.train.distributed import all_gather_object, barrier, current_context
+from attnlab.train.run_dir import RUN_FILE, read_run_file
 
 # Held-out MLM accuracy and perplexity are measured with BERT's 15% of the tokens masked (Devlin et al.
 # 2019, 3.1), whatever the recipe trains with.
@@ -249,7 +252,11 @@ def prepare_corpus(
         "heldout_every": heldout_every,
     }
     if manifest_path.is_file():
-        manifest = json.loads(manifest_path.read_text())
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            manifest = {}  # a damaged cache record: prepare again (the shards are rewritten)
+            log(f"{manifest_path}: not valid JSON; preparing the shards again")
         if manifest.get("key") == _fingerprint(key):
             log(f"reusing prepared shards in {out} ({manifest['train_tokens']:,} training tokens)")
             return ShardedCorpus(out / "train", tokenizer), ShardedCorpus(out / "heldout", tokenizer)
@@ -275,7 +282,7 @@ def prepare_corpus(
         "heldout_tokens": heldout.tokens,
         "tokens_per_second": train.tokens_per_second,
     }
-    manifest_path.write_text(json.dumps(manifest, indent=1))
+    write_json_atomic(manifest, manifest_path, indent=1)
     return ShardedCorpus(out / "train", tokenizer), ShardedCorpus(out / "heldout", tokenizer)
 
 
@@ -506,7 +513,7 @@ def _save_tokenizer(tokenizer: Any, directory: Path, recipe: Recipe, max_length:
             for role in ("cls", "sep", "mask", "pad")
         },
     }
-    (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
+    write_json_atomic(config, directory / "tokenizer_config.json", indent=1)
 
 
 def pretrain(
@@ -525,6 +532,7 @@ def pretrain(
     overwrite: bool = False,
     eval_examples: int = 1024,
     seed: int = 0,
+    run_id: str | None = None,
     log: Callable[[str], None] = print,
 ) -> PretrainResult:
     """Train ``recipe`` on prepared shards and save the final model; see the module docstring.
@@ -533,7 +541,9 @@ def pretrain(
     evaluated and saved); with ``auto_steps`` the run's ``max_steps`` is first set to what fits in it, so
     that the learning-rate schedule ends when time does. ``resume`` continues from the newest checkpoints;
     without it, checkpoints of an earlier run in ``output_dir`` are an error unless ``overwrite`` (then they
-    are deleted).
+    are deleted). ``run_id`` (default: the resumed run's, or a new one) goes into run.json, every
+    checkpoint's manifest and the saved model's (`attnlab.manifest`), so that no other run's files are taken
+    for this one's.
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -551,8 +561,12 @@ def pretrain(
     t_start = time.monotonic()
     deadline = t_start + 60.0 * minutes if minutes is not None else None
     trainer_overrides = dict(trainer_overrides or {})
-    run_path = out / "run.json"
-    previous = json.loads(run_path.read_text()) if resume and run_path.is_file() else {}
+    run_path = out / RUN_FILE
+    info = read_run_file(out) or {}  # the earlier run's plan, or what the CLI's claim wrote
+    previous = info if resume else {}
+    run_id = run_id or (info.get("run_id") if resume else None) or new_run_id()
+    if info.get("run_id") != run_id:
+        info = {}  # an earlier run's record, not this run's
 
     config = model_config(recipe, preset or recipe.preset, tokenizer, **(model_overrides or {}))
     set_seed(seed)
@@ -596,8 +610,9 @@ def pretrain(
 
     def write_plan(**extra: Any) -> None:
         if ctx.is_main:
-            run = {"recipe": recipe.to_dict(), "model_config": config.to_dict(), **plan, **extra}
-            run_path.write_text(json.dumps(run, indent=1, default=str))
+            info.update(run_id=run_id, recipe=recipe.to_dict(), model_config=config.to_dict())
+            info.update(**plan, **extra)
+            write_json_atomic(json.loads(json.dumps(info, default=str)), run_path, indent=1)
 
     write_plan()
 
@@ -628,6 +643,7 @@ def pretrain(
         previous_trainer = trainer
         trainer = Trainer(
             model, cfg, loader(k), eval_data=eval_loader, metric_fn=metric, callbacks=callbacks,
+            run_id=run_id,
             optimizer=previous_trainer.optimizer if previous_trainer else None,
             scheduler=previous_trainer.scheduler if previous_trainer else None,
         )  # fmt: skip
@@ -661,7 +677,7 @@ def pretrain(
     timed_out = deadline is not None and time.monotonic() >= deadline
     model_dir = out / "model"
     if ctx.is_main:
-        save_final(model, tokenizer, recipe, out, config, log)
+        save_final(model, tokenizer, recipe, out, config, log, run_id=run_id)
     barrier(ctx)
     summary = {
         "steps": trainer.step,
@@ -690,6 +706,8 @@ def save_final(
     out: Path,
     config: EncoderConfig,
     log: Callable[[str], None] = print,
+    *,
+    run_id: str | None = None,
 ) -> Path:
     """OUTPUT/model (attnlab), OUTPUT/generator (ELECTRA) and OUTPUT/hf (HF transformers, where the model
     has an HF class; otherwise ``log`` says why not) with tokenizers."""
@@ -697,11 +715,13 @@ def save_final(
 
     max_length = config.max_sequence_length
     kept = final_model(model)
-    model_dir = save_pretrained(kept, out / "model")
+    model_dir = save_pretrained(kept, out / "model", run_id=run_id)
     _save_tokenizer(tokenizer, model_dir, recipe, max_length)
+    write_manifest(model_dir, run_id=run_id)  # weights, config and tokenizer files, verified on load
     if isinstance(model, ElectraPreTrainer):
-        save_pretrained(model.generator, out / "generator")
+        save_pretrained(model.generator, out / "generator", run_id=run_id)
         _save_tokenizer(tokenizer, out / "generator", recipe, max_length)
+        write_manifest(out / "generator", run_id=run_id)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "HF ... has no pooler": said in the export's config

@@ -60,7 +60,7 @@ class TrainerConfig:
     log_every: int = 10
     eval_every: int = 0
     save_every: int = 0
-    keep_last: int | None = 3  # checkpoints kept on disk; None keeps all
+    keep_last: int | None = 2  # checkpoints kept (one to fall back to if the newest is damaged); None: all
     output_dir: str | Path = "runs/default"
     seed: int = 0
     tensorboard: bool = True  # also write TensorBoard events next to the JSON-lines log
