@@ -148,3 +148,24 @@ def test_one_name_for_the_output_directory() -> None:
     tok = ["tokenizer", "train", "--kind", "bpe", "--vocab-size", "300", "--files", "c.txt"]
     assert parser.parse_args([*tok, "--output-dir", "t"]).out == "t"
     assert parser.parse_args([*tok, "--out", "t"]).out == "t"
+
+
+def test_finetune_writes_tensorboard_and_a_loss_curve(tmp_path, capsys) -> None:
+    """Every training command leaves TensorBoard scalars and a loss-curve PNG in its run directory."""
+    from attnlab.tokenizers import bert_wordpiece
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "a"]
+    bert_wordpiece({w: i for i, w in enumerate(words)}).save(tmp_path / "tok")
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = "".join(f"a {w} film,{int(w == 'good')}\n" for w in ["good", "bad"] * 8)
+    for split in ("train", "dev"):
+        (data / f"{split}.csv").write_text("sentence,label\n" + rows, encoding="utf-8")
+    out = tmp_path / "run"
+    argv = ["finetune", "--task", "generic", "--data-dir", str(data), "--model", "bert-tiny", "--tokenizer",
+            str(tmp_path / "tok"), "--output-dir", str(out), "--epochs", "1", "--batch-size", "8",
+            "--max-length", "8", "--no-progress", "--device", "cpu"]  # fmt: skip
+    assert main(argv) == 0
+    (run,) = [p for p in out.iterdir() if (p / "log.jsonl").is_file()]
+    assert (run / "loss_curve.png").stat().st_size > 0
+    assert any((run / "tensorboard").iterdir())

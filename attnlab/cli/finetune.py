@@ -213,6 +213,14 @@ def _source(args: argparse.Namespace) -> Any:
     raise ValueError(f"--model {args.model!r} is neither a directory nor a preset ({', '.join(PRESETS)})")
 
 
+def _plot_runs(output_dir: Path) -> None:
+    """``loss_curve.png`` beside each run's ``log.jsonl`` (as pretrain and translate-train write theirs)."""
+    from attnlab.train.logging import LOG_FILE, PLOT_FILE, plot_loss_curve
+
+    for log in sorted(output_dir.glob(f"*/{LOG_FILE}")):
+        plot_loss_curve(log, log.parent / PLOT_FILE)
+
+
 def run_finetune(args: argparse.Namespace) -> int:
     import logging
 
@@ -231,11 +239,12 @@ def run_finetune(args: argparse.Namespace) -> int:
             max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
             device=args.device, output_dir=args.output_dir or f"runs/finetune-{spec.name}",
             progress_bar=args.progress, save_every=args.save_every, resume=args.resume,
-            overwrite=args.overwrite,
+            overwrite=args.overwrite, tensorboard=True,
         )  # fmt: skip
         result = finetune(spec, args.data_dir, source, cfg, _columns(args))
     except (ValueError, FileNotFoundError) as e:
         return _fail(str(e), "finetune")
+    _plot_runs(Path(cfg.output_dir))
     print(f"{'lr':>8} {'seed':>5} {'steps':>6} {'min':>6}  best {spec.metric}")
     for r in result.runs:
         print(f"{r.learning_rate:8.0e} {r.seed:5d} {r.steps:6d} {r.minutes:6.2f}  {r.score(spec.metric):.4f}")
