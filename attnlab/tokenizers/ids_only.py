@@ -318,7 +318,7 @@ def _normalize(tokenizer: Tokenizer, texts: list[str], joined: str) -> str:
     n = tokenizer.normalizer
     if n is None:
         return joined
-    if type(n) is norm.BertNormalizer:
+    if type(n) is norm.BertNormalizer and not n.reorders(joined):
         table = n.translation_table(joined)
         if table.get(ord(_END)) != _END:  # clean_text writes "\n" as " ": keep the end markers
             table = {**table, ord(_END): _END}

@@ -20,12 +20,18 @@ from typing import Any
 import regex
 
 from attnlab.tokenizers.unicode_compat import (
+    CCC_UNKNOWN,
+    NFD_UNKNOWN,
+    NFKD_UNKNOWN,
+    hf_is_combining_mark,
     hf_is_control,
     hf_is_nonspacing_mark,
     hf_is_punctuation,
     hf_lower,
     hf_nfd,
+    ranges_class,
 )
+from attnlab.tokenizers.unicode_forms import unicode_plan
 
 __all__ = [
     "NormalizedString",
@@ -142,6 +148,30 @@ class NormalizedString:
             ends.extend(old_ends[pos:])
         return NormalizedString(self.original, "".join(out), starts, ends)
 
+    def transform(self, plan: _Seq[tuple[str, int]]) -> NormalizedString:
+        """Apply HF tokenizers' ``(char, change)`` transformations, read against the characters in order:
+        change 0 takes the next character's span, +1 is an inserted character (the span of the character
+        before it; empty at the start), -k takes the next character's span and consumes k more."""
+        old_starts, old_ends = self.alignments()
+        n = len(old_starts)
+        chars: list[str] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        pos = 0  # the next character of self.normalized
+        end_of_text = old_ends[-1] if n else 0
+        for ch, change in plan:
+            if change > 0:
+                s, e = (old_starts[pos - 1], old_ends[pos - 1]) if pos > 0 else (0, 0)
+            elif pos < n:
+                s, e = old_starts[pos], old_ends[pos]
+                pos += 1 - change
+            else:  # pragma: no cover - a plan never reads past the text
+                s = e = end_of_text
+            chars.append(ch)
+            starts.append(s)
+            ends.append(e)
+        return NormalizedString(self.original, "".join(chars), starts, ends)
+
     def slice(self, start: int, end: int) -> NormalizedString:
         """The normalised sub-string ``[start, end)``, keeping spans into the same original text."""
         starts, ends = self.alignments()
@@ -239,8 +269,8 @@ class BertNormalizer(Normalizer):
         self.lowercase = lowercase
         self._do_strip = lowercase if strip_accents is None else strip_accents
 
-    def _char(self, ch: str) -> str:
-        """The normalisation of one non-ASCII character (possibly empty or several characters)."""
+    def _clean_char(self, ch: str) -> str | None:
+        """``clean_text`` and ``handle_chinese_chars`` on one character; ``None`` when they leave it alone."""
         if self.clean_text:
             if ch == "\x00" or ch == "\ufffd" or is_bert_control(ch):
                 return ""
@@ -248,6 +278,13 @@ class BertNormalizer(Normalizer):
                 return " "
         if self.handle_chinese_chars and is_chinese_char(ch):
             return f" {ch} "
+        return None
+
+    def _char(self, ch: str) -> str:
+        """The normalisation of one non-ASCII character (possibly empty or several characters)."""
+        cleaned = self._clean_char(ch)
+        if cleaned is not None:
+            return cleaned
         if self._do_strip:
             ch = "".join(c for c in hf_nfd(ch) if not hf_is_nonspacing_mark(c))
         if self.lowercase:
@@ -255,8 +292,32 @@ class BertNormalizer(Normalizer):
             ch = "".join(hf_lower(c) for c in ch)
         return ch
 
+    def reorders(self, text: str) -> bool:
+        """Whether accent stripping's NFD reorders combining marks in ``text``: then the text is normalised as
+        a whole (HF's NFD over the text, its marks sorted by class), not character by character."""
+        if not self._do_strip or text.isascii():
+            return False
+        for m in _MARKED.finditer(text):
+            seq = m.group()
+            decomposed = "".join(hf_nfd(c) for c in seq)
+            if "".join(c for c, _ in unicode_plan(seq, "NFD")) != decomposed:
+                return True
+        return False
+
+    def _normalize_whole(self, ns: NormalizedString) -> NormalizedString:
+        """HF's order on the whole text: clean-up, CJK spacing, NFD, nonspacing marks dropped, lowercase."""
+        ns = _map_mixed(ns, lambda c: c if (r := self._clean_char(c)) is None else r, self._ascii_clean)
+        ns = ns.transform(unicode_plan(ns.normalized, "NFD"))
+        ns = ns.map_chars(lambda c: "" if hf_is_nonspacing_mark(c) else c)
+        return ns.map_chars(hf_lower) if self.lowercase else ns
+
+    def _ascii_clean(self, chunk: str) -> str:
+        return chunk.translate(_ASCII_CLEAN) if self.clean_text else chunk
+
     def normalize(self, ns: NormalizedString) -> NormalizedString:
         text = ns.normalized
+        if self.reorders(text):
+            return self._normalize_whole(ns)
         needs_delete = self.clean_text and _ASCII_NEEDS_DELETE.search(text) is not None
         if text.isascii() and not needs_delete:
             # Fast path: one character per character, alignment unchanged.
@@ -284,7 +345,10 @@ class BertNormalizer(Normalizer):
         return _map_mixed(ns, self._char, self._ascii_fast)
 
     def normalize_str(self, text: str) -> str:
-        """The normalised text without an alignment: one ``str.translate`` (the map is per character)."""
+        """The normalised text without an alignment: one ``str.translate`` (the map is per character, unless
+        marks are reordered: see :meth:`reorders`)."""
+        if self.reorders(text):
+            return self._normalize_whole(NormalizedString(text)).normalized
         return text.translate(self.translation_table(text))
 
     def translation_table(self, text: str) -> dict[int, str]:
@@ -330,6 +394,7 @@ class BertNormalizer(Normalizer):
 
 
 _ASCII_RUN = regex.compile(r"[\t\n\r\x20-\x7e]+")
+_MARKED = regex.compile(r".\p{M}+", regex.DOTALL)  # a character and the marks after it: NFD may reorder these
 _TABLE_CAPACITY = 1 << 16  # characters kept in a normaliser's translation table
 _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
 
@@ -377,74 +442,61 @@ class Lowercase(Normalizer):
 
 
 class StripAccents(Normalizer):
-    """Remove combining marks (category ``Mn``); meant to follow NFD or NFKD."""
+    """Remove combining marks (Mn, Mc and Me, as HF tokenizers' table has them); meant to follow NFD or NFKD.
+
+    (BERT's own accent stripping, in :class:`BertNormalizer`, removes only nonspacing marks.)"""
 
     def normalize(self, ns: NormalizedString) -> NormalizedString:
         if ns.normalized.isascii():
             return ns
-        return _map_mixed(ns, lambda c: "" if unicodedata.category(c) == "Mn" else c, lambda s: s)
+        return _map_mixed(ns, lambda c: "" if hf_is_combining_mark(c) else c, lambda s: s)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "StripAccents"}
 
 
 class _UnicodeNormalization(Normalizer):
-    """NFD / NFKD / NFC / NFKC with alignment.
-
-    The text is cut into clusters (a character plus the combining marks after it); each cluster is normalised
-    on its own. Where a cluster keeps its length, characters map one to one; otherwise every output character
-    covers the whole cluster's original span.
-    """
+    """NFD / NFKD / NFC / NFKC with HF tokenizers' alignment (``unicode_forms``: decomposition, canonical
+    ordering and composition as ``(char, change)`` transformations; HF's decomposition tables)."""
 
     form = "NFC"
 
+    def _unchanged(self, text: str) -> bool:
+        return text.isascii() or (
+            unicodedata.is_normalized(self.form, text) and _HF_TABLE_CHARS.search(text) is None
+        )
+
     def normalize(self, ns: NormalizedString) -> NormalizedString:
-        text = ns.normalized
+        if self._unchanged(ns.normalized):
+            return ns
+        return ns.transform(unicode_plan(ns.normalized, self.form))
+
+    def normalize_str(self, text: str) -> str:
         if text.isascii():
-            return ns
-        if unicodedata.is_normalized(self.form, text):
-            return ns
-        old_starts, old_ends = ns.alignments()
-        out: list[str] = []
-        starts: list[int] = []
-        ends: list[int] = []
-        for m in _CLUSTER.finditer(text):
-            s, e = m.span()
-            chunk = m.group()
-            rep = unicodedata.normalize(self.form, chunk)
-            out.append(rep)
-            if len(rep) == e - s:
-                starts.extend(old_starts[s:e])
-                ends.extend(old_ends[s:e])
-                continue
-            pieces = [unicodedata.normalize(self.form, c) for c in chunk]
-            if "".join(pieces) == rep:
-                # Decomposition: each source character's pieces inherit its span.
-                for i, piece in zip(range(s, e), pieces):
-                    starts.extend([old_starts[i]] * len(piece))
-                    ends.extend([old_ends[i]] * len(piece))
-            elif sorted("".join(pieces)) == sorted(rep):
-                # Canonical reordering of combining marks: each output character keeps the span of the source
-                # character it was decomposed from (matched in order among equal characters).
-                pool: dict[str, list[int]] = {}
-                for i, piece in zip(range(s, e), pieces):
-                    for c in piece:
-                        pool.setdefault(c, []).append(i)
-                for c in rep:
-                    i = pool[c].pop(0)
-                    starts.append(old_starts[i])
-                    ends.append(old_ends[i])
-            else:  # composition: every output character covers the whole cluster
-                starts.extend([old_starts[s]] * len(rep))
-                ends.extend([old_ends[e - 1]] * len(rep))
-        return NormalizedString(ns.original, "".join(out), starts, ends)
+            return text
+        if _HF_TABLE_CHARS.search(text) is None:  # Python's tables agree with HF's on this text
+            return unicodedata.normalize(self.form, text)
+        return "".join(ch for ch, _ in unicode_plan(text, self.form))
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.form}
 
 
-# A character with the marks (and Hangul vowel/trailing jamo) that may compose with it.
-_CLUSTER = regex.compile(r"[^\p{M}\u1160-\u11ff][\p{M}\u1160-\u11ff]*|[\p{M}\u1160-\u11ff]+", regex.DOTALL)
+# Characters whose decomposition or combining class HF's tables lack, and the pieces they would decompose to:
+# a text holding none of them normalises the same with Python's tables.
+_HF_TABLE_CHARS = regex.compile(
+    "["
+    + ranges_class(NFKD_UNKNOWN)
+    + ranges_class(NFD_UNKNOWN)
+    + ranges_class(CCC_UNKNOWN)
+    + "".join(
+        regex.escape(c)
+        for lo, hi in NFKD_UNKNOWN.pairs
+        for cp in range(lo, hi + 1)
+        for c in unicodedata.normalize("NFKD", chr(cp))
+    )
+    + "]"
+)
 
 
 class NFD(_UnicodeNormalization):

@@ -180,26 +180,7 @@ class Precompiled(Normalizer):
 
     def normalize(self, ns: NormalizedString) -> NormalizedString:
         plan = self._transformations(ns.normalized)
-        if plan is None:
-            return ns
-        old_starts, old_ends = ns.alignments()
-        n = len(old_starts)
-        chars: list[str] = []
-        starts: list[int] = []
-        ends: list[int] = []
-        pos = 0  # the next original (input) character
-        for ch, change in plan:
-            if change > 0:  # inserted: the span of the character before (none at the start: empty)
-                s, e = (old_starts[pos - 1], old_ends[pos - 1]) if pos > 0 else (0, 0)
-            elif pos < n:
-                s, e = old_starts[pos], old_ends[pos]
-                pos += 1 - change
-            else:  # pragma: no cover - a plan never consumes more characters than the text has
-                s = e = old_ends[-1] if n else 0
-            chars.append(ch)
-            starts.append(s)
-            ends.append(e)
-        return NormalizedString(ns.original, "".join(chars), starts, ends)
+        return ns if plan is None else ns.transform(plan)
 
     def normalize_str(self, text: str) -> str:
         plan = self._transformations(text)

@@ -23,6 +23,9 @@ __all__ = [
     "hf_is_punctuation",
     "hf_is_nonspacing_mark",
     "hf_nfd",
+    "hf_decomposition",
+    "hf_combining",
+    "hf_is_combining_mark",
     "hf_lower",
     "ranges_class",
     "onig_class",
@@ -93,6 +96,28 @@ NONSPACING_EXTRA = _ranges("1734 ")
 
 # Characters whose canonical decomposition HF's tables lack (left whole by NFD).
 NFD_UNKNOWN = _ranges("11938 ")
+
+# Characters whose compatibility (or canonical) decomposition HF's tables lack (left whole by NFKD/NFKC).
+NFKD_UNKNOWN = _ranges("32FF A7F2-A7F4 AB69 10781-10785 10787-107B0 107B2-107BA 11938 1F16C 1FBF0-1FBF9")
+
+# Combining marks (canonical combining class > 0 in Python's database) whose class HF's normalisation tables
+# do not know (class 0 there: never reordered).
+CCC_UNKNOWN = _ranges(
+    "7FD 898-89F 8CA-8D3 9FE C3C D3B-D3C EBA 1715 1ABF-1ACE 1DF6-1DFA A82C 10D24-10D27 10EAB-10EAC "
+    "10F46-10F50 10F82-10F85 11070 1133B 1145E 11839-1183A 1193D-1193E 11943 119E0 11A34 11A47 11A99 "
+    "11D42 11D44-11D45 11D97 16FF0-16FF1 1E130-1E136 1E2AE 1E2EC-1E2EF"
+)
+
+# Marks (M*) in Python's database that HF's StripAccents table lacks (kept), and two it still has (Mc once).
+COMBINING_MARK_UNKNOWN = _ranges(
+    "7FD 898-89F 8CA-8D3 9FE AFA-AFF B55 C04 C3C D00 D3B-D3C D81 EBA 1715 180F 1ABF-1ACE 1CF7 1DF6-1DFA "
+    "A82C A8FF 10D24-10D27 10EAB-10EAC 10F46-10F50 10F82-10F85 11070 11073-11074 110C2 11145-11146 111C9 "
+    "111CE-111CF 1133B 1145E 1182C-1183A 11930-11935 11937-11938 1193B-1193E 11940 11942-11943 "
+    "119D1-119D7 119DA-119E0 119E4 11A01-11A0A 11A33-11A39 11A3B-11A3E 11A47 11A51-11A5B 11A8A-11A99 "
+    "11D31-11D36 11D3A 11D3C-11D3D 11D3F-11D45 11D47 11D8A-11D8E 11D90-11D91 11D93-11D97 11EF3-11EF6 "
+    "16F4F 16F7F-16F87 16FE4 16FF0-16FF1 1CF00-1CF2D 1CF30-1CF46 1E130-1E136 1E2AE 1E2EC-1E2EF "
+)
+COMBINING_MARK_EXTRA = _ranges("1CF2-1CF3")
 
 # In the regex module's class L (newer Unicode) but not in Oniguruma's.
 REGEX_ONLY_L = _ranges(
@@ -210,6 +235,28 @@ def hf_nfd(text: str) -> str:
     if not any(ord(c) in NFD_UNKNOWN for c in text):
         return unicodedata.normalize("NFD", text)
     return "".join(c if ord(c) in NFD_UNKNOWN else unicodedata.normalize("NFD", c) for c in text)
+
+
+def hf_decomposition(ch: str, compat: bool) -> str:
+    """One character's full decomposition (canonical, or compatibility when ``compat``) as HF has it."""
+    cp = ord(ch)
+    if cp in NFD_UNKNOWN or (compat and cp in NFKD_UNKNOWN):
+        return ch
+    return unicodedata.normalize("NFKD" if compat else "NFD", ch)
+
+
+def hf_is_combining_mark(ch: str) -> bool:
+    """A mark (Mn, Mc, Me) as HF's ``StripAccents`` removes it."""
+    cp = ord(ch)
+    if cp in COMBINING_MARK_EXTRA:
+        return True
+    return unicodedata.category(ch)[0] == "M" and cp not in COMBINING_MARK_UNKNOWN
+
+
+def hf_combining(ch: str) -> int:
+    """The canonical combining class HF's normalisation tables give ``ch``."""
+    cls = unicodedata.combining(ch)
+    return 0 if cls and ord(ch) in CCC_UNKNOWN else cls
 
 
 def hf_lower(ch: str) -> str:
