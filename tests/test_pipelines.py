@@ -228,3 +228,14 @@ def test_cli_predict_writes_json_lines(dirs, tmp_path, capsys):
     assert len(json.loads(capsys.readouterr().out)["vector"]) == 128
     assert main(["predict", "qa", str(dirs["qa"]), "--text", "no tab here"]) == 2
     assert "qa needs --question" in capsys.readouterr().err
+
+
+def test_non_finite_outputs_are_refused_naming_the_model(dirs):
+    cls = pipeline("text-classification", dirs["cls"])
+    assert str(dirs["cls"]) in cls.source
+    cls("the bank")  # finite
+    with torch.no_grad():  # weights damaged after loading (loading itself refuses non-finite tensors)
+        next(p for p in cls.model.parameters() if p.dim() == 2).fill_(float("nan"))
+    with pytest.raises(ValueError, match="non-finite .*damaged") as e:
+        cls("the bank")
+    assert str(dirs["cls"]) in str(e.value)

@@ -495,6 +495,7 @@ def estimate_steps(
 
 
 def _save_tokenizer(tokenizer: Any, directory: Path, recipe: Recipe, max_length: int) -> None:
+    from attnlab.io.hf_tokenizer import hf_tokenizer_config
     from attnlab.tokenizers.files import save_vocab_files
 
     directory.mkdir(parents=True, exist_ok=True)
@@ -503,16 +504,8 @@ def _save_tokenizer(tokenizer: Any, directory: Path, recipe: Recipe, max_length:
         save_vocab_files(tokenizer, directory)
     except (ValueError, TypeError, AttributeError):
         pass  # a Unigram tokenizer has no vocab.txt / merges.txt form; tokenizer.json holds it
-    special = SpecialIds.from_tokenizer(tokenizer)
-    config = {
-        "tokenizer_class": "RobertaTokenizerFast" if recipe.template == "roberta" else "BertTokenizerFast",
-        "do_lower_case": bool(recipe.lowercase),
-        "model_max_length": max_length,
-        **{
-            f"{role}_token": tokenizer.id_to_token(getattr(special, role))
-            for role in ("cls", "sep", "mask", "pad")
-        },
-    }
+    # the class HF rebuilds this exact tokenizer with (AlbertTokenizerFast for Unigram, ...), its options
+    config = hf_tokenizer_config(tokenizer, model_max_length=max_length)
     write_json_atomic(config, directory / "tokenizer_config.json", indent=1)
 
 
@@ -725,8 +718,7 @@ def save_final(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "HF ... has no pooler": said in the export's config
-            save_hf(kept, out / "hf")
-        _save_tokenizer(tokenizer, out / "hf", recipe, max_length)
+            save_hf(kept, out / "hf", tokenizer=tokenizer)  # with a tokenizer_config HF rebuilds it from
     except (ValueError, TypeError) as e:
         shutil.rmtree(out / "hf", ignore_errors=True)  # no stale export of an earlier run
         reason = " ".join(str(e).split())

@@ -60,6 +60,7 @@ class Pipeline:
     """Shared plumbing: device, batching, tokenizer settings, tensors for the model."""
 
     task = ""
+    source = "the model"  # named in errors; the directory when built by `from_directory`
 
     def __init__(
         self,
@@ -91,7 +92,9 @@ class Pipeline:
         from attnlab.tasks.transfer import load_model
         from attnlab.tokenizers import load_tokenizer
 
-        return cls(load_model(directory), load_tokenizer(directory), device=device, **kwargs)
+        pipe = cls(load_model(directory), load_tokenizer(directory), device=device, **kwargs)
+        pipe.source = str(directory)
+        return pipe
 
     def _encode(self, texts: Sequence[str | tuple[str, str]], truncate: bool = True) -> list[Encoding]:
         saved = self.tokenizer.truncation, self.tokenizer.padding
@@ -125,7 +128,16 @@ class Pipeline:
 
     @torch.no_grad()
     def _forward(self, encodings: Sequence[Encoding], **kwargs: Any) -> Any:
-        return self.model(**self._tensors(encodings), **kwargs)
+        output = self.model(**self._tensors(encodings), **kwargs)
+        # finite weights (checked at load) can still give NaN/Inf on some input; never print them as scores
+        fields = vars(output).items() if hasattr(output, "__dict__") else ()
+        for name, value in fields:
+            if torch.is_tensor(value) and value.is_floating_point() and not torch.isfinite(value).all():
+                raise ValueError(
+                    f"{self.source}: the model produced non-finite {name} (NaN/Inf) for this input; its "
+                    "weights or inputs are damaged"
+                )
+        return output
 
     def _chunks(self, items: Sequence[Any]) -> Any:
         for start in range(0, len(items), self.batch_size):
