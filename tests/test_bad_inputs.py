@@ -259,6 +259,9 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], list[str]]] = [
     ("ev-run-dir", {}, with_model(EV, "{s}/ft"), ["{s}/ft/best"]),
     ("predict-missing-file", {}, ["predict", "classify", "{s}/ft/best", "--file", "{tmp}/no.txt"],
      ["{tmp}/no.txt"]),
+    ("predict-mismatch", {}, ["predict", "classify", "{s}/mismatch", "--text", "x"],
+     ["{s}/mismatch/tokenizer.json"]),
+    ("predict-run-dir", {}, ["predict", "classify", "{s}/ft", "--text", "x"], ["{s}/ft/best"]),
     ("fill-mask-missing", {}, ["fill-mask", "{tmp}/nope", "a [MASK] film"], ["{tmp}/nope"]),
     ("info-missing", {}, ["info", "{tmp}/nope/x"], ["nope"]),
     ("convert-missing", {}, ["convert", "{tmp}/nope", "{tmp}/out"], ["{tmp}/nope"]),
@@ -318,9 +321,21 @@ def test_the_table_is_large_and_its_ids_unique() -> None:
     assert len(ids) == len(set(ids)) and len(ids) >= 60
 
 
-@pytest.mark.parametrize(
-    ("files", "argv", "expected"), [row[1:] for row in CASES], ids=[row[0] for row in CASES]
-)
+# Rows that fail today in modules other engineers own; strict, so each flips to a failure once fixed (then
+# drop it here). The exact change is in issue 12's report.
+KNOWN = {
+    "pt-missing-corpus": "cli/pretrain.py (the lead's) writes run.json into --output before it checks "
+    "--corpus: a rerun is then refused as 'another run'",
+}
+
+
+def _row(row):
+    name, *values = row
+    marks = [pytest.mark.xfail(strict=True, reason=KNOWN[name])] if name in KNOWN else []
+    return pytest.param(*values, id=name, marks=marks)
+
+
+@pytest.mark.parametrize(("files", "argv", "expected"), [_row(row) for row in CASES])
 def test_bad_input_is_one_clear_error(files, argv, expected, shared, tmp_path, capsys) -> None:
     _write(tmp_path, files)
     fill = {"tmp": str(tmp_path), "s": str(shared)}

@@ -335,12 +335,23 @@ def _inputs(args: argparse.Namespace) -> list[Any]:
     return lines
 
 
+def _check_model(model: str) -> None:
+    """A model directory (not a run or checkpoint directory) whose tokenizer fits its embedding."""
+    from attnlab.tokenizers import load_tokenizer
+
+    from .model_dirs import check_model_dir, check_vocab_fits
+
+    directory = check_model_dir(model, "MODEL_DIR")
+    check_vocab_fits(directory, load_tokenizer(directory))
+
+
 def run_predict(args: argparse.Namespace) -> int:
     from attnlab.tasks.pipelines import pipeline
 
     names = {"fill-mask": "fill-mask", "qa": "question-answering", "ner": "ner",
              "classify": "text-classification", "embed": "embeddings"}  # fmt: skip
     try:
+        _check_model(args.model)
         inputs = _inputs(args)
         pipe = pipeline(
             names[args.kind],
