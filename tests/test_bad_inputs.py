@@ -59,6 +59,7 @@ def squad_files(answer: dict) -> dict[str, str]:
     return {"q/train.json": _squad(answer), "q/dev.json": GOOD_SQUAD}
 
 
+DOCS = "\n\n".join(f"doc {i} has words .\nthe cat {i} runs ." for i in range(12)) + "\n"  # 12 documents
 CONLL_GOOD = "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n"
 
 
@@ -201,6 +202,9 @@ CASES: list[tuple[str, dict[str, str | bytes], list[str], list[str]]] = [
     ("pt-set-no-value", {"c.txt": "a\n"}, [*PT, "--set", "lr"], ["--set", "KEY=VALUE"]),
     ("pt-set-bad-section", {"c.txt": "a\n"}, [*PT, "--set", "optim.lr=1"], ["'optim'"]),
     ("pt-unknown-field", {"c.txt": "a\n"}, [*PT, "--set", "learning_rate=1"], ["learning_rate"]),
+    ("pt-set-not-a-number", {"c.txt": "a\n"}, [*PT, "--set", "lr=abc"], ["lr", "'abc'"]),
+    ("pt-set-model-field", {"c.txt": DOCS}, [*PT, "--set", "model.num_layers=0"], ["num_layers", "0"]),
+    ("pt-set-trainer-field", {"c.txt": DOCS}, [*PT, "--set", "trainer.log_every=-1"], ["log_every", "-1"]),
     ("pt-paper-with-steps", {"c.txt": "a\n"}, [*PT, "--paper", "--max-steps", "5"],
      ["--paper", "--max-steps"]),
     # --- GLUE
@@ -323,9 +327,15 @@ def test_the_table_is_large_and_its_ids_unique() -> None:
 
 # Rows that fail today in modules other engineers own; strict, so each flips to a failure once fixed (then
 # drop it here). The exact change is in issue 12's report.
+LATE_CHECK = "cli/pretrain.py (the lead's) checks model.* and trainer.* overrides only after it has written "
+LATE_CHECK += "run.json, the tokenizer and the prepared shards"
 KNOWN = {
     "pt-missing-corpus": "cli/pretrain.py (the lead's) writes run.json into --output before it checks "
     "--corpus: a rerun is then refused as 'another run'",
+    "pt-set-not-a-number": "pretraining/recipes.py (the lead's): --set lr=abc fails with \"'>' not supported "
+    "between instances of 'str' and 'int'\", naming neither the field nor the value",
+    "pt-set-model-field": LATE_CHECK,
+    "pt-set-trainer-field": LATE_CHECK,
 }
 
 
