@@ -47,7 +47,6 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "four_layers": ("4 layers of 128", ["--set", "model.num_layers=4"]),
     "bert_mini": ("bert-mini (4x256)", ["--preset", "bert-mini"]),
     "nsp": ("BERT's SEGMENT-PAIR + NSP", ["--recipe", "bert"]),
-    "no_nsp": ("FULL-SENTENCES, no NSP", ["--recipe", "bert", "--set", "instance_format=full_sentences"]),
 }
 
 
