@@ -218,8 +218,8 @@ class Digits(PreTokenizer):
     def __init__(self, individual_digits: bool = False) -> None:
         self.individual_digits = individual_digits
         # Rust's char::is_numeric: every Unicode number (Nd, Nl, No: "½", "²", "Ⅳ"), not only decimal digits
-        # (Unicode 16, as Oniguruma's \p{N}).
-        self._re = regex.compile(_NUMBER if individual_digits else _NUMBER + "+", regex.V1)
+        # (Rust's Unicode is as recent as the regex module's, unlike Oniguruma's).
+        self._re = regex.compile(r"\p{N}" if individual_digits else r"\p{N}+")
 
     def split_piece(self, piece: Piece, index: int) -> list[Piece]:
         spans = [m.span() for m in self._re.finditer(piece[0])]
