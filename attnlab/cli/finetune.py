@@ -306,6 +306,9 @@ def _inputs(args: argparse.Namespace) -> list[Any]:
     elif args.file == "-":
         lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
     else:
+        from .inputs import check_text_file
+
+        check_text_file(args.file, "--file")  # bad bytes name the file and line
         with open(args.file, encoding="utf-8") as f:
             lines = [line for line in f.read().splitlines() if line.strip()]
     if args.kind == "qa":

@@ -176,8 +176,10 @@ def run_encode(args: argparse.Namespace) -> int:
             return _fail(f"{path}: no such tokenizer directory or file")
     except (ValueError, FileNotFoundError, OSError) as e:
         return _fail(f"cannot load a tokenizer from {path}: {e}")
-    if args.file is not None and args.file != "-" and not os.path.isfile(args.file):
-        return _fail(f"{args.file}: no such file")
+    if args.file is not None and args.file != "-":
+        from .inputs import check_text_file
+
+        check_text_file(args.file, "--file")  # missing, a directory, or bytes that are not UTF-8
     if args.max_length is not None:
         if args.max_length < 1:
             return _fail(f"--max-length must be positive, got {args.max_length}")
