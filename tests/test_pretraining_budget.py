@@ -86,3 +86,26 @@ def test_replan_at_several_steps_follows_a_slower_machine(tmp_path):
     # at 10: 1 s a step, 90 s left -> 100 steps; at 30: 30 s for the 20 steps since step 10 (1.5 s a step),
     # 60 s left -> 30 + 40 = 70 steps (a single re-plan at 10 would have run out of time at step 60)
     assert changes == [100, 70] and result.step == 70
+
+
+@pytest.mark.parametrize("preset", ["bert-tiny", "bert-mini", "albert-base"])
+def test_albert_recipe_trains_an_albert_shaped_model_at_any_size(preset):
+    from attnlab.models import get_preset
+    from attnlab.pretraining.run import model_config
+
+    class Tok:  # what model_config reads of a tokenizer
+        def get_vocab_size(self):
+            return 100
+
+        def token_to_id(self, token):
+            return {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}.get(token)
+
+        def id_to_token(self, i):
+            return ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"][i] if i < 5 else f"w{i}"
+
+    albert = for_budget(RECIPES["albert"], budget_for(4))
+    config = model_config(albert, preset, Tok())
+    hidden = get_preset(preset).hidden_size
+    assert config.sharing == "all" and config.embedding_size == min(128, hidden // 2) < hidden
+    bert = model_config(for_budget(RECIPES["bert"], budget_for(4)), preset, Tok())
+    assert bert.sharing == get_preset(preset).sharing  # other recipes keep the preset's architecture

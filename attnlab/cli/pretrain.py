@@ -89,9 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--workers", type=int, help="tokenising processes for preparation (default: all cores)")
     p.add_argument("--heldout-every", type=int, default=20, help="hold out every N-th document (default 20)")
-    p.add_argument(
-        "--eval-examples", type=int, default=1024, help="held-out sequences scored (default 1024)"
-    )
+    p.add_argument("--eval-examples", type=int, default=1024, help="held-out sequences scored (default 1024)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_pretrain)

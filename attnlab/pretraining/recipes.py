@@ -79,6 +79,10 @@ class Recipe:
     # --- objective and model
     objective: str = "mlm"
     preset: str = "bert-base-uncased"  # the (discriminator's) encoder when the CLI names none
+    # The architecture the paper's idea is, applied to whatever preset is trained (ALBERT: cross-layer
+    # sharing and factorised embeddings of E = embedding_size, or H/2 for a model narrower than 2E).
+    sharing: str | None = None  # an EncoderConfig.sharing pattern
+    embedding_size: int | None = None  # E < H
     dropout: float = 0.1  # hidden and attention dropout
     generator_fraction: float = 0.25  # ELECTRA: generator hidden/FFN/heads as a fraction of the discriminator
     rtd_weight: float = 50.0  # ELECTRA's lambda
@@ -290,6 +294,8 @@ ALBERT = dataclasses.replace(
     tokenizer="unigram",
     vocab_size=30000,
     preset="albert-base",
+    sharing="all",
+    embedding_size=128,
     dropout=0.0,
     optimizer="lamb",
     lr=0.00176,

@@ -84,7 +84,8 @@ def model_config(
     recipe: Recipe, preset: str | EncoderConfig, tokenizer: Any, **overrides: Any
 ) -> EncoderConfig:
     """The encoder config: the preset with the tokenizer's vocabulary and padding id, the recipe's dropout,
-    a pooler only for NSP/SOP, room for the longest stage, then ``overrides`` (EncoderConfig fields)."""
+    a pooler only for NSP/SOP, room for the longest stage, the recipe's architecture (ALBERT's sharing and
+    factorised embeddings at any size), then ``overrides`` (EncoderConfig fields)."""
     from attnlab.data.protocol import vocab_size_of
 
     config = get_preset(preset) if isinstance(preset, str) else preset
@@ -102,6 +103,12 @@ def model_config(
         attention_dropout=recipe.dropout,
         add_pooler=recipe.has_pair_head,
     )
+    if recipe.sharing is not None:
+        config = dataclasses.replace(config, sharing=recipe.sharing)
+    if recipe.embedding_size is not None:
+        config = dataclasses.replace(
+            config, embedding_size=min(recipe.embedding_size, config.hidden_size // 2)
+        )
     if overrides:
         known = {f.name for f in dataclasses.fields(EncoderConfig)}
         unknown = sorted(set(overrides) - known)
