@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from attnlab.tasks.examples import DataFormatError
+from attnlab.tasks.examples import DataFormatError, LoadReport
 
 _BOM = "\ufeff"
 
@@ -32,3 +32,12 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
             if text.endswith("\r"):
                 text = text[:-1]
             yield lineno, text
+
+
+def check_not_empty(path: str | os.PathLike, examples: list, report: LoadReport) -> None:
+    """A data file with no record at all (empty, or only a header / blank lines) is an error naming it; a
+    file whose records were all skipped (``errors="skip"``) is not: its report says why."""
+    if examples or report.n_skipped:
+        return
+    what = "is empty" if report.lines_read == 0 else f"holds no data ({report.lines_read} structure line(s))"
+    raise DataFormatError(os.fspath(path), None, f"no examples: the file {what}")

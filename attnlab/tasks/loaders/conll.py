@@ -28,7 +28,7 @@ from attnlab.tasks.examples import (
     check_error_policy,
     fail_or_skip,
 )
-from attnlab.tasks.loaders._lines import read_lines
+from attnlab.tasks.loaders._lines import check_not_empty, read_lines
 
 Scheme = Literal["auto", "iob1", "iob2"]
 _SCHEMES = ("auto", "iob1", "iob2")
@@ -131,6 +131,7 @@ def load_conll(
         rows.append((lineno, fields))
     flush()
     report.examples = len(examples)
+    check_not_empty(path, examples, report)
     return LoadedExamples(examples, report)
 
 

@@ -21,7 +21,7 @@ from attnlab.tasks.examples import (
     check_error_policy,
     fail_or_skip,
 )
-from attnlab.tasks.loaders._lines import read_lines
+from attnlab.tasks.loaders._lines import check_not_empty, read_lines
 
 TableFormat = Literal["csv", "tsv", "jsonl"]
 _FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
@@ -178,6 +178,7 @@ def load_table(
             )
         )
     report.examples = len(examples)
+    check_not_empty(path, examples, report)
     return LoadedExamples(examples, report)
 
 

@@ -25,7 +25,7 @@ from attnlab.tasks.examples import (
     check_error_policy,
     fail_or_skip,
 )
-from attnlab.tasks.loaders._lines import read_lines
+from attnlab.tasks.loaders._lines import check_not_empty, read_lines
 
 
 @dataclass(frozen=True)
@@ -235,6 +235,7 @@ def load_glue(
             )
         )
     report.examples = len(examples)
+    check_not_empty(path, examples, report)
     return LoadedExamples(examples, report)
 
 

@@ -25,6 +25,7 @@ from attnlab.tasks.examples import (
     QAExample,
     check_error_policy,
 )
+from attnlab.tasks.loaders._lines import check_not_empty
 
 
 def _need(obj: object, key: str, kind: type | tuple[type, ...], path: str, where: str):
@@ -132,4 +133,5 @@ def load_squad(path: str | os.PathLike, errors: ErrorPolicy = "raise") -> Loaded
     """
     report = LoadReport(os.fspath(path))
     examples = list(iter_squad(path, errors=errors, report=report))
+    check_not_empty(path, examples, report)
     return LoadedExamples(examples, report)

@@ -21,6 +21,7 @@ from attnlab.tasks.examples import (
     check_error_policy,
     fail_or_skip,
 )
+from attnlab.tasks.loaders._lines import check_not_empty
 
 SWAG_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
 NUM_ENDINGS = 4
@@ -91,4 +92,5 @@ def load_swag(
             guid = row[columns["fold-ind"]] if "fold-ind" in columns else f"{os.path.basename(path)}:{lineno}"
             examples.append(MultipleChoiceExample(row[columns["sent1"]], endings, label, guid))
     report.examples = len(examples)
+    check_not_empty(path, examples, report)
     return LoadedExamples(examples, report)
