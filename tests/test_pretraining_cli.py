@@ -169,3 +169,26 @@ def test_builtin_corpus_without_sources_says_so(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="give a corpus with --corpus"):
         builtin_corpus.write_corpus(tmp_path / "c.txt")
     assert not (tmp_path / "c.txt").exists()
+
+
+def test_a_budget_too_small_says_so_instead_of_printing_noise_as_a_result(tmp_path, capsys):
+    rng = random.Random(2)
+    docs = [
+        [" ".join(rng.choice(WORDS) for _ in range(10)).capitalize() + "." for _ in range(20)]
+        for _ in range(8)
+    ]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n\n".join("\n".join(d) for d in docs))
+    args = [
+        "pretrain", "--corpus", str(corpus), "--output", str(tmp_path / "run"), "--minutes", "0.01",
+        "--workers", "1", "--no-progress", "--eval-examples", "8", "--vocab-size", "80",
+        "--set", "trainer.tensorboard=false",
+    ]  # fmt: skip
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    printed = captured.out + captured.err
+    assert "are too few to learn anything" in printed  # said before training
+    assert "learned little beyond token frequencies" in printed  # and after, beside the numbers
+    assert "unigram guess" in printed
+    # 5k training tokens for a model of 0.5M parameters: said with the numbers
+    assert "parameters for 5,299 training tokens" in printed
