@@ -175,11 +175,6 @@ def _generic_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--regression", action="store_true", help="float labels, MSE loss, correlation metrics")
 
 
-def _fail(message: str, command: str = "") -> int:
-    print(f"attnlab {command + ': ' if command else ''}error: {message}", file=sys.stderr)
-    return 2
-
-
 def _columns(args: argparse.Namespace) -> Any:
     from attnlab.tasks.finetune import GenericColumns
 
@@ -229,21 +224,18 @@ def run_finetune(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     spec = get_task(args.task)
     lrs = tuple(LEARNING_RATES) if args.sweep else tuple(args.lr or (3e-5,))
-    try:
-        source = _source(args)
-        cfg = FinetuneConfig(
-            learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
-            warmup=args.warmup, weight_decay=args.weight_decay, dropout=args.dropout,
-            max_length=args.max_length or (384 if spec.kind == "qa" else 128), stride=args.stride,
-            max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,
-            max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
-            device=args.device, output_dir=args.output_dir or f"runs/finetune-{spec.name}",
-            progress_bar=args.progress, save_every=args.save_every, resume=args.resume,
-            overwrite=args.overwrite, tensorboard=True,
-        )  # fmt: skip
-        result = finetune(spec, args.data_dir, source, cfg, _columns(args))
-    except (ValueError, FileNotFoundError) as e:
-        return _fail(str(e), "finetune")
+    source = _source(args)
+    cfg = FinetuneConfig(
+        learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
+        warmup=args.warmup, weight_decay=args.weight_decay, dropout=args.dropout,
+        max_length=args.max_length or (384 if spec.kind == "qa" else 128), stride=args.stride,
+        max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,
+        max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
+        device=args.device, output_dir=args.output_dir or f"runs/finetune-{spec.name}",
+        progress_bar=args.progress, save_every=args.save_every, resume=args.resume,
+        overwrite=args.overwrite, tensorboard=True,
+    )  # fmt: skip
+    result = finetune(spec, args.data_dir, source, cfg, _columns(args))
     _plot_runs(Path(cfg.output_dir))
     print(f"{'lr':>8} {'seed':>5} {'steps':>6} {'min':>6}  best {spec.metric}")
     for r in result.runs:
@@ -282,16 +274,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from attnlab.tasks.finetune import evaluate_directory, get_task, load_split
 
     spec = get_task(args.task)
-    try:
-        _check_evaluated_model(args.model, spec)
-        examples = load_split(spec, args.data_dir, args.split, _columns(args))[: args.max_eval_examples]
-        metrics = evaluate_directory(
-            spec, args.model, examples, max_length=args.max_length or (384 if spec.kind == "qa" else 128),
-            stride=args.stride, max_query_length=args.max_query_length, batch_size=args.batch_size,
-            device=args.device, output_dir=args.output_dir,
-        )  # fmt: skip
-    except (ValueError, FileNotFoundError) as e:
-        return _fail(str(e), "evaluate")
+    _check_evaluated_model(args.model, spec)
+    examples = load_split(spec, args.data_dir, args.split, _columns(args))[: args.max_eval_examples]
+    metrics = evaluate_directory(
+        spec, args.model, examples, max_length=args.max_length or (384 if spec.kind == "qa" else 128),
+        stride=args.stride, max_query_length=args.max_query_length, batch_size=args.batch_size,
+        device=args.device, output_dir=args.output_dir,
+    )  # fmt: skip
     if args.json:
         print(json.dumps({"task": spec.name, "split": args.split, "examples": len(examples), **metrics}))
     else:
@@ -353,48 +342,43 @@ def run_predict(args: argparse.Namespace) -> int:
 
     names = {"fill-mask": "fill-mask", "qa": "question-answering", "ner": "ner",
              "classify": "text-classification", "embed": "embeddings"}  # fmt: skip
-    try:
-        _check_model(args.model)
-        inputs = _inputs(args)
-        pipe = pipeline(
-            names[args.kind],
-            args.model,
-            device=args.device,
-            batch_size=args.batch_size,
-            max_length=args.max_length,
-        )
-        records = []
-        if args.kind == "fill-mask":
-            outs = pipe(inputs, top_k=args.top_k or 5)
-            records = [{"text": t, "predictions": o} for t, o in zip(inputs, outs)]
-        elif args.kind == "qa":
-            outs = pipe(inputs, top_k=args.top_k or 1, version_2=args.version_2)
-            records = [{"question": q, "context": c, "answer": o} for (q, c), o in zip(inputs, outs)]
-        elif args.kind == "ner":
-            outs = pipe(inputs, aggregation=args.aggregation)
-            records = [{"text": t, "entities": o} for t, o in zip(inputs, outs)]
-        elif args.kind == "classify":
-            outs = pipe(inputs, top_k=args.top_k)
-            records = [
-                {"text": t if isinstance(t, str) else list(t), "labels": o} for t, o in zip(inputs, outs)
-            ]
+    _check_model(args.model)
+    inputs = _inputs(args)
+    pipe = pipeline(
+        names[args.kind],
+        args.model,
+        device=args.device,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+    )
+    records = []
+    if args.kind == "fill-mask":
+        outs = pipe(inputs, top_k=args.top_k or 5)
+        records = [{"text": t, "predictions": o} for t, o in zip(inputs, outs)]
+    elif args.kind == "qa":
+        outs = pipe(inputs, top_k=args.top_k or 1, version_2=args.version_2)
+        records = [{"question": q, "context": c, "answer": o} for (q, c), o in zip(inputs, outs)]
+    elif args.kind == "ner":
+        outs = pipe(inputs, aggregation=args.aggregation)
+        records = [{"text": t, "entities": o} for t, o in zip(inputs, outs)]
+    elif args.kind == "classify":
+        outs = pipe(inputs, top_k=args.top_k)
+        records = [{"text": t if isinstance(t, str) else list(t), "labels": o} for t, o in zip(inputs, outs)]
+    else:
+        if args.word:
+            records = [{"text": t, "word": args.word, "vector": pipe.word_vector(t, args.word).tolist()}
+                       for t in inputs]  # fmt: skip
         else:
-            if args.word:
-                records = [{"text": t, "word": args.word, "vector": pipe.word_vector(t, args.word).tolist()}
-                           for t in inputs]  # fmt: skip
-            else:
-                vectors = pipe(inputs, pooling=args.pooling)
-                records = [
-                    {"text": t, "pooling": args.pooling, "vector": v.tolist()}
-                    for t, v in zip(inputs, vectors)
-                ]
-    except (ValueError, TypeError, FileNotFoundError) as e:
-        return _fail(str(e), "predict")
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
-        for record in records:
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-    finally:
-        if args.output:
-            out.close()
+            vectors = pipe(inputs, pooling=args.pooling)
+            records = [
+                {"text": t, "pooling": args.pooling, "vector": v.tolist()} for t, v in zip(inputs, vectors)
+            ]
+    text = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    if args.output:
+        from attnlab.atomic import atomic_write
+
+        with atomic_write(args.output) as f:  # all or nothing
+            f.write(text)
+    else:
+        sys.stdout.write(text)
     return 0

@@ -271,7 +271,10 @@ def run_translate(args: argparse.Namespace) -> int:
     )  # fmt: skip
     text = "".join(o + "\n" for o in outputs)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        from attnlab.atomic import atomic_write
+
+        with atomic_write(args.output) as f:  # all or nothing
+            f.write(text)
     else:
         sys.stdout.write(text)
     return 0
