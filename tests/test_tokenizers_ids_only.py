@@ -12,13 +12,16 @@ import re
 import numpy as np
 import pytest
 import regex
+from test_tokenizers_fuzz_parity import adversarial_texts as every_category_texts
 from test_tokenizers_parity import BOOKS, adversarial_texts, corpus_lines, hf_bert, hf_roberta, vocab_dir
+from test_tokenizers_precompiled import RULES, compile_charsmap
 
 from attnlab.tokenizers import Tokenizer, WordPiece, byte_level_bpe, ids_only, load_tokenizer
 from attnlab.tokenizers import normalizers as norm
 from attnlab.tokenizers import pre_tokenizers as pre
 from attnlab.tokenizers import processors as proc
 from attnlab.tokenizers.parallel import encode_texts, encode_texts_flat
+from attnlab.tokenizers.precompiled import Precompiled
 
 __all__ = ["vocab_dir"]  # the parity tests' vocabularies (a module-scoped fixture)
 
@@ -120,6 +123,32 @@ def test_ids_only_equals_full_encode(vocab_dir, name):
     assert_word_starts_are_exact(tok, TEXTS + BMP_TEXTS)
 
 
+# Issue 12's inputs: every Unicode category (unassigned and private-use code points included), marks that NFD
+# reorders, and SentencePiece's Precompiled normaliser.
+EVERY_CATEGORY = every_category_texts(600, seed=7) + [
+    "\u0378 \U00081eed\ue000",
+    "a\u09fe\u05b1b \u00e9\u0323 \U0001e024\u0c56\u203a na\u00efve",
+    "\ufb01\u0301 \x01x AB\t\u3000",
+]
+
+
+@pytest.mark.parametrize(
+    "name", ["bert_uncased", "bert_cased", "roberta", "split_nfkd", "byte_level_normalized"]
+)
+def test_ids_only_equals_full_encode_on_every_category(vocab_dir, name):
+    tok = pipelines(vocab_dir)[name]
+    assert_lean_is_exact(tok, EVERY_CATEGORY)
+    assert_word_starts_are_exact(tok, EVERY_CATEGORY)
+
+
+def test_ids_only_equals_full_encode_behind_precompiled(vocab_dir):
+    wp: WordPiece = load_tokenizer(vocab_dir / "bert_uncased").model  # type: ignore[assignment]
+    n = norm.Sequence([Precompiled(compile_charsmap(RULES)), norm.Replace(" {2,}", " ", is_regex=True)])
+    tok = Tokenizer(wp, n, pre.Metaspace(), special_tokens=["[UNK]"])
+    assert_lean_is_exact(tok, EVERY_CATEGORY + TEXTS[:300], expect_lean=ids_only.supports_ids_only(tok, True))
+    assert_word_starts_are_exact(tok, EVERY_CATEGORY)
+
+
 def word_starts_of(word_ids: list[int | None]) -> list[bool]:
     """A token starts a word when its word id differs from the previous token's or is None (data.shards)."""
     return [i == 0 or w is None or w != word_ids[i - 1] for i, w in enumerate(word_ids)]
@@ -137,7 +166,7 @@ def assert_word_starts_are_exact(tok: Tokenizer, texts: list[str]) -> None:
 
 
 # Character classes of the pre-tokenisers' patterns, as ``regex`` writes them.
-CLASSES = [r"\s", pre._PUNCT, r"\p{L}", r"\p{N}", r"\w"]
+CLASSES = [r"\s", pre._PUNCT, r"\p{L}", r"\p{N}", r"\w", pre._LETTER, pre._NUMBER, pre._WORD]
 BMP = "".join(map(chr, range(0x10000)))
 EVERY = "".join(map(chr, range(0x110000)))
 
@@ -145,7 +174,7 @@ EVERY = "".join(map(chr, range(0x110000)))
 @pytest.mark.parametrize("expr", CLASSES)
 def test_re_classes_hold_what_regex_matches_on_every_code_point(expr):
     ours = re.compile(ids_only.re_class(ids_only.bmp_ranges(expr)))
-    assert ours.findall(BMP) == regex.findall(f"[{expr}]", BMP)
+    assert ours.findall(BMP) == regex.findall(f"[{expr}]", BMP, regex.V1)
     assert not ours.search(EVERY[0x10000:])  # the BMP only: text above it is split by ``regex``
 
 

@@ -31,7 +31,7 @@ from attnlab.tokenizers.unicode_compat import (
     hf_nfd,
     ranges_class,
 )
-from attnlab.tokenizers.unicode_forms import unicode_plan
+from attnlab.tokenizers.unicode_forms import reorders_marks, unicode_plan
 
 __all__ = [
     "NormalizedString",
@@ -295,14 +295,7 @@ class BertNormalizer(Normalizer):
     def reorders(self, text: str) -> bool:
         """Whether accent stripping's NFD reorders combining marks in ``text``: then the text is normalised as
         a whole (HF's NFD over the text, its marks sorted by class), not character by character."""
-        if not self._do_strip or text.isascii():
-            return False
-        for m in _MARKED.finditer(text):
-            seq = m.group()
-            decomposed = "".join(hf_nfd(c) for c in seq)
-            if "".join(c for c, _ in unicode_plan(seq, "NFD")) != decomposed:
-                return True
-        return False
+        return self._do_strip and not text.isascii() and reorders_marks(text)
 
     def _normalize_whole(self, ns: NormalizedString) -> NormalizedString:
         """HF's order on the whole text: clean-up, CJK spacing, NFD, nonspacing marks dropped, lowercase."""
@@ -394,7 +387,6 @@ class BertNormalizer(Normalizer):
 
 
 _ASCII_RUN = regex.compile(r"[\t\n\r\x20-\x7e]+")
-_MARKED = regex.compile(r".\p{M}+", regex.DOTALL)  # a character and the marks after it: NFD may reorder these
 _TABLE_CAPACITY = 1 << 16  # characters kept in a normaliser's translation table
 _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
 

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import unicodedata
 
+import regex
+
 from attnlab.tokenizers.unicode_compat import NFD_UNKNOWN, NFKD_UNKNOWN, hf_combining, hf_decomposition
 
-__all__ = ["FORMS", "unicode_plan"]
+__all__ = ["FORMS", "unicode_plan", "reorders_marks"]
 
 FORMS = ("NFD", "NFKD", "NFC", "NFKC")
 
@@ -85,3 +87,29 @@ def unicode_plan(text: str, form: str) -> list[tuple[str, int]]:
         last_class = cls
         out.append((ch, change))
     return out
+
+
+_MARK = regex.compile(r"(?<=.)\p{M}", regex.DOTALL)  # every character of non-zero class is a mark
+_EDGE_CLASSES: dict[str, tuple[int, int]] = {}
+
+
+def _edge_classes(ch: str) -> tuple[int, int]:
+    """The combining classes of the first and last characters of ``ch``'s canonical decomposition."""
+    hit = _EDGE_CLASSES.get(ch)
+    if hit is None:
+        d = hf_decomposition(ch, False)
+        hit = (hf_combining(d[0]), hf_combining(d[-1]))
+        if len(_EDGE_CLASSES) < 1 << 16:
+            _EDGE_CLASSES[ch] = hit
+    return hit
+
+
+def reorders_marks(text: str) -> bool:
+    """Whether NFD's canonical ordering moves a character of ``text``: two neighbours whose decompositions
+    meet as a mark of higher class before a mark of lower, non-zero class."""
+    for m in _MARK.finditer(text):
+        j = m.start()
+        first = _edge_classes(text[j])[0]
+        if first and _edge_classes(text[j - 1])[1] > first:
+            return True
+    return False
