@@ -34,7 +34,7 @@ def _raise(error: BaseException):
     [
         (OSError(errno.ENOSPC, "No space left on device", "/runs/x/model.safetensors"),
          ["no space left", "/runs/x/model.safetensors", "--output-dir"]),
-        (OSError(errno.EROFS, "Read-only file system", "/ro/out"), ["/ro/out", "read-only"]),
+        (OSError(errno.EROFS, "Read-only file system", "/ro/out"), ["/ro/out", "read-only file system"]),
         (PermissionError(errno.EACCES, "Permission denied", "/locked/out"),
          ["/locked/out", "permission denied"]),
         (NonFiniteLossError("loss is nan at step 7 (of 10); stopped before the update. Last good checkpoint: "

@@ -81,9 +81,12 @@ def _os_message(error: OSError, args: argparse.Namespace) -> str:
             "free some space or choose another --output-dir, then run again"
         )
     if error.errno == errno.EROFS:
-        return f"{where}: the file system is read-only; choose a writable --output-dir"
+        return f"{where}: read-only file system{_last_checkpoint(args)}; choose a writable --output-dir"
     if isinstance(error, PermissionError):
-        return f"{where}: permission denied; choose a path you can write to (or read, for an input)"
+        return (
+            f"{where}: permission denied{_last_checkpoint(args)}; choose a path you can write to (or read, "
+            "for an input)"
+        )
     if isinstance(error, IsADirectoryError):
         return f"{where}: is a directory, expected a file"
     if isinstance(error, NotADirectoryError) and error.filename is not None:
