@@ -87,3 +87,14 @@ def test_debug_re_raises_user_errors(tmp_path) -> None:
         main(["--debug", "bleu", str(tmp_path / "no.de"), str(tmp_path / "no.de")])
     with pytest.raises(FileNotFoundError):
         main(["bleu", str(tmp_path / "no.de"), str(tmp_path / "no.de"), "--debug"])
+
+
+def test_standard_input_that_is_not_utf8_is_named(monkeypatch) -> None:
+    """translate and predict read standard input through read_stdin: bad bytes name it, no traceback."""
+    import io
+
+    from attnlab.cli.inputs import read_stdin
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"a dog\n\xff\xfe\n"), encoding="utf-8"))
+    with pytest.raises(ValueError, match="standard input: not valid UTF-8"):
+        read_stdin()

@@ -293,7 +293,9 @@ def _inputs(args: argparse.Namespace) -> list[Any]:
     if args.text is not None:
         lines = [args.text]
     elif args.file == "-":
-        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
+        from .inputs import read_stdin
+
+        lines = [line for line in read_stdin().splitlines() if line.strip()]
     else:
         from .inputs import check_text_file
 

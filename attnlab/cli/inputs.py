@@ -39,3 +39,13 @@ def check_text_file(path: str | os.PathLike, option: str = "") -> Path:
         except UnicodeDecodeError as e:
             raise ValueError(f"{name}:{line}: not valid UTF-8 at its end ({e.reason})") from None
     return p
+
+
+def read_stdin() -> str:
+    """Standard input as text; bytes that are not UTF-8 are an error naming it (not a traceback)."""
+    import sys
+
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"standard input: not valid UTF-8 ({e.reason} at byte {e.start})") from None

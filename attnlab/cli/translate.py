@@ -259,11 +259,12 @@ def run_train(args: argparse.Namespace) -> int:
 def run_translate(args: argparse.Namespace) -> int:
     from attnlab.translation.recipe import load_pretrained, translate_texts
 
+    from .inputs import read_stdin
     from .model_dirs import check_seq2seq_dir
 
     _set_threads(args.threads)
     directory = check_seq2seq_dir(args.model_dir)
-    lines = _read(args.input, "--input") if args.input else sys.stdin.read().splitlines()
+    lines = _read(args.input, "--input") if args.input else read_stdin().splitlines()
     model, tokenizer = load_pretrained(directory, device=args.device)
     outputs = translate_texts(
         model, tokenizer, lines, beam_size=args.beam, alpha=args.alpha,
