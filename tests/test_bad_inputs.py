@@ -338,16 +338,7 @@ def test_the_table_is_large_and_its_ids_unique() -> None:
 
 # Rows that fail today in modules other engineers own; strict, so each flips to a failure once fixed (then
 # drop it here). The exact change is in issue 12's report.
-LATE_CHECK = "cli/pretrain.py (the lead's) checks model.* and trainer.* overrides only after it has written "
-LATE_CHECK += "run.json, the tokenizer and the prepared shards"
-KNOWN = {
-    "pt-missing-corpus": "cli/pretrain.py (the lead's) writes run.json into --output before it checks "
-    "--corpus: a rerun is then refused as 'another run'",
-    "pt-set-not-a-number": "pretraining/recipes.py (the lead's): --set lr=abc fails with \"'>' not supported "
-    "between instances of 'str' and 'int'\", naming neither the field nor the value",
-    "pt-set-model-field": LATE_CHECK,
-    "pt-set-trainer-field": LATE_CHECK,
-}
+KNOWN: dict[str, str] = {}
 
 
 def _row(row):

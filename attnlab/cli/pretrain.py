@@ -38,6 +38,7 @@ LEARNED_MARGIN = 0.05
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from attnlab.cli.args import non_negative_int, positive_float, positive_int
     from attnlab.data.corpus import FORMATS
     from attnlab.pretraining.recipes import RECIPES
 
@@ -71,15 +72,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tokenizer", metavar="DIR", help="a tokenizer directory (default: train one on the corpus)"
     )
-    p.add_argument("--vocab-size", type=int, help="vocabulary of a trained tokenizer (default: the recipe's)")
-    p.add_argument("--tokenizer-min-frequency", type=int, help="trained tokenizer: drop rarer pairs/words")
+    p.add_argument(
+        "--vocab-size", type=positive_int, help="vocabulary of a trained tokenizer (default: the budget's)"
+    )
+    p.add_argument(
+        "--tokenizer-min-frequency", type=non_negative_int, help="trained tokenizer: drop rarer pairs/words"
+    )
     p.add_argument("--config", metavar="FILE.yaml", help="YAML overrides (see the module docstring)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override (repeatable)")
-    p.add_argument("--output", metavar="DIR", help="output directory (default runs/pretrain-RECIPE)")
-    p.add_argument("--minutes", type=float, help="training time budget (default 4 for the built-in corpus)")
-    p.add_argument("--max-steps", type=int, help="optimizer steps (default: what fits in --minutes)")
-    p.add_argument("--batch-size", type=int, help="sequences per step (scaled-down default 32)")
-    p.add_argument("--max-length", type=int, help="tokens per sequence (default 128; built-in corpus 64)")
+    p.add_argument(
+        "--output-dir",
+        "--output",
+        dest="output",
+        metavar="DIR",
+        help="output directory (default runs/pretrain-RECIPE)",
+    )
+    p.add_argument(
+        "--minutes", type=positive_float, help="training time budget (default 4 for the built-in corpus)"
+    )
+    p.add_argument("--max-steps", type=positive_int, help="optimizer steps (default: what fits in --minutes)")
+    p.add_argument("--batch-size", type=positive_int, help="sequences per step (default: the budget's, 32)")
+    p.add_argument(
+        "--max-length", type=positive_int, help="tokens per sequence (default: the budget's, 32 up to 10 min)"
+    )
     p.add_argument("--paper", action="store_true", help="the paper's steps, batch and lengths (big machines)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoints in --output")
     p.add_argument(
@@ -87,10 +102,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="delete an earlier run's checkpoints in --output (built-in: always)",
     )
-    p.add_argument("--workers", type=int, help="tokenising processes for preparation (default: all cores)")
-    p.add_argument("--heldout-every", type=int, default=20, help="hold out every N-th document (default 20)")
-    p.add_argument("--eval-examples", type=int, default=1024, help="held-out sequences scored (default 1024)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--workers", type=positive_int, help="tokenising processes for preparation (default: all cores)"
+    )
+    p.add_argument(
+        "--heldout-every", type=positive_int, default=20, help="hold out every N-th document (default 20)"
+    )
+    p.add_argument(
+        "--eval-examples", type=positive_int, default=1024, help="held-out sequences scored (default 1024)"
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_pretrain)
 
@@ -102,7 +123,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     f.add_argument("model_dir", metavar="MODEL_DIR")
     f.add_argument("text", metavar="TEXT", help='e.g. "Paris is the [MASK] of France."')
-    f.add_argument("--top-k", type=int, default=5)
+    f.add_argument("--top-k", type=positive_int, default=5, help="candidates per mask (default 5)")
     f.add_argument("--json", action="store_true", help="one JSON object")
     f.set_defaults(func=run_fill_mask)
 
@@ -215,7 +236,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         # the sizes and optimisation that learn most in the time given (attnlab.pretraining.budget)
         budget = budget_for(minutes)
         recipe = for_budget(
-            recipe, budget, max_steps=args.max_steps or 1000, batch_size=args.batch_size,
+            recipe, budget, max_steps=1000 if args.max_steps is None else args.max_steps,
+            batch_size=args.batch_size,
             max_length=args.max_length,
         )  # fmt: skip
         overrides["model"] = {**MODEL_CHANGES, **overrides["model"]}
@@ -230,6 +252,13 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     trainer_overrides = {"progress_bar": not args.no_progress, **overrides["trainer"]}
     trainer_overrides.setdefault("save_every", 200)
     trainer_overrides.setdefault("log_every", 10)
+
+    # everything the user gave is checked before anything is written into --output
+    if not builtin:
+        for path in args.corpus:
+            if not Path(path).exists():
+                raise FileNotFoundError(f"{path}: no such corpus file or directory")
+    check_overrides(recipe, preset, overrides)
 
     # one rule for run directories (attnlab.train.run_dir): another run's outputs are refused unless --resume
     # or --overwrite; --overwrite removes them all, the old tokenizer too (the shard cache in data/ is keyed
@@ -250,9 +279,6 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         paths, fmt = [corpus_file], "sentences"
     else:
         paths, fmt = [Path(p) for p in args.corpus], args.format
-        for p in paths:
-            if not p.exists():
-                raise FileNotFoundError(f"{p}: no such corpus file or directory")
     vocab_size, min_frequency = args.vocab_size, args.tokenizer_min_frequency
     source = corpus_documents(paths, fmt)
 
@@ -293,6 +319,29 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     if builtin:
         print_demo(masked_lm_of(result.model), tokenizer)
     return 0
+
+
+def check_overrides(recipe: Any, preset: str, overrides: dict[str, dict[str, Any]]) -> None:
+    """``model.*`` and ``trainer.*`` overrides name fields that exist and hold valid values (the configs'
+    own checks), before a tokenizer or shards are written."""
+    import dataclasses
+
+    from attnlab.models import EncoderConfig, get_preset
+
+    known = {f.name for f in dataclasses.fields(EncoderConfig)}
+    unknown = sorted(set(overrides["model"]) - known)
+    if unknown:
+        raise ValueError(
+            f"model: unknown EncoderConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+        )
+    try:
+        dataclasses.replace(get_preset(preset), **overrides["model"])
+    except TypeError as e:  # a comparison with a value of the wrong type
+        raise ValueError(f"model: {e}") from None
+    try:
+        recipe.trainer_config(output_dir=".", **overrides["trainer"])
+    except TypeError as e:
+        raise ValueError(f"trainer: {e}") from None
 
 
 def print_result(result: Any, preset: str, minutes: float | None) -> None:

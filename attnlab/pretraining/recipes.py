@@ -219,6 +219,11 @@ class Recipe:
                 f"Recipe: unknown field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
             )
         values = dict(values)
+        for name, value in values.items():  # a number where the paper has one (--set lr=abc names the field)
+            current = getattr(self, name)
+            is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if isinstance(current, (int, float)) and not isinstance(current, bool) and not is_number:
+                raise ValueError(f"Recipe field {name!r}: expected a number, got {value!r}")
         if isinstance(values.get("masking"), dict):
             values["masking"] = _replace_checked(self.masking, values["masking"], "masking")
         if "stages" in values and not all(isinstance(s, LengthStage) for s in values["stages"]):
