@@ -47,6 +47,22 @@ def test_unassigned_code_points_are_unknown_tokens_not_deleted(text):
     assert ours.encode_ids_batch([text], add_special_tokens=False) == [want.ids]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\u09fe\u05b1b \u00e9\u0323",  # a mark HF gives class 0 (never moved), a canonical reordering
+        "x \U0001e024\u0c56\u203a y",  # reordered marks, one of which HF keeps
+        "\u1a66\u0345\U000f0000\U000116b6B",  # marks made neighbours by clean_text's deletion
+    ],
+)
+def test_marks_reordered_by_nfd_align_as_hf(text):
+    ours = bert_wordpiece({w: i for i, w in enumerate(BERT_VOCAB)})
+    want = hf_bert().encode(text)
+    got = ours.encode(text, add_special_tokens=False)
+    assert (got.ids, got.offsets) == (want.ids, want.offsets)
+    assert ours.encode_ids_batch([text], add_special_tokens=False) == [want.ids]
+
+
 def test_private_use_and_format_characters_are_still_removed():
     n = ON.BertNormalizer()
     assert n.normalize_str("a\ue000b\U000f0000c\u200bd\x01") == "abcd"

@@ -295,7 +295,12 @@ class BertNormalizer(Normalizer):
     def reorders(self, text: str) -> bool:
         """Whether accent stripping's NFD reorders combining marks in ``text``: then the text is normalised as
         a whole (HF's NFD over the text, its marks sorted by class), not character by character."""
-        return self._do_strip and not text.isascii() and reorders_marks(text)
+        if not self._do_strip or text.isascii():
+            return False
+        if self.clean_text and _MAYBE_DELETED.search(text) is not None:
+            # Clean-up runs first: a deleted character between two marks leaves them neighbours.
+            text = "".join(c for c in text if not (c == "\x00" or c == "\ufffd" or is_bert_control(c)))
+        return reorders_marks(text)
 
     def _normalize_whole(self, ns: NormalizedString) -> NormalizedString:
         """HF's order on the whole text: clean-up, CJK spacing, NFD, nonspacing marks dropped, lowercase."""
@@ -389,6 +394,8 @@ class BertNormalizer(Normalizer):
 _ASCII_RUN = regex.compile(r"[\t\n\r\x20-\x7e]+")
 _TABLE_CAPACITY = 1 << 16  # characters kept in a normaliser's translation table
 _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
+# A superset of what clean_text deletes (controls, format and private-use characters, U+FFFD).
+_MAYBE_DELETED = regex.compile(r"[\p{Cc}\p{Cf}\p{Co}\ufffd]")
 
 
 def _map_mixed(
