@@ -1,0 +1,72 @@
+"""experiments/pretrain_then_finetune.py: scores read from `attnlab finetune`'s results.json, targets."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "pretrain_then_finetune.py"
+spec = importlib.util.spec_from_file_location("pretrain_then_finetune", SCRIPT)
+ptf = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ptf)
+
+
+def results(lr: float, runs: list[tuple[float, int, dict[str, float], int]]) -> dict:
+    """A results.json as `attnlab finetune` writes it: runs of (lr, seed, best metrics, steps)."""
+    return {
+        "learning_rate": lr,
+        "runs": [{"learning_rate": a, "seed": s, "best": b, "steps": n} for a, s, b, n in runs],
+    }
+
+
+def test_mean_std_is_the_sample_deviation_and_none_for_one_value():
+    assert ptf.mean_std([1.0, 2.0, 3.0]) == (2.0, 1.0)
+    assert ptf.mean_std([4.0]) == (4.0, None)
+    mean, std = ptf.mean_std([])
+    assert math.isnan(mean) and std is None
+
+
+def test_seed_scores_take_the_chosen_learning_rate_in_seed_order():
+    r = results(1e-4, [
+        (3e-5, 0, {"accuracy": 0.9}, 10),
+        (1e-4, 1, {"accuracy": 0.7}, 10),
+        (1e-4, 0, {"accuracy": 0.6}, 12),
+    ])  # fmt: skip
+    assert ptf.seed_scores(r, "accuracy") == [0.6, 0.7]
+    assert math.isnan(ptf.seed_scores(r, "f1")[0])
+    assert ptf.mean_steps(r) == 11
+
+
+def test_compare_judges_the_first_metric_against_the_task_target_in_points():
+    pre = results(3e-5, [(3e-5, s, {"accuracy": v}, 100) for s, v in enumerate((0.80, 0.82, 0.84))])
+    rnd = results(3e-5, [(3e-5, s, {"accuracy": v}, 100) for s, v in enumerate((0.78, 0.79, 0.80))])
+    (row,) = ptf.compare("sst2", pre, rnd)
+    assert row["pretrained"]["mean"] == pytest.approx(82.0)
+    assert row["pretrained"]["std"] == pytest.approx(2.0)
+    assert row["difference"] == pytest.approx(3.0)
+    assert row["target"] == 3.0 and row["passed"] is True
+
+
+def test_compare_gives_secondary_metrics_no_target_and_glue_tasks_must_not_be_worse():
+    pre = results(3e-5, [(3e-5, 0, {"f1": 0.80, "accuracy": 0.70}, 50)])
+    rnd = results(3e-5, [(3e-5, 0, {"f1": 0.81, "accuracy": 0.60}, 50)])
+    f1, accuracy = ptf.compare("mrpc", pre, rnd)
+    assert (f1["metric"], f1["target"], f1["passed"]) == ("f1", 0.0, False)
+    assert (accuracy["metric"], accuracy["target"], accuracy["passed"]) == ("accuracy", None, None)
+    tie = ptf.compare(
+        "cola", results(3e-5, [(3e-5, 0, {"mcc": 0.0}, 9)]), results(3e-5, [(3e-5, 0, {"mcc": 0.0}, 9)])
+    )
+    assert tie[0]["passed"] is True  # equal is not worse
+
+
+def test_table_and_verdict_name_every_row_and_the_tasks_that_fail():
+    good = results(3e-5, [(3e-5, 0, {"f1": 0.9}, 5)])
+    bad = results(3e-5, [(3e-5, 0, {"f1": 0.5}, 5)])
+    rows = ptf.compare("conll2003", good, bad) + ptf.compare("mrpc", bad, good)
+    text = ptf.format_table(rows)
+    assert "conll2003" in text and "PASS" in text and "FAIL" in text and "90.00 (1)" in text
+    assert ptf.verdict(rows) == "FAIL: 1 of 2 tasks meet their target (not met: mrpc)"
+    assert ptf.verdict(rows[:1]).startswith("PASS: 1 of 1")
