@@ -94,6 +94,7 @@ GOLDEN_NORMALIZE = [
     ),
     (normalizers.BertNormalizer(), ON.BertNormalizer(), "a\u07fdb\u1734c\U00011938\u1c89\ua7cb"),
     (normalizers.BertNormalizer(), ON.BertNormalizer(), "e\u0301\u09fe\u05b1 \u00e9\u0323"),
+    (normalizers.BertNormalizer(), ON.BertNormalizer(), "a\uf9c4b\U0002f800\u5b57"),  # CJK compatibility
     (normalizers.NFKC(), ON.NFKC(), "\u32ff\ua7f2\U0001f16c\u2460\ufb01"),
     (normalizers.NFD(), ON.NFD(), "\U00011938\u09fe\u05b1\u00e9\u0323"),
     (normalizers.Lowercase(), ON.Lowercase(), "\u1c89\ua7cb\u0130"),
@@ -203,6 +204,8 @@ def _per_char(fn, cps: list[int], sep: str) -> dict[int, str]:
             ON.BertNormalizer(False, False, True, False),
             "|",
         ),
+        ("bert_uncased", normalizers.BertNormalizer(), ON.BertNormalizer(), "|"),
+        ("bert_cased", normalizers.BertNormalizer(lowercase=False), ON.BertNormalizer(lowercase=False), "|"),
         ("lowercase", normalizers.Lowercase(), ON.Lowercase(), _SEP),
         ("NFD", normalizers.NFD(), ON.NFD(), _SEP),
         ("NFKD", normalizers.NFKD(), ON.NFKD(), _SEP),

@@ -283,14 +283,16 @@ class BertNormalizer(Normalizer):
     def _char(self, ch: str) -> str:
         """The normalisation of one non-ASCII character (possibly empty or several characters)."""
         cleaned = self._clean_char(ch)
-        if cleaned is not None:
+        padded = cleaned is not None and len(cleaned) == 3 and cleaned[1] == ch  # a CJK ideograph, spaced
+        if cleaned is not None and not padded:
             return cleaned
         if self._do_strip:
+            # (CJK compatibility ideographs decompose too: U+F9C4 becomes U+9F8D.)
             ch = "".join(c for c in hf_nfd(ch) if not hf_is_nonspacing_mark(c))
         if self.lowercase:
             # Character-wise lowercasing (no context-dependent final sigma), as HF tokenizers does.
             ch = "".join(hf_lower(c) for c in ch)
-        return ch
+        return f" {ch} " if padded else ch
 
     def reorders(self, text: str) -> bool:
         """Whether accent stripping's NFD reorders combining marks in ``text``: then the text is normalised as
