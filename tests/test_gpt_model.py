@@ -203,3 +203,29 @@ def test_context_overflow_is_a_clear_error() -> None:
     model = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=65)).eval()
     with pytest.raises(ValueError, match="longer than the model's context of 64"):
         model(torch.zeros(1, 65, dtype=torch.long))
+
+
+def test_buffered_cache_grows_and_reorders_like_the_full_forward() -> None:
+    """Past the first buffer (64 positions) and after a beam-style row reorder, cached steps still equal
+    the full forward of the reordered sequences."""
+    from attnlab.models.decoder import reorder_cache
+
+    torch.manual_seed(9)
+    cfg = GPTConfig(vocab_size=V, max_positions=160, hidden_size=32, num_layers=2, num_heads=4, dropout=0.0,
+                    embedding_dropout=0.0, attention_dropout=0.0, bos_token_id=1, eos_token_id=2)  # fmt: skip
+    model = build_gpt(cfg).eval()
+    ids = torch.randint(0, V, (3, 150), generator=torch.Generator().manual_seed(9))
+    rows = torch.tensor([2, 0, 0])
+    with torch.no_grad():
+        cache = model.new_cache()
+        steps = [model(ids[:, :5], cache=cache).logits]
+        for t in range(5, 70):
+            steps.append(model(ids[:, t : t + 1], cache=cache).logits)
+        reorder_cache(cache, rows)
+        ids = ids.index_select(0, rows)
+        steps = [s.index_select(0, rows) for s in steps]
+        for t in range(70, 150):
+            steps.append(model(ids[:, t : t + 1], cache=cache).logits)
+        full = model(ids).logits
+    assert cache[0]["self"]["key_buffer"].size(2) >= 150 and cache[0]["self"]["key"].size(2) == 150
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)

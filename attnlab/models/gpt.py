@@ -29,9 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.models.decoder import Cache, Decoder, DecoderLayer, cache_length
+from attnlab.models.decoder import BufferedSelfAttention, Cache, Decoder, DecoderLayer, cache_length
 from attnlab.nn.activations import ACTIVATIONS
-from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.linear import Linear
 from attnlab.nn.masks import causal_mask, padding_mask, to_additive
@@ -228,7 +227,7 @@ def build_gpt(config: GPTConfig) -> GPT:
 
     layers = [
         DecoderLayer(
-            residual(MultiHeadAttention(h, cfg.num_heads, cfg.attention_dropout)),
+            residual(BufferedSelfAttention(h, cfg.num_heads, cfg.attention_dropout)),
             residual(FeedForward(h, cfg.ffn_size, cfg.activation)),
         )
         for _ in range(cfg.num_layers)
