@@ -229,3 +229,34 @@ def test_buffered_cache_grows_and_reorders_like_the_full_forward() -> None:
         full = model(ids).logits
     assert cache[0]["self"]["key_buffer"].size(2) >= 150 and cache[0]["self"]["key"].size(2) == 150
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
+
+
+def test_original_gpt_logits_equal_hf_openai_gpt() -> None:
+    """The `gpt` preset's layout (post-LN, no final norm) against HF's OpenAIGPTLMHeadModel on the same
+    weights; its parameter count equals HF's for the full size."""
+    torch.manual_seed(10)
+    hc = transformers.OpenAIGPTConfig(
+        vocab_size=V, n_positions=24, n_embd=32, n_layer=2, n_head=4, afn="gelu", resid_pdrop=0.0,
+        embd_pdrop=0.0, attn_pdrop=0.0,
+    )  # fmt: skip
+    hf = transformers.OpenAIGPTLMHeadModel(hc).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.1)
+            elif "ln" in name and name.endswith("weight"):
+                p.normal_(1.0, 0.3)
+    cfg = get_gpt_preset(
+        "gpt", vocab_size=V, max_positions=24, hidden_size=32, num_layers=2, num_heads=4, activation="gelu",
+        dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0,
+    )  # fmt: skip
+    ours = build_gpt(cfg).eval()
+    ours.load_state_dict(state_dict_from_gpt2(hf.state_dict(), cfg, family="openai-gpt"))
+    ids = torch.randint(0, V, (2, 13), generator=torch.Generator().manual_seed(10))
+    with torch.no_grad():
+        torch.testing.assert_close(ours(ids).logits, hf(ids).logits, rtol=0, atol=1e-5)
+    with torch.device("meta"):
+        full = transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig())
+    assert sum(p.numel() for p in {id(p): p for p in full.parameters()}.values()) == count_parameters(
+        get_gpt_preset("gpt")
+    )

@@ -116,18 +116,27 @@ def config_to_gpt2(config: GPTConfig) -> dict[str, Any]:
     }
 
 
-def state_dict_from_gpt2(hf_state: dict[str, Tensor], config: GPTConfig) -> dict[str, Tensor]:
-    """attnlab `GPT` state dict from a GPT2LMHeadModel / GPT2Model state dict (with or without
-    the ``transformer.`` prefix)."""
+def state_dict_from_gpt2(
+    hf_state: dict[str, Tensor], config: GPTConfig, family: str = "gpt2"
+) -> dict[str, Tensor]:
+    """attnlab `GPT` state dict from a GPT2LMHeadModel / GPT2Model state dict (with or without the
+    ``transformer.`` prefix); ``family="openai-gpt"`` reads HF's OpenAIGPTLMHeadModel (the original GPT: the
+    same Conv1D layers, post-LN so ``ln_1``/``ln_2`` follow the sub-layers, no ``ln_f``, embeddings named
+    ``tokens_embed``/``positions_embed``)."""
+    if family not in ("gpt2", "openai-gpt"):
+        raise ValueError(f"family {family!r} is not 'gpt2' or 'openai-gpt'")
     state = {k.removeprefix("transformer."): v for k, v in hf_state.items()}
 
     def get(name: str) -> Tensor:
         if name not in state:
-            raise CheckpointError(f"GPT-2 state dict has no {name!r} (config has {config.num_layers} layers)")
+            raise CheckpointError(
+                f"{family} state dict has no {name!r} (config has {config.num_layers} layers)"
+            )
         return state[name]
 
     h = config.hidden_size
-    out = {"embed.word.weight": get("wte.weight"), "embed.position.weight": get("wpe.weight")}
+    word, position = ("wte", "wpe") if family == "gpt2" else ("tokens_embed", "positions_embed")
+    out = {"embed.word.weight": get(f"{word}.weight"), "embed.position.weight": get(f"{position}.weight")}
     for i in range(config.num_layers):
         hf, ours = f"h.{i}", f"decoder.layers.{i}"
         qkv_w = get(f"{hf}.attn.c_attn.weight")  # Conv1D (H, 3H): columns q | k | v
@@ -147,11 +156,12 @@ def state_dict_from_gpt2(hf_state: dict[str, Tensor], config: GPTConfig) -> dict
         for hf_name, name in (("ln_1", "self_attn.norm"), ("ln_2", "feed_forward.norm")):
             out[f"{ours}.{name}.weight"] = get(f"{hf}.{hf_name}.weight")
             out[f"{ours}.{name}.bias"] = get(f"{hf}.{hf_name}.bias")
-    out["decoder.final_norm.weight"] = get("ln_f.weight")
-    out["decoder.final_norm.bias"] = get("ln_f.bias")
+    if family == "gpt2":
+        out["decoder.final_norm.weight"] = get("ln_f.weight")
+        out["decoder.final_norm.bias"] = get("ln_f.bias")
     lm_head = hf_state.get("lm_head.weight")
     if lm_head is not None and not torch.equal(lm_head, out["embed.word.weight"]):
-        raise CheckpointError("GPT-2 lm_head.weight differs from wte.weight: attnlab's GPT ties them")
+        raise CheckpointError(f"{family} lm_head.weight differs from {word}.weight: attnlab's GPT ties them")
     out["lm_head.weight"] = out["embed.word.weight"]
     return out
 
