@@ -226,3 +226,13 @@ def test_attnlab_gpt_directory_round_trip(tmp_path, capsys) -> None:
         ["generate", str(tmp_path / "m"), "--prompt", "ROMEO:", "--max-new-tokens", "8"], capsys
     )
     assert code == 0 and out.startswith("ROMEO:") and len(out) == len("ROMEO:") + 8 + 1, err
+
+
+def test_generate_reads_one_prompt_from_stdin(hf_dir, capsys, monkeypatch) -> None:
+    code, out, err = run_cli(
+        ["generate", str(hf_dir), "--max-new-tokens", "6"], capsys, stdin="First\n", monkeypatch=monkeypatch
+    )
+    assert code == 0, err
+    assert out == run_cli(["generate", str(hf_dir), "--prompt", "First", "--max-new-tokens", "6"], capsys)[1]
+    code, _, err = run_cli(["generate", str(hf_dir)], capsys, stdin="", monkeypatch=monkeypatch)
+    assert code == 2 and "prompt 1 is empty" in err
