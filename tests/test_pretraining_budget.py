@@ -24,7 +24,7 @@ from attnlab.pretraining.run import replan_steps, size_warnings
 
 def test_budget_tiers_grow_with_the_minutes():
     assert budget_for(4).preset == "bert-tiny" and budget_for(4).max_length == 32
-    assert budget_for(10) is BUDGETS[0] and budget_for(10.01) is BUDGETS[1]
+    assert budget_for(20) is BUDGETS[0] and budget_for(20.01) is BUDGETS[1]
     assert budget_for(1e6) is BUDGETS[-1] and budget_for(None) is BUDGETS[1]
     assert [b.minutes for b in BUDGETS] == sorted(b.minutes for b in BUDGETS)
 

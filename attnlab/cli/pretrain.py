@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "save the model and tokenizer (attnlab and HF layouts) and print held-out MLM accuracy and "
         "perplexity beside the unigram guess. Without --paper, the recipe runs at the sizes that learn "
         "most in --minutes on a CPU (attnlab.pretraining.budget: a small pre-LN model, short packed "
-        "sequences, 30% masking, a high learning rate planned inside the budget). With no --corpus: a "
+        "sequences, 40% masking, a high learning rate planned inside the budget). With no --corpus: a "
         "built-in corpus of the Python standard library's docstrings for --minutes (default 4), then "
         "fill-mask examples with the expected words.",
     )
