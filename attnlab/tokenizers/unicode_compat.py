@@ -1,8 +1,9 @@
 """The Unicode data HF tokenizers' Rust code sees, where it differs from Python's.
 
 HF tokenizers (the reference for parity, 0.23) classifies characters with tables of several Unicode versions:
-BERT's punctuation, control-character and nonspacing-mark tests and its canonical decompositions come from
-older tables; lowercasing from newer ones (Unicode 16); its regular expressions run on Oniguruma (Unicode 16).
+BERT's punctuation, control-character and mark tests, combining classes and decompositions come from tables
+older than Python's; lowercasing and ``is_numeric`` from Rust's standard library (newer than Python 3.11's
+Unicode 14); its regular expressions run on Oniguruma (Unicode 16: 0x1C89 is a letter, 0x11DE0 no number).
 attnlab runs on Python's ``unicodedata`` (Unicode 14 on Python 3.11) and the ``regex`` module (Unicode 17).
 On ordinary text they agree; on the characters below they do not, and a tokenizer that must give HF's ids
 for any input (unassigned and newly assigned code points included) has to know them.
