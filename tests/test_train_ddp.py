@@ -144,8 +144,7 @@ def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_pat
     assert not (tmp_path / "rank1").exists()  # rank 1 neither logged nor saved
     rank0 = tmp_path / "rank0"
     assert (rank0 / "log.jsonl").is_file()
-    assert sorted(p.name for p in (rank0 / "checkpoints").iterdir()) == [
-        "step-000002",
+    assert sorted(p.name for p in (rank0 / "checkpoints").iterdir()) == [  # the last 2 (keep_last)
         "step-000004",
         "step-000005",
     ]
@@ -160,12 +159,12 @@ def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_pat
 
 
 def test_a_signal_to_one_rank_stops_all_ranks_at_the_same_step_and_resume_continues(tmp_path) -> None:
-    for phase in ("cut", "resume"):
-        _run_ranks(_signal_worker, 2, _free_port(), str(tmp_path), phase)
+    _run_ranks(_signal_worker, 2, _free_port(), str(tmp_path), "cut")
     # rank 1's flag travels with step 3's all-reduce: both ranks save step 3 and return
     assert [json.loads((tmp_path / f"cut{r}.json").read_text()) for r in (0, 1)] == [[3, True], [3, True]]
     state = json.loads((tmp_path / "run" / "checkpoints" / "step-000003" / "trainer_state.json").read_text())
     assert state["interrupted_by"] == "stop on another rank"  # rank 0 writes; rank 1 had the SIGTERM
+    _run_ranks(_signal_worker, 2, _free_port(), str(tmp_path), "resume")  # (keep_last 2 then prunes step 3)
     assert [json.loads((tmp_path / f"resume{r}.json").read_text()) for r in (0, 1)] == [[STEPS, False]] * 2
 
     threads = torch.get_num_threads()
