@@ -217,11 +217,20 @@ def test_cli_end_to_end(tmp_path, monkeypatch, capsys) -> None:
     assert (tmp_path / "avg" / "model.safetensors").is_file()
 
 
-def test_cli_train_needs_data(tmp_path) -> None:
+def test_cli_train_needs_data(tmp_path, capsys) -> None:
     from attnlab.cli import main
 
-    with pytest.raises(SystemExit, match="--src-train"):
-        main(["translate-train", "--output-dir", str(tmp_path / "x")])
+    assert main(["translate-train", "--output-dir", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "--src-train and --tgt-train" in err and "Traceback" not in err
+    # a --data-dir without the training files: the message names the file it lacks
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.en").write_text("a house\n", encoding="utf-8")
+    assert main(["translate-train", "--data-dir", str(data), "--output-dir", str(tmp_path / "y")]) == 2
+    err = capsys.readouterr().err
+    assert f"{data / 'train.de'}: no such file" in err and f"{data / 'train.en'}:" not in err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
 @pytest.mark.data

@@ -2,7 +2,7 @@
 translation system (Vaswani et al. 2017).
 
 attnlab translate-train --data-dir data/multi30k --src-lang en --tgt-lang de --output-dir runs/ende \\
-    --preset transformer-base --layers 3 --d-model 256 --d-ff 1024 --heads 4 --minutes 60
+    --minutes 60  # on a CPU: transformer-cpu; on a GPU: transformer-base
 attnlab translate runs/ende/model --input test.en --beam 4 > hyp.de
 attnlab bleu hyp.de test.de                       # BLEU = 34.12 (nrefs:1|case:mixed|eff:no|tok:13a|...)
 attnlab translate-average runs/ende --last 5 --output runs/ende/avg5
@@ -55,12 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument(
         "--max-tokens",
         type=positive_int,
-        default=4096,
-        help="padded tokens per batch and side (paper: 25000)",
+        help="padded tokens per batch and side (default: 2500 on a CPU, 4096 on a GPU; paper: 25000)",
     )
     model = train.add_argument_group("model (overrides of the preset)")
     model.add_argument(
-        "--preset", default="transformer-base", help="transformer-base, transformer-big, transformer-tiny"
+        "--preset",
+        help="transformer-base, transformer-big, transformer-cpu, transformer-tiny (default: transformer-cpu "
+        "when training on a CPU, transformer-base on a GPU; see attnlab.translation.plan.sizes_for)",
     )
     model.add_argument("--layers", type=positive_int, help="N (default: the preset's)")
     model.add_argument("--d-model", type=positive_int, help="d_model (default: the preset's)")
@@ -77,20 +78,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     run = train.add_argument_group("run")
     run.add_argument("--output-dir", required=True, help="run directory (checkpoints, logs, model)")
-    run.add_argument("--max-steps", type=positive_int, default=100_000, help="optimizer steps")
+    run.add_argument(
+        "--max-steps",
+        type=positive_int,
+        help="optimizer steps (default: what fits in --minutes, planned from timed steps; "
+        "without --minutes the paper's 100,000)",
+    )
     run.add_argument(
         "--minutes",
         type=positive_float,
-        help="stop at the first step after this many minutes (default: none)",
+        help="training time budget: the steps and warm-up are planned to fit it (default: none)",
     )
-    run.add_argument("--warmup", type=non_negative_int, default=4000, help="warm-up steps")
+    run.add_argument(
+        "--warmup",
+        type=non_negative_int,
+        help="warm-up steps (default: 800 on a CPU, the paper's 4000 on a GPU; with --minutes at most a "
+        "quarter of the planned steps; a given warm-up longer than the plan: 4%% of it)",
+    )
     run.add_argument(
         "--lr-scale", type=positive_float, default=1.0, help="multiplies the paper's learning rate formula"
     )
     run.add_argument(
         "--average-last", type=positive_int, default=5, help="average the last N checkpoints (paper: 5)"
     )
-    run.add_argument("--save-every", type=positive_int, default=1000, help="steps between checkpoints")
+    run.add_argument(
+        "--save-every",
+        type=positive_int,
+        help="steps between checkpoints (default: 50 on a CPU, 1000 on a GPU)",
+    )
     run.add_argument("--seed", type=non_negative_int, default=0, help="random seed")
     again = run.add_mutually_exclusive_group()
     again.add_argument(
@@ -171,14 +186,20 @@ def _data_paths(args: argparse.Namespace) -> dict[str, Path | None]:
                 if paths[f"{side}_{key}"] is None and (d / f"{split}.{lang}").is_file():
                     paths[f"{side}_{key}"] = d / f"{split}.{lang}"
     if paths["src_train"] is None or paths["tgt_train"] is None:
-        where = (
-            f"--data-dir {args.data_dir}: no train.{args.src_lang} / train.{args.tgt_lang}; "
-            if args.data_dir
-            else ""
-        )
-        # SystemExit (exit code 1) as tests/test_translation_data.py expects; the message is the same line
-        raise SystemExit(
-            f"attnlab translate-train: error: {where}give --src-train and --tgt-train, or --data-dir holding "
+        if args.data_dir:  # name the file the directory lacks
+            d = Path(args.data_dir)
+            missing = [
+                str(d / f"{SPLITS['train']}.{lang}")
+                for side, lang in (("src", args.src_lang), ("tgt", args.tgt_lang))
+                if paths[f"{side}_train"] is None
+            ]
+            raise FileNotFoundError(
+                f"{' and '.join(missing)}: no such file (--data-dir {d} needs train.{args.src_lang} and "
+                f"train.{args.tgt_lang}, or give --src-train and --tgt-train)"
+            )
+        missing = [f"--{side}-train" for side in ("src", "tgt") if paths[f"{side}_train"] is None]
+        raise FileNotFoundError(
+            f"no training data: give {' and '.join(missing)} (parallel text files), or --data-dir holding "
             f"train.{args.src_lang} and train.{args.tgt_lang}"
         )
     if (paths["src_valid"] is None) != (paths["tgt_valid"] is None):
@@ -208,10 +229,21 @@ def _check_before_writing(args: argparse.Namespace, paths: dict[str, Path | None
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from attnlab.translation.plan import DEFAULT_WARMUP_SHARE, sizes_for
     from attnlab.translation.recipe import train_translation
 
     paths = _data_paths(args)
     _set_threads(args.threads)
+    sizes = sizes_for(args.device)  # what the run takes for options left out, by where it trains
+    args.preset = args.preset or sizes.preset
+    warmup = sizes.warmup if args.warmup is None else args.warmup
+    max_tokens = sizes.max_tokens if args.max_tokens is None else args.max_tokens
+    save_every = sizes.save_every if args.save_every is None else args.save_every
+    print(
+        f"translate-train: preset {args.preset}, warm-up {warmup}, {max_tokens} tokens a batch, "
+        f"a checkpoint every {save_every} steps (defaults for {sizes.preset.removeprefix('transformer-')} "
+        "training unless given)"
+    )
     overrides = {
         key: value
         for key, value in (
@@ -237,13 +269,15 @@ def run_train(args: argparse.Namespace) -> int:
         preset_name=args.preset,
         vocab_size=args.vocab_size,
         max_length=args.max_length,
-        max_tokens=args.max_tokens,
-        max_steps=args.max_steps,
+        max_tokens=max_tokens,
+        max_steps=100_000 if args.max_steps is None else args.max_steps,
         minutes=args.minutes,
-        warmup=args.warmup,
+        auto_steps=args.max_steps is None and args.minutes is not None,
+        warmup_share=DEFAULT_WARMUP_SHARE if args.warmup is None else None,
+        warmup=warmup,
         lr_scale=args.lr_scale,
         average_last=args.average_last,
-        save_every=args.save_every,
+        save_every=save_every,
         seed=args.seed,
         src_valid=paths["src_valid"],
         tgt_valid=paths["tgt_valid"],

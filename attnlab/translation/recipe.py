@@ -17,6 +17,9 @@ carries the run's id: a stale run's checkpoints in the same directory are never 
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,6 +240,8 @@ def train_translation(
     trainer_overrides: dict[str, Any] | None = None,
     resume: bool = False,
     overwrite: bool = False,
+    auto_steps: bool = False,
+    warmup_share: float | None = None,
     log: Callable[[str], None] = print,
 ) -> TranslationRun:
     """Learn a joint BPE, train a Transformer with the paper's recipe, average the last checkpoints and write
@@ -244,8 +249,16 @@ def train_translation(
 
     ``output_dir`` holding an earlier run is an error unless ``resume`` (continue from its newest checkpoint
     that verifies, with its tokenizer) or ``overwrite`` (its outputs are removed first, the tokenizer is
-    learned again). Only this run's checkpoints are averaged."""
+    learned again). Only this run's checkpoints are averaged.
+
+    With ``auto_steps`` and ``minutes``, ``max_steps`` and ``warmup`` are planned to fit the budget
+    (`attnlab.translation.plan`; ``warmup_share``: ``warmup`` is a default, at most that share of the
+    plan); the plan is kept in ``output_dir/plan.json`` so a resume rebuilds the
+    same schedule."""
     from .config import preset
+    from .plan import plan_for_minutes
+
+    t_start = time.monotonic()
 
     output_dir = Path(output_dir)
     run_dir = prepare_run_directory(
@@ -287,11 +300,28 @@ def train_translation(
     tconfig = paper_trainer_config(
         config.d_model, max_steps, output_dir, warmup, lr_scale, **trainer_settings
     )
-    trainer = Trainer(model, tconfig, loader, eval_data=eval_batches, run_id=run_dir.run_id)
+    callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
+    plan_path = output_dir / PLAN_FILE
+    if run_dir.resuming and plan_path.is_file():  # the schedule the run was planned with
+        saved = json.loads(plan_path.read_text())
+        tconfig = dataclasses.replace(tconfig, max_steps=int(saved["max_steps"]), warmup=int(saved["warmup"]))
+        log(f"resuming the planned schedule: {saved['max_steps']} steps, warm-up {saved['warmup']}")
+    elif auto_steps and minutes is not None and not run_dir.resuming:
+        plan = plan_for_minutes(
+            model, loader, tconfig, minutes, warmup, started=t_start, log=log, warmup_share=warmup_share
+        )
+        tconfig = dataclasses.replace(tconfig, max_steps=plan.max_steps, warmup=plan.warmup)
+        callbacks = plan.callbacks
+        write_json_atomic({"max_steps": plan.max_steps, "warmup": plan.warmup}, plan_path)
+    trainer = Trainer(
+        model, tconfig, loader, eval_data=eval_batches, run_id=run_dir.run_id, callbacks=callbacks
+    )
     if run_dir.resuming and latest_checkpoint(trainer.checkpoint_root) is not None:
         path = trainer.resume("latest", log=log)
         log(f"resumed from {path} (step {trainer.step})")
     result = trainer.train()
+    if callbacks:  # a re-plan moved the end: a resume continues to where this run was heading
+        write_json_atomic({"max_steps": trainer.total_steps, "warmup": tconfig.warmup}, plan_path)
     checkpoints = last_checkpoints(output_dir, average_last, run_id=trainer.run_id)
     if len(checkpoints) > 1:
         log(f"averaging {len(checkpoints)} checkpoints: {', '.join(p.name for p in checkpoints)}")
@@ -312,7 +342,8 @@ def train_translation(
 
 
 # What a translate-train run writes in its output directory (`prepare_run_directory` guards them).
-RUN_OUTPUTS = (CHECKPOINT_DIR, "model", TOKENIZER_FILE, MANIFEST_NAME, "data_report.json")
+PLAN_FILE = "plan.json"  # a --minutes run's planned max_steps and warm-up, read back on resume
+RUN_OUTPUTS = (CHECKPOINT_DIR, "model", TOKENIZER_FILE, MANIFEST_NAME, "data_report.json", PLAN_FILE)
 RUN_OUTPUTS += (LOG_FILE, PLOT_FILE, "tensorboard")  # the Trainer's logs
 
 
