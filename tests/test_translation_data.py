@@ -194,6 +194,9 @@ def test_cli_end_to_end(tmp_path, monkeypatch, capsys) -> None:
         "--no-progress",
     ])  # fmt: skip
     assert code == 0
+    # at the end it says what the model can do: validation BLEU and translations beside their references
+    printed = capsys.readouterr().out
+    assert "validation BLEU on the first 2 pairs" in printed and printed.count("reference: ") == 2
     report = json.loads((out / "data_report.json").read_text())
     assert report["skipped_empty"] == 1 and report["pairs"] == 20 and report["steps"] == 4
     assert report["averaged"] == ["step-000002", "step-000004"] and "eval_loss" in report["eval"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from .args import fraction, non_negative_float, non_negative_int, positive_float, positive_int, probability
 
@@ -287,7 +288,31 @@ def run_train(args: argparse.Namespace) -> int:
         log=lambda m: print(m, file=sys.stderr),
     )
     print(f"model written to {run.model_dir} after {run.steps} steps", file=sys.stderr)
+    if paths["src_valid"] and paths["tgt_valid"]:
+        print_what_it_learned(run.model_dir, paths["src_valid"], paths["tgt_valid"])
     return 0
+
+
+VALID_SENTENCES = 200  # validation pairs translated at the end of translate-train (beam 4, ~10 s on a CPU)
+
+
+def print_what_it_learned(model_dir: Any, src_valid: str, tgt_valid: str) -> None:
+    """What the trained model can do: BLEU on the first `VALID_SENTENCES` validation pairs with the
+    paper's beam search, and two of its translations beside the references."""
+    from attnlab.metrics.bleu import corpus_bleu
+    from attnlab.translation.data import read_parallel
+    from attnlab.translation.recipe import load_pretrained, translate_texts
+
+    valid = read_parallel(src_valid, tgt_valid)
+    source, reference = valid.source[:VALID_SENTENCES], valid.target[:VALID_SENTENCES]
+    if not source:
+        return
+    model, tokenizer = load_pretrained(model_dir)
+    hypotheses = translate_texts(model, tokenizer, source, beam_size=4, alpha=0.6)
+    bleu = corpus_bleu(hypotheses, reference)
+    print(f"validation BLEU on the first {len(source)} pairs of {src_valid} (beam 4): {bleu.score:.2f}")
+    for s, h, r in list(zip(source, hypotheses, reference))[:2]:
+        print(f"  {s}\n    -> {h}\n    reference: {r}")
 
 
 def run_translate(args: argparse.Namespace) -> int:
