@@ -356,6 +356,19 @@ def test_config_round_trip_and_unknown_keys() -> None:
         EncoderConfig.from_dict({**cfg.to_dict(), "num_hidden_layers": 2, "hidden_act": "gelu"})
 
 
+def test_pooler_activation_defaults_to_tanh_and_old_configs_read_as_tanh() -> None:
+    """BERT's tanh is the default, so every existing model is unchanged; a config.json written before the
+    field existed reads as tanh. Each choice computes act(dense(h[:, 0]))."""
+    old = tiny().to_dict()
+    del old["pooler_activation"]
+    assert EncoderConfig.from_dict(old).pooler_activation == "tanh"
+    torch.manual_seed(0)
+    h = torch.randn(2, 5, 32)
+    for name, act in [("tanh", torch.tanh), ("gelu", F.gelu), ("relu", F.relu)]:
+        pooler = Encoder(tiny(pooler_activation=name)).pooler
+        torch.testing.assert_close(pooler(h), act(pooler.dense(h[:, 0])), atol=0, rtol=0)
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
@@ -373,6 +386,11 @@ def test_config_round_trip_and_unknown_keys() -> None:
         ("pad_token_id", 99, r"pad_token_id: expected an int in \[0, vocab_size=99\)"),
         ("type_vocab_size", -1, "type_vocab_size: expected an int >= 0"),
         ("norm_first", "yes", "norm_first: expected a bool"),
+        (
+            "pooler_activation",
+            "sigmoid",
+            "pooler_activation: expected one of tanh, gelu, gelu_sigmoid, gelu_tanh, relu, got 'sigmoid'",
+        ),
     ],
 )
 def test_config_validation(field: str, value: object, message: str) -> None:

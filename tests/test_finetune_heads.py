@@ -230,6 +230,11 @@ transformers = pytest.importorskip("transformers")
 
 
 def _hf_config(name: str = "BertConfig", **kw):
+    if name == "DistilBertConfig":  # its own field names
+        return transformers.DistilBertConfig(
+            vocab_size=V, dim=H, n_layers=2, n_heads=4, hidden_dim=37, dropout=0.0, attention_dropout=0.0,
+            max_position_embeddings=64, **kw,
+        )  # fmt: skip
     base = dict(
         vocab_size=V, hidden_size=H, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=64,
@@ -247,7 +252,17 @@ HF_TASKS = [
     ("RobertaConfig", "RobertaForQuestionAnswering", {"pad_token_id": 1}, "end_logits"),
     ("ElectraConfig", "ElectraForTokenClassification", {"num_labels": 3, "embedding_size": 16}, "logits"),
     ("AlbertConfig", "AlbertForSequenceClassification", {"num_labels": 2, "embedding_size": 16}, "logits"),
+    # ELECTRA's head is dense -> gelu -> out_proj, DistilBERT's pre_classifier -> ReLU -> classifier: loaded
+    # with EncoderConfig.pooler_activation gelu / relu; ELECTRA's multiple choice with HF's default
+    # summary_activation (gelu)
+    ("ElectraConfig", "ElectraForSequenceClassification", {"num_labels": 3, "embedding_size": 16}, "logits"),
+    ("ElectraConfig", "ElectraForSequenceClassification", {"num_labels": 1}, "logits"),
+    ("ElectraConfig", "ElectraForMultipleChoice", {"embedding_size": 16}, "logits"),
+    ("DistilBertConfig", "DistilBertForSequenceClassification", {"num_labels": 3}, "logits"),
+    ("DistilBertConfig", "DistilBertForSequenceClassification", {"num_labels": 1}, "logits"),
+    ("DistilBertConfig", "DistilBertForMultipleChoice", {}, "logits"),
 ]
+HEAD_ACTIVATION = {"ElectraForSequenceClassification": "gelu", "ElectraForMultipleChoice": "gelu"}
 
 
 @pytest.mark.parametrize("config_name,cls_name,kw,field", HF_TASKS)
@@ -262,6 +277,11 @@ def test_hf_task_checkpoints_load_with_identical_outputs(tmp_path, config_name, 
     if "Roberta" in cls_name:
         x.pop("token_type_ids")
         x["input_ids"][0, -2:] = 1  # RoBERTa's <pad>
+    if "DistilBert" in cls_name:
+        x.pop("token_type_ids")  # no segment embeddings
+    if ours.encoder.pooler is not None:
+        want = "relu" if "DistilBert" in cls_name else HEAD_ACTIVATION.get(cls_name, "tanh")
+        assert ours.config.pooler_activation == want
     if "MultipleChoice" in cls_name:
         x = {k: v.unsqueeze(1).expand(-1, 3, -1).contiguous() for k, v in x.items()}
     with torch.no_grad():
@@ -279,14 +299,16 @@ def test_hf_id2label_becomes_label_names(tmp_path):
 
 
 def test_hf_heads_without_exact_counterpart_are_refused(tmp_path):
-    transformers.ElectraForSequenceClassification(
-        _hf_config("ElectraConfig", embedding_size=16)
+    """ELECTRA's SequenceSummary with no activation (summary_activation "" or None: the identity) has no
+    attnlab pooler to match; the ELECTRA heads with one load exactly (HF_TASKS above)."""
+    transformers.ElectraForMultipleChoice(
+        _hf_config("ElectraConfig", embedding_size=16, summary_activation="")
     ).save_pretrained(tmp_path)
-    with pytest.raises(CheckpointError, match="no exact attnlab"):
+    with pytest.raises(CheckpointError, match="summary_activation='' has no exact attnlab"):
         load_model(tmp_path)
     # but its encoder fine-tunes with a fresh head
     with pytest.warns(UserWarning, match="newly initialised"):
-        m = load_task_model(tmp_path, "EncoderForSequenceClassification", num_labels=2)
+        m = load_task_model(tmp_path, "EncoderForMultipleChoice")
     assert m.encoder.pooler is not None
 
 

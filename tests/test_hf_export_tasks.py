@@ -2,12 +2,14 @@
 model (H = 32, 2 layers) trained for 3 AdamW steps is saved both as an attnlab directory and with `save_hf`
 (weights, tokenizer files, tokenizer_config.json, model card); ``transformers.pipeline(...)`` on the export
 must give attnlab's pipeline's labels, with scores within 1e-4, on the same inputs (multiple choice, which
-HF has no pipeline for: ``AutoModelForMultipleChoice`` logits). Heads HF cannot hold exactly are refused
-with the reason, and the export reads back into attnlab with identical outputs.
+HF has no pipeline for: ``AutoModelForMultipleChoice`` logits), and the export reads back into attnlab with
+identical outputs. ELECTRA's and DistilBERT's pooled heads are exact through ``pooler_activation`` (gelu,
+ReLU); a pooler whose activation the named family's head lacks is refused with the reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import warnings
@@ -18,7 +20,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from attnlab.io import save_hf  # noqa: E402
+from attnlab.io import CheckpointError, save_hf  # noqa: E402
 from attnlab.io.hf_tasks import UnsupportedHeadError  # noqa: E402
 from attnlab.models import (  # noqa: E402
     EncoderConfig,
@@ -45,9 +47,6 @@ SENTIMENT = ["negative", "neutral", "positive"]
 TAGS = ["O", "B-LOC", "I-LOC", "B-PER", "B-ORG"]
 FAMILIES = ("bert", "roberta", "albert", "electra", "distilbert")
 KINDS = ("classification", "regression", "token", "qa", "multiple_choice")
-NOT_EXACT = {("electra", "classification"), ("electra", "regression")} | {
-    ("distilbert", k) for k in ("classification", "regression", "multiple_choice")
-}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -94,8 +93,10 @@ def _setup(family: str, tokenizers) -> tuple[EncoderConfig, object]:
         "bert": {},
         "roberta": dict(type_vocab_size=1, pad_token_id=1, position_offset=2, max_position_embeddings=66),
         "albert": dict(embedding_size=16, sharing="all", activation="gelu_tanh"),
-        "electra": dict(embedding_size=16, add_pooler=False),
-        "distilbert": dict(type_vocab_size=0, add_pooler=False),
+        # HF's heads: ElectraClassificationHead hard-codes gelu (its SequenceSummary, for multiple choice,
+        # writes the activation in summary_activation); DistilBERT's pre_classifier is followed by ReLU.
+        "electra": dict(embedding_size=16, add_pooler=False, pooler_activation="gelu"),
+        "distilbert": dict(type_vocab_size=0, add_pooler=False, pooler_activation="relu"),
     }[family]
     return EncoderConfig(**{**base, **extra}), tok
 
@@ -255,15 +256,11 @@ def _compare_choices(theirs: Path, model, tok, config) -> None:
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fine_tuned_export_matches_hf_pipeline(family: str, kind: str, tokenizers, tmp_path: Path) -> None:
-    if (family, kind) in NOT_EXACT:
-        config, tok = _setup(family, tokenizers)
-        with pytest.raises(UnsupportedHeadError, match="no exact attnlab counterpart"):
-            save_hf(_model(kind, config), tmp_path / "hf", family=family, tokenizer=tok)
-        assert not (tmp_path / "hf" / "model.safetensors").exists()
-        return
     model, tok, config, ours, theirs = _export(family, kind, tokenizers, tmp_path)
     hf_config = json.loads((theirs / "config.json").read_text())
     assert hf_config["model_type"] == family
+    if family == "electra" and kind == "multiple_choice":
+        assert hf_config["summary_activation"] == "gelu"  # HF's own default, here the pooler's activation
     if kind == "classification":
         assert hf_config["id2label"] == {"0": "negative", "1": "neutral", "2": "positive"}
         assert hf_config["label2id"] == {"negative": 0, "neutral": 1, "positive": 2}
@@ -286,6 +283,7 @@ def test_fine_tuned_export_matches_hf_pipeline(family: str, kind: str, tokenizer
         if kind == "multiple_choice"
         else _pad([tok.encode(t) for t in TEXTS], config.pad_token_id, config.type_vocab_size > 0)
     )
+    assert back.config.pooler_activation == config.pooler_activation or not back.uses_pooler
     with torch.no_grad():
         a, b = model(**x), back(**x)
     field = "start_logits" if kind == "qa" else "logits"
@@ -295,13 +293,18 @@ def test_fine_tuned_export_matches_hf_pipeline(family: str, kind: str, tokenizer
 
 
 def test_classifier_without_exact_family_head_takes_one_that_has_it(tokenizers, tmp_path: Path) -> None:
-    """An ELECTRA-shaped classifier (E != H): ELECTRA's HF head is gelu, but ALBERT's class holds the same
-    post-LN encoder with its projection and a tanh pooler, so the export picks it (with a warning) and HF's
-    pipeline agrees; a DistilBERT-shaped one (no segment embeddings) fits no family and is refused."""
+    """A tanh-pooled ELECTRA-shaped classifier (E != H): ELECTRA's HF head is gelu, so exporting it as
+    ELECTRA is refused with the reason, but ALBERT's class holds the same post-LN encoder with its
+    projection and a tanh pooler, so the export with no family picks it (with a warning) and HF's pipeline
+    agrees; a tanh-pooled DistilBERT-shaped one (no segment embeddings) fits no family and is refused."""
     config, tok = _setup("electra", tokenizers)
+    config = dataclasses.replace(config, pooler_activation="tanh")
     torch.manual_seed(0)
     model = _fine_tune(_model("classification", config), "classification", tok, config)
     save_model_dir(model, tok, tmp_path / "attnlab")
+    with pytest.raises(UnsupportedHeadError, match="applies gelu to dense.* pooler applies tanh"):
+        save_hf(model, tmp_path / "refused", family="electra", tokenizer=tok)
+    assert not (tmp_path / "refused" / "model.safetensors").exists()
     with pytest.warns(UserWarning, match="exported as HF albert"):
         save_hf(model, tmp_path / "hf", tokenizer=tok)
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == [
@@ -309,5 +312,19 @@ def test_classifier_without_exact_family_head_takes_one_that_has_it(tokenizers, 
     ]
     _compare_classification(tmp_path / "attnlab", tmp_path / "hf", regression=False)
     config, tok = _setup("distilbert", tokenizers)
-    with pytest.raises(UnsupportedHeadError, match="no HF family holds this"):
-        save_hf(_model("classification", config), tmp_path / "distil", tokenizer=tok)
+    config = dataclasses.replace(config, pooler_activation="tanh")
+    for kind in ("classification", "multiple_choice"):
+        with pytest.raises(UnsupportedHeadError, match="applies relu.*no HF family holds this"):
+            save_hf(_model(kind, config), tmp_path / "distil", tokenizer=tok)
+
+
+def test_pooler_activation_must_match_the_base_models_pooler(tokenizers, tmp_path: Path) -> None:
+    """HF's BertModel pooler is tanh: a gelu-pooled encoder exports as a base model only without it."""
+    config, tok = _setup("bert", tokenizers)
+    model = EncoderForSequenceClassification.from_config(
+        dataclasses.replace(config, pooler_activation="gelu")
+    )
+    with pytest.raises(UnsupportedHeadError, match="applies tanh to dense"):
+        save_hf(model, tmp_path / "hf", family="bert", tokenizer=tok)
+    with pytest.raises(CheckpointError, match="pooler_activation='gelu'.*pooler is tanh"):
+        save_hf(model.encoder, tmp_path / "base", family="bert")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import warnings
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from attnlab.io import CheckpointError, load_hf, save_hf  # noqa: E402
+from attnlab.io.checkpoint import read_safetensors  # noqa: E402
 from attnlab.models import ARCHITECTURES, EncoderConfig  # noqa: E402
 
 ATOL = 1e-5
@@ -437,6 +439,19 @@ def test_legacy_bin_with_code_is_refused(tmp_path: Path) -> None:
         {"weight": torch.zeros(1), "extra": argparse.Namespace(code=1)}, tmp_path / "pytorch_model.bin"
     )
     with pytest.raises(CheckpointError, match="weights_only=True"):
+        load_hf(tmp_path)
+
+
+def test_legacy_bin_with_non_finite_weights_is_refused(tmp_path: Path) -> None:
+    """A pytorch_model.bin holding NaN is refused by tensor name, as a safetensors file is."""
+    _save_tiny_hf(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    state = {k: v.clone() for k, v in read_safetensors(weights)[0].items()}
+    weights.unlink()
+    name = next(k for k, v in state.items() if v.is_floating_point() and v.dim() == 2)
+    state[name][0, 0] = float("nan")
+    torch.save(state, tmp_path / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=rf"pytorch_model\.bin.*{re.escape(name)}.*non-finite"):
         load_hf(tmp_path)
 
 

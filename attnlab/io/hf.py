@@ -49,6 +49,7 @@ from attnlab.io.checkpoint import (
     architecture_of,
     build_model,
     check_directory,
+    check_finite,
     dtype_name,
     load_state_checked,
     read_json,
@@ -77,6 +78,9 @@ TO_HF_ACTIVATION: dict[str, str] = {
     "gelu_sigmoid": "quick_gelu",
     "relu": "relu",
 }
+# attnlab ``pooler_activation`` -> HF activation name (ELECTRA's ``summary_activation``), and back
+TO_HF_POOLER_ACTIVATION: dict[str, str] = {"tanh": "tanh", **TO_HF_ACTIVATION}
+HF_POOLER_ACTIVATIONS: dict[str, str] = {"tanh": "tanh", **HF_ACTIVATIONS}
 
 # kind -> (attnlab architecture, from_config options, head groups it holds)
 KINDS: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
@@ -428,7 +432,9 @@ def read_hf_weights(directory: str | os.PathLike) -> tuple[dict[str, Tensor], st
             ) from e
         if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
             raise CheckpointError(f"{legacy}: expected a dict of tensors (a state dict)")
-        return dict(state), str(legacy)
+        tensors = dict(state)
+        check_finite(tensors, f"{directory} ({LEGACY_WEIGHTS_NAME})")  # as read_safetensors refuses them
+        return tensors, str(legacy)
     raise FileNotFoundError(
         f"{directory}: no weights found "
         f"(looked for {WEIGHTS_NAME}, {SHARDED_INDEX_NAME}, {LEGACY_WEIGHTS_NAME})"
@@ -793,6 +799,10 @@ def export_problems(config: Any, family: Family, kind: str) -> list[str]:
             problems.append(f"{name}={getattr(config, name)!r} ({family.model_type} fixes it to {value!r})")
     if "type_vocab_size" not in family.fixed and config.type_vocab_size == 0:
         problems.append(f"type_vocab_size=0 ({family.model_type} always has segment embeddings)")
+    if config.add_pooler and family.pooler.get(kind, False) and config.pooler_activation != "tanh":
+        problems.append(
+            f"pooler_activation={config.pooler_activation!r} (HF {family.model_type}'s pooler is tanh)"
+        )
     if (
         kind in ("mlm", "pretraining")
         and family.head_activation

@@ -10,23 +10,31 @@ attnlab            HF class and head weights (attnlab -> HF)
 =================  ==========================================================================================
 SequenceClass.     BERT, ALBERT: pooler + ``classifier``. RoBERTa: ``encoder.pooler.dense`` ->
 (regression too)   ``classifier.dense``, ``classifier`` -> ``classifier.out_proj`` (RobertaClassificationHead
-                   is tanh(dense(h[CLS])), BERT's pooler; its extra dropout acts in training only)
+                   is tanh(dense(h[CLS])), BERT's pooler). ELECTRA: the same names, but
+                   ElectraClassificationHead hard-codes gelu: ``pooler_activation="gelu"``. DistilBERT:
+                   ``encoder.pooler.dense`` -> ``pre_classifier`` + ReLU: ``pooler_activation="relu"``
 TokenClass.        every family: ``classifier`` (no pooler)
 QuestionAnswering  every family: ``qa_outputs`` (no pooler)
 MultipleChoice     BERT, RoBERTa, ALBERT: pooler + ``classifier``. ELECTRA: pooler ->
-                   ``sequence_summary.summary`` with ``summary_activation="tanh"`` (HF's default: gelu)
+                   ``sequence_summary.summary``, its ``summary_activation`` = ``pooler_activation`` (any).
+                   DistilBERT: as its sequence classifier (``pre_classifier`` + ReLU)
 =================  ==========================================================================================
 
-Not exact: ELECTRA's sequence classifier (HF hard-codes gelu where attnlab's pooler has tanh) and
-DistilBERT's sequence classifier and multiple-choice head (``pre_classifier`` + ReLU). With no family
-named, such a model is exported as a family whose class holds it exactly (an ELECTRA-shaped classifier as
-ALBERT: post-LN, E != H, tanh pooler), with a warning; otherwise it is refused with the reason.
+The pooled heads are exact only when ``EncoderConfig.pooler_activation`` is the activation the HF head
+applies (the `TaskHead`'s ``activation``); importing a HF checkpoint sets it. A classifier whose activation
+the inferred family's class lacks (a tanh-pooled ELECTRA classifier) is exported, with no family named, as
+a family whose class holds it exactly (ALBERT: post-LN, E != H, tanh pooler), with a warning; a named
+family that does not hold it is refused with the reason.
+Dropout is the one inexact part, and acts in training only: HF's RoBERTa and ELECTRA classification heads
+(and ELECTRA's ``SequenceSummary`` with ``summary_first_dropout`` set) also drop out h[CLS] before the dense
+layer, where attnlab's head has one dropout, after the pooler. Eval-mode logits are identical.
 Classification and token classification are compared with ``transformers.pipeline``; question answering
 (HF 5 has no such pipeline) and multiple choice through ``AutoModelFor*`` on ``AutoTokenizer``'s inputs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Mapping
@@ -49,6 +57,8 @@ from attnlab.io.checkpoint import (
 )
 from attnlab.io.hf import (
     FAMILIES,
+    HF_POOLER_ACTIVATIONS,
+    TO_HF_POOLER_ACTIVATION,
     KeyMap,
     config_to_hf,
     export_problems,
@@ -57,6 +67,7 @@ from attnlab.io.hf import (
     load_hf,
     read_hf_weights,
 )
+from attnlab.models.task_heads import TASK_ARCHITECTURES
 
 
 class UnsupportedHeadError(CheckpointError):
@@ -75,6 +86,10 @@ class TaskHead:
     config: Mapping[str, Any] = field(
         default_factory=dict
     )  # HF config fields the head needs, checked on read
+    activation: str = "tanh"  # the EncoderConfig.pooler_activation HF's head applies to dense(h[CLS])
+    # HF config field naming that activation: then any one is exact, and ``activation`` is HF's default
+    activation_field: str | None = None
+    dropout_field: str | None = None  # HF config field of the head's dropout, where not the family's
 
 
 SEQ, TOKEN, QA, CHOICE = (
@@ -85,6 +100,7 @@ SEQ, TOKEN, QA, CHOICE = (
 )
 _CLASSIFIER = {"classifier": "classifier"}
 _QA = {"qa_outputs": "qa_outputs"}
+_DISTILBERT_POOLED = {"encoder.pooler.dense": "pre_classifier", "classifier": "classifier"}
 
 
 def _standard(name: str) -> dict[str, TaskHead]:
@@ -109,44 +125,48 @@ TASK_HEADS: dict[str, dict[str, TaskHead]] = {
         ),
     },
     "electra": {
+        # ElectraClassificationHead: dropout -> dense -> gelu (hard-coded) -> dropout -> out_proj
+        SEQ: TaskHead(
+            "ElectraForSequenceClassification",
+            {"encoder.pooler.dense": "classifier.dense", "classifier": "classifier.out_proj"},
+            pooler=False,
+            activation="gelu",
+        ),
         TOKEN: TaskHead("ElectraForTokenClassification", _CLASSIFIER, pooler=False),
         QA: TaskHead("ElectraForQuestionAnswering", _QA, pooler=False),
         CHOICE: TaskHead(
             "ElectraForMultipleChoice",
             {"encoder.pooler.dense": "sequence_summary.summary", "classifier": "classifier"},
             pooler=False,
-            config={
-                "summary_type": "first",
-                "summary_use_proj": True,
-                "summary_activation": "tanh",
-                "summary_proj_to_labels": False,
-            },
+            config={"summary_type": "first", "summary_use_proj": True, "summary_proj_to_labels": False},
+            activation="gelu",  # ElectraConfig's default summary_activation
+            activation_field="summary_activation",
         ),
     },
+    # DistilBERT's pooled heads: pre_classifier -> ReLU -> dropout(seq_classif_dropout) -> classifier
     "distilbert": {
+        SEQ: TaskHead(
+            "DistilBertForSequenceClassification",
+            _DISTILBERT_POOLED,
+            pooler=False,
+            activation="relu",
+            dropout_field="seq_classif_dropout",
+        ),
         TOKEN: TaskHead("DistilBertForTokenClassification", _CLASSIFIER, pooler=False),
         QA: TaskHead("DistilBertForQuestionAnswering", _QA, pooler=False),
+        CHOICE: TaskHead(
+            "DistilBertForMultipleChoice",
+            _DISTILBERT_POOLED,
+            pooler=False,
+            activation="relu",
+            dropout_field="seq_classif_dropout",
+        ),
     },
 }
 
-# Why a (family, task) pair has no entry: said in the error of both directions.
-NOT_EXACT: dict[tuple[str, str], str] = {
-    (
-        "electra",
-        SEQ,
-    ): "ELECTRA's classification head (dense -> gelu -> out_proj) has no exact attnlab counterpart "
-    "(attnlab's pooler is tanh(dense(h[CLS])))",
-    (
-        "distilbert",
-        SEQ,
-    ): "DistilBERT's classification head (pre_classifier -> ReLU -> classifier) has no exact "
-    "attnlab counterpart (attnlab's pooler is tanh(dense(h[CLS])))",
-    (
-        "distilbert",
-        CHOICE,
-    ): "DistilBERT's multiple-choice head (pre_classifier -> ReLU -> classifier) has no exact "
-    "attnlab counterpart (attnlab's pooler is tanh(dense(h[CLS])))",
-}
+# Why a (family, task) pair has no entry: said in the error of both directions (none today: every
+# family's HF task classes have an exact entry above).
+NOT_EXACT: dict[tuple[str, str], str] = {}
 
 # HF config field of the classifier's dropout, per family (training only; kept for a faithful round trip).
 # DistilBERT's token classifier uses the encoder's ``dropout``: nothing of its own to write.
@@ -166,13 +186,34 @@ HF_TASK_SUFFIXES: dict[str, str] = {
 }
 
 
+def reads_pooler(architecture: str) -> bool:
+    """Whether the attnlab task ``architecture``'s head reads the pooled [CLS] output."""
+    return TASK_ARCHITECTURES[architecture].uses_pooler
+
+
+def mismatch(family: str, architecture: str, config: Any = None) -> str | None:
+    """Why ``family``'s HF class for ``architecture`` cannot hold it exactly (over an encoder of ``config``,
+    when given, for the pooler's activation); None when it can."""
+    entry = TASK_HEADS.get(family, {}).get(architecture)
+    if entry is None:
+        return NOT_EXACT.get((family, architecture), f"{family} has no HF class for {architecture}")
+    if config is None or not reads_pooler(architecture) or entry.activation_field is not None:
+        return None
+    if config.pooler_activation != entry.activation:
+        return (
+            f"HF {entry.hf_class} applies {entry.activation} to dense(h[CLS]) where this model's pooler "
+            f"applies {config.pooler_activation}: no exact attnlab counterpart (fine-tune with "
+            f"EncoderConfig.pooler_activation={entry.activation!r} to export to this family)"
+        )
+    return None
+
+
 def task_head(family: str, architecture: str, source: str, config: Any = None) -> TaskHead:
     """The `TaskHead` of ``family``'s HF class for ``architecture``; `UnsupportedHeadError` with the reason
     and the families that would hold it exactly (those ``config``, when given, can be exported as)."""
-    entry = TASK_HEADS.get(family, {}).get(architecture)
-    if entry is not None:
-        return entry
-    reason = NOT_EXACT.get((family, architecture), f"{family} has no HF class for {architecture}")
+    reason = mismatch(family, architecture, config)
+    if reason is None:
+        return TASK_HEADS[family][architecture]
     if config is None:
         others = [f for f, heads in TASK_HEADS.items() if architecture in heads]
         hint = f"families with an exact {architecture}: {', '.join(others)}"
@@ -190,9 +231,18 @@ def exact_families(config: Any, architecture: str) -> list[str]:
     """The families whose HF class holds ``architecture`` over an encoder of ``config`` exactly."""
     return [
         f
-        for f, heads in TASK_HEADS.items()
-        if architecture in heads and not export_problems(config, FAMILIES[f], "base")
+        for f in TASK_HEADS
+        if mismatch(f, architecture, config) is None
+        and not export_problems(_encoder_view(config, architecture), FAMILIES[f], "base")
     ]
+
+
+def _encoder_view(config: Any, architecture: str) -> Any:
+    """``config`` as the base-model export sees it: a pooler the head does not read is not exported, so its
+    activation does not matter (HF's own pooler is tanh)."""
+    if reads_pooler(architecture) or config.pooler_activation == "tanh":
+        return config
+    return dataclasses.replace(config, pooler_activation="tanh")
 
 
 def id2label(model: nn.Module) -> dict[int, str]:
@@ -214,9 +264,12 @@ def task_config_to_hf(
         if name == SEQ:
             hf["problem_type"] = "regression" if len(labels) == 1 else "single_label_classification"
     dropout = options.get("classifier_dropout")
-    if dropout is not None and name != QA and family_name in _DROPOUT_FIELD:
-        hf[_DROPOUT_FIELD[family_name]] = dropout
+    dropout_field = entry.dropout_field or _DROPOUT_FIELD.get(family_name)
+    if dropout is not None and name != QA and dropout_field:
+        hf[dropout_field] = dropout
     hf.update(entry.config)
+    if entry.activation_field:
+        hf[entry.activation_field] = TO_HF_POOLER_ACTIVATION[model.config.pooler_activation]
     if "summary_type" in entry.config:  # ELECTRA's SequenceSummary: its last dropout is the classifier's
         hf["summary_last_dropout"] = model.config.hidden_dropout if dropout is None else dropout
     return hf
@@ -236,18 +289,15 @@ def task_to_hf(
     family_name = family or infer_family(config, "base")
     if family_name not in FAMILIES:
         raise ValueError(f"unknown HF family {family_name!r}; valid: {', '.join(FAMILIES)}")
-    if family is None and name not in TASK_HEADS[family_name]:
+    reason = mismatch(family_name, name, config)
+    if family is None and reason is not None:
         fits = exact_families(config, name)
-        if fits:  # e.g. an ELECTRA-shaped classifier: ALBERT's class holds it exactly (E != H, post-LN)
-            warnings.warn(
-                f"{NOT_EXACT.get((family_name, name), family_name)}: exported as HF {fits[0]}, whose "
-                f"{name} is exact",
-                stacklevel=3,
-            )
+        if fits:  # e.g. a tanh-pooled ELECTRA classifier: ALBERT's class holds it exactly (E != H, post-LN)
+            warnings.warn(f"{reason}: exported as HF {fits[0]}, whose {name} is exact", stacklevel=3)
             family_name = fits[0]
     fam = FAMILIES[family_name]
     entry = task_head(family_name, name, f"cannot export {name} as HF {family_name}", config)
-    problems = export_problems(config, fam, "base")
+    problems = export_problems(_encoder_view(config, name), fam, "base")
     if problems:
         raise CheckpointError(
             f"cannot export this attnlab {name} as HF {family_name}:\n  " + "\n  ".join(problems)
@@ -289,11 +339,15 @@ def head_state_from_hf(
     ``*For{Task}`` state dict; every HF key outside the base model must be one the table knows."""
     entry = task_head(family, architecture, source)
     for key, value in entry.config.items():
-        if hf.get(key) != value:
+        # HF's config class supplies an absent field (the values here are its defaults); HF reads a flag
+        # as its truth value (``summary_proj_to_labels`` None: no projection to the labels).
+        given = hf.get(key, value)
+        if (bool(given) if isinstance(value, bool) else given) != value:
             raise UnsupportedHeadError(
-                f"{source}: {entry.hf_class} with {key}={hf.get(key)!r} has no exact attnlab counterpart "
-                f"(attnlab's pooler is tanh(dense(h[CLS])), which HF writes as {key}={value!r})"
+                f"{source}: {entry.hf_class} with {key}={given!r} has no exact attnlab counterpart "
+                f"(attnlab's pooler is act(dense(h[CLS])), which HF writes as {key}={value!r})"
             )
+    head_activation(entry, hf, source)  # refuse an activation attnlab's pooler cannot apply, before loading
     prefix = f"{FAMILIES[family].prefix}."
     table = KeyMap(entry.head)
     head: dict[str, Tensor] = {}
@@ -319,6 +373,19 @@ def head_state_from_hf(
             f"({', '.join(absent)}); found non-encoder keys: {', '.join(sorted(head)) or 'none'}"
         )
     return head
+
+
+def head_activation(entry: TaskHead, hf: Mapping[str, Any], source: str = CONFIG_NAME) -> str:
+    """The ``pooler_activation`` of the attnlab model computing ``entry``'s HF head as ``hf`` sets it up."""
+    if entry.activation_field is None:
+        return entry.activation
+    value = hf.get(entry.activation_field, TO_HF_POOLER_ACTIVATION[entry.activation])  # absent: HF's default
+    if value not in HF_POOLER_ACTIVATIONS:  # HF applies no activation for None or ""
+        raise UnsupportedHeadError(
+            f"{source}: {entry.hf_class} with {entry.activation_field}={value!r} has no exact attnlab "
+            f"counterpart (attnlab's pooler applies one of: {', '.join(HF_POOLER_ACTIVATIONS)})"
+        )
+    return HF_POOLER_ACTIVATIONS[value]
 
 
 def labels_from_hf(hf: Mapping[str, Any], source: str = CONFIG_NAME) -> tuple[int, list[str] | None]:
@@ -353,11 +420,14 @@ def load_hf_task(
     head = head_state_from_hf(family, name, hf, raw, source)
     encoder = load_hf(d, architecture="Encoder")
     config = encoder.config
+    if reads_pooler(name):  # the head's activation is the pooler's (gelu for ELECTRA, ReLU for DistilBERT)
+        config = dataclasses.replace(config, pooler_activation=head_activation(TASK_HEADS[family][name], hf))
     options: dict[str, Any] = {}
     if name in (SEQ, TOKEN):
         n, labels = labels_from_hf(hf, str(config_path))
         options = {"num_labels": n, "labels": labels}
-    dropout = hf.get(_DROPOUT_FIELD.get(family, ""))
+    entry = TASK_HEADS[family][name]
+    dropout = hf.get(entry.dropout_field or _DROPOUT_FIELD.get(family, ""))
     if name != QA and isinstance(dropout, (int, float)) and not isinstance(dropout, bool):
         options["classifier_dropout"] = float(dropout)  # training only; kept for a faithful round trip
     model = build_model(name, config, options, init=False)  # every weight is loaded next

@@ -17,6 +17,7 @@ from attnlab.nn.activations import ACTIVATIONS
 from attnlab.nn.embeddings import POSITION_EMBEDDINGS
 
 SHARING = ("none", "all", "attention", "ffn")
+POOLER_ACTIVATIONS = ("tanh", *sorted(ACTIVATIONS))  # BERT's tanh, or any feed-forward activation
 
 
 @dataclass
@@ -40,7 +41,10 @@ class EncoderConfig:
     layer_norm_eps: float = 1e-12  # BERT's TF code uses 1e-12; RoBERTa (fairseq) 1e-5
     norm_first: bool = False  # False: post-LN (the papers); True: pre-LN + a final LayerNorm
     sharing: str = "none"  # ALBERT Table 4: "none" | "all" | "attention" | "ffn"
-    add_pooler: bool = True  # tanh(Linear(h[CLS])) for NSP/SOP and classification
+    add_pooler: bool = True  # act(Linear(h[CLS])) for NSP/SOP and classification
+    # The pooler's activation: "tanh" (BERT) or a key of attnlab.nn.ACTIVATIONS; HF's ELECTRA classifier
+    # head uses gelu, DistilBERT's pre_classifier relu. Old config.json files without it load as tanh.
+    pooler_activation: str = "tanh"
     initializer_range: float = 0.02  # std of the normal initialisation (BERT's truncated normal)
 
     def __post_init__(self) -> None:
@@ -77,6 +81,8 @@ class EncoderConfig:
             )
         if self.activation not in ACTIVATIONS:
             fail("activation", f"one of {', '.join(sorted(ACTIVATIONS))}")
+        if self.pooler_activation not in POOLER_ACTIVATIONS:
+            fail("pooler_activation", f"one of {', '.join(POOLER_ACTIVATIONS)}")
         if self.position_embedding not in POSITION_EMBEDDINGS:
             fail("position_embedding", f"one of {', '.join(POSITION_EMBEDDINGS)}")
         if self.sharing not in SHARING:

@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.models.config import EncoderConfig
+from attnlab.nn.activations import get_activation
 from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.embeddings import Embeddings
 from attnlab.nn.feedforward import FeedForward
@@ -34,15 +35,20 @@ class EncoderOutput:
 
 
 class Pooler(nn.Module):
-    """BERT's pooler: ``tanh(dense(h[:, 0]))``, the [CLS] summary used by NSP/SOP and classifiers."""
+    """BERT's pooler: ``tanh(dense(h[:, 0]))``, the [CLS] summary used by NSP/SOP and classifiers.
 
-    def __init__(self, hidden_size: int) -> None:
+    ``activation`` (``EncoderConfig.pooler_activation``) replaces tanh where a family's classifier head
+    differs: HF's ELECTRA head is gelu(dense(h[:, 0])), DistilBERT's pre_classifier is relu.
+    """
+
+    def __init__(self, hidden_size: int, activation: str = "tanh") -> None:
         super().__init__()
         self.dense = Linear(hidden_size, hidden_size)
+        self.activation = nn.Tanh() if activation == "tanh" else get_activation(activation)
 
     def forward(self, hidden: Tensor) -> Tensor:
         """(B, T, H) -> (B, H)."""
-        return torch.tanh(self.dense(hidden[:, 0]))
+        return self.activation(self.dense(hidden[:, 0]))
 
 
 def init_bert_weights(module: nn.Module, std: float) -> None:
@@ -123,7 +129,7 @@ class Encoder(nn.Module):
             for _ in range(num_ffn)
         )
         self.final_norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps) if c.norm_first else None
-        self.pooler = Pooler(c.hidden_size) if c.add_pooler else None
+        self.pooler = Pooler(c.hidden_size, c.pooler_activation) if c.add_pooler else None
         self.apply(lambda m: init_bert_weights(m, c.initializer_range))
 
     @classmethod

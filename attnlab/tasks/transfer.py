@@ -16,18 +16,21 @@ task checkpoints whose head attnlab can represent exactly, by the per-family tab
 ==============================  ===================================================  ===================
 HF class                        HF head weights                                      attnlab
 ==============================  ===================================================  ===================
-*ForSequenceClassification      BERT, ALBERT: ``classifier``; RoBERTa:               EncoderForSequence-
-                                ``classifier.dense`` (loaded as the pooler: same     Classification
-                                tanh(dense(h[CLS])) at inference) + ``out_proj``
+*ForSequenceClassification      BERT, ALBERT: ``classifier``; RoBERTa, ELECTRA:      EncoderForSequence-
+                                ``classifier.dense`` (loaded as the pooler) +        Classification
+                                ``out_proj``; DistilBERT: ``pre_classifier`` (as
+                                the pooler) + ``classifier``
 *ForTokenClassification         ``classifier`` (every family)                        ...TokenClassification
 *ForQuestionAnswering           ``qa_outputs`` (every family)                        ...QuestionAnswering
 *ForMultipleChoice              pooler + ``classifier`` (BERT, ALBERT, RoBERTa);     ...MultipleChoice
                                 ELECTRA: ``sequence_summary.summary`` (as the
-                                pooler) when ``summary_activation`` is tanh
+                                pooler); DistilBERT: as its classifier
 ==============================  ===================================================  ===================
 
-ELECTRA's and DistilBERT's classification heads (a gelu / ReLU dense layer) have no exact attnlab
-counterpart and raise an error that says so. RoBERTa's classification head applies dropout before its
+The pooler's activation is the HF head's (``EncoderConfig.pooler_activation``): tanh for BERT, ALBERT and
+RoBERTa, gelu for ELECTRA's classification head (its multiple-choice head: ``summary_activation``), ReLU
+for DistilBERT's ``pre_classifier``. A head attnlab cannot compute (ELECTRA's summary with no activation)
+raises an error that says so. RoBERTa's and ELECTRA's classification heads apply dropout before their
 dense layer too; that only changes training, not inference (a named deviation).
 """
 
