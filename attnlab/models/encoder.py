@@ -168,6 +168,14 @@ class Encoder(nn.Module):
                     f"input_ids: token id {bad} out of range; ids must be in [0, {c.vocab_size - 1}] "
                     f"(vocab_size={c.vocab_size}); max id found {hi}, min id found {lo}"
                 )
+        if attention_mask is not None and attention_mask.dim() == 3:  # (B, T, T) per-example visibility
+            b, t = input_ids.shape
+            if tuple(attention_mask.shape) != (b, t, t):
+                raise ValueError(
+                    f"attention_mask: a 3-D mask must be (B, T, T) = {(b, t, t)} (query x key visibility), "
+                    f"got {tuple(attention_mask.shape)}"
+                )
+            attention_mask = None  # checked; the shape check below is for the (B, T) form
         for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
             if t is not None and tuple(t.shape) != tuple(input_ids.shape):
                 raise ValueError(
@@ -202,9 +210,12 @@ class Encoder(nn.Module):
                     )
 
     def attention_bias(self, attention_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-        """The additive key-padding mask (B, 1, 1, T) built once per forward, or None without padding.
+        """The additive mask built once per forward and applied in every layer, or None without padding.
 
-        Returning None when nothing is padded lets SDPA take its unmasked kernels.
+        ``attention_mask`` (B, T) masks padded keys: (B, 1, 1, T). A (B, T, T) mask says per example which
+        key each query may see (K-BERT's visible matrix, `attnlab.knowledge`; 1/True = visible; as HF's
+        BERT takes a 3-D mask): (B, 1, T, T). Returning None when nothing is masked lets SDPA take its
+        unmasked kernels.
         """
         if attention_mask is None:
             return None
@@ -214,6 +225,8 @@ class Encoder(nn.Module):
             keep = attention_mask != 0
         if _can_read_values(keep) and bool(keep.all()):
             return None
+        if keep.dim() == 3:
+            return to_additive(keep[:, None, :, :], dtype)  # (B, 1, T_q, T_k)
         return to_additive(keep[:, None, None, :], dtype)
 
     def forward(
@@ -228,7 +241,8 @@ class Encoder(nn.Module):
         """Encode ``input_ids`` (B, T) int64.
 
         Args:
-            attention_mask: (B, T) 1 = token, 0 = padding (HF style); None = no padding.
+            attention_mask: (B, T) 1 = token, 0 = padding (HF style); None = no padding; or (B, T, T)
+                1 = query i may see key j (a per-example visibility matrix, K-BERT's).
             token_type_ids: (B, T) segment ids (0 = sentence A, 1 = B); default 0.
             position_ids: (B, T) or (1, T); default ``arange(T)`` or RoBERTa's offset positions.
             output_hidden_states: also return the embeddings output and every layer's output.
