@@ -1,0 +1,122 @@
+"""attnlab.nn.local_attention equals dense attention with the band mask, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attention
+from attnlab.nn.local_attention import LocalSelfAttention, band_mask, key_padding_from_mask, local_attention
+from attnlab.nn.masks import to_additive
+
+
+def test_band_mask_by_hand():
+    # T = 5, W = 1, causal, [CLS] global: row i sees i-1, i, and key 0; row 0 sees only itself
+    m = band_mask(5, 1, causal=True, global_tokens=1)[0, 0].int().tolist()
+    assert m == [
+        [1, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0],
+        [1, 1, 1, 0, 0],
+        [1, 0, 1, 1, 0],
+        [1, 0, 0, 1, 1],
+    ]
+    m = band_mask(5, 1, causal=False, global_tokens=1)[0, 0].int().tolist()
+    assert m == [
+        [1, 1, 1, 1, 1],
+        [1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 0],
+        [1, 0, 1, 1, 1],
+        [1, 0, 0, 1, 1],
+    ]
+
+
+CASES = [
+    # (T, W, causal, G, padded): lengths not a multiple of the block, a window longer than T, globals
+    (37, 8, False, 0, False),
+    (37, 8, True, 0, False),
+    (37, 8, False, 2, False),
+    (37, 8, True, 2, False),
+    (29, 5, False, 1, True),
+    (29, 5, True, 1, True),
+    (16, 4, False, 0, True),
+    (7, 16, False, 1, False),
+    (7, 16, True, 0, True),
+]
+
+
+@pytest.mark.parametrize("t,w,causal,g,padded", CASES)
+def test_local_equals_band_masked_dense(t, w, causal, g, padded):
+    torch.manual_seed(0)
+    b, n, d = 2, 3, 8
+    q, k, v = (torch.randn(b, n, t, d, requires_grad=True) for _ in range(3))
+    keep = torch.ones(b, t, dtype=torch.bool)
+    if padded:
+        keep[1, t - 6 :] = False  # the second row ends in padding
+    allowed = band_mask(t, w, causal, g) & keep[:, None, None, :]
+    ref, _ = scaled_dot_product_attention(q, k, v, mask=allowed, need_weights=True)
+    out = local_attention(q, k, v, w, causal, g, key_padding=keep if padded else None)
+    # a real query always sees itself; compare only real queries (padding rows are ignored downstream)
+    real = keep[:, None, :, None]
+    assert (out - ref).mul(real).abs().max().item() <= 1e-6
+    weights = torch.randn_like(out) * real  # a loss over the real positions only
+    grads = torch.autograd.grad((out * weights).sum(), (q, k, v))
+    grads_ref = torch.autograd.grad((ref * weights).sum(), (q, k, v))
+    for got, want in zip(grads, grads_ref):
+        assert (got - want).abs().max().item() <= 1e-6
+
+
+def test_local_is_banded():
+    # changing a key outside every window leaves the output unchanged (the test above could pass vacuously
+    # if both paths ignored the mask; this one cannot)
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(1, 1, 20, 4) for _ in range(3))
+    out = local_attention(q, k, v, window=3, causal=True)
+    v2 = v.clone()
+    v2[..., 15, :] += 10.0
+    out2 = local_attention(q, k, v2, window=3, causal=True)
+    changed = (out2 - out).abs().amax(dim=-1)[0, 0] > 1e-6
+    assert changed.nonzero().flatten().tolist() == [15, 16, 17, 18]
+
+
+def test_key_padding_from_models_masks():
+    keep = torch.tensor([[1, 1, 1, 0]], dtype=torch.bool)
+    additive = to_additive(keep[:, None, None, :])  # the encoder's (B, 1, 1, T)
+    assert key_padding_from_mask(additive, 4).tolist() == keep.tolist()
+    causal_padded = to_additive(keep[:, None, None, :] & torch.ones(4, 4, dtype=torch.bool).tril())
+    assert key_padding_from_mask(causal_padded, 4).tolist() == keep.tolist()
+    assert key_padding_from_mask(None, 4) is None
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_module_matches_multi_head_attention(causal):
+    torch.manual_seed(2)
+    local = LocalSelfAttention(16, 4, window=3, causal=causal, global_tokens=1).eval()
+    dense = MultiHeadAttention(16, 4).eval()
+    dense.load_state_dict(local.state_dict())  # same parameters, same names
+    x = torch.randn(2, 11, 16)
+    keep = torch.ones(2, 11)
+    keep[0, 9:] = 0
+    mask = to_additive(keep.bool()[:, None, None, :])
+    allowed = band_mask(11, 3, causal, 1) & keep.bool()[:, None, None, :]
+    out, _ = local(x, mask=mask)
+    ref, _ = dense(x, mask=allowed)
+    assert torch.allclose(out[0, :9], ref[0, :9], atol=1e-6) and torch.allclose(out[1], ref[1], atol=1e-6)
+    # the dense path (attention maps) gives the same output and band-shaped probabilities
+    out_w, probs = local(x, mask=mask, need_weights=True)
+    assert torch.allclose(out_w[1], out[1], atol=1e-6)
+    assert (probs[1] * ~band_mask(11, 3, causal, 1)[0]).abs().max() == 0
+
+
+def test_cached_decoding_equals_full_pass():
+    torch.manual_seed(3)
+    attn = LocalSelfAttention(8, 2, window=2, causal=True).eval()
+    x = torch.randn(1, 9, 8)
+    full, _ = attn(x)
+    cache: dict = {}
+    steps = [attn(x[:, i : i + 1], cache=cache)[0] for i in range(9)]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-6)
+
+
+def test_bad_window():
+    with pytest.raises(ValueError, match="window"):
+        LocalSelfAttention(8, 2, window=0)
