@@ -61,6 +61,7 @@ from attnlab.models import (
     get_preset,
 )
 from attnlab.pretraining.baselines import unigram_baseline, unigram_counts
+from attnlab.pretraining.distillation import DistillationPreTrainer
 from attnlab.pretraining.electra import ElectraPreTrainer, generator_config
 from attnlab.pretraining.masked_lm import MaskedLMPreTrainer
 from attnlab.pretraining.recipes import Recipe
@@ -135,8 +136,8 @@ def final_model(model: nn.Module) -> nn.Module:
         return model.discriminator_only()
     if isinstance(model, SpanBertForPreTraining):
         return model.mlm_only()
-    if isinstance(model, MaskedLMPreTrainer):
-        return model.model
+    if isinstance(model, (MaskedLMPreTrainer, DistillationPreTrainer)):
+        return model.model  # distillation: the student (the teacher is not kept)
     return model
 
 
@@ -144,7 +145,7 @@ def masked_lm_of(model: nn.Module) -> EncoderForPreTraining:
     """The masked LM inside a pre-training model (ELECTRA: the generator)."""
     if isinstance(model, ElectraPreTrainer):
         return model.generator
-    if isinstance(model, (SpanBertForPreTraining, MaskedLMPreTrainer)):
+    if isinstance(model, (SpanBertForPreTraining, MaskedLMPreTrainer, DistillationPreTrainer)):
         return final_model(model)
     if isinstance(model, EncoderForPreTraining):
         return model
@@ -534,6 +535,7 @@ def pretrain(
     seed: int = 0,
     run_id: str | None = None,
     log: Callable[[str], None] = print,
+    model: nn.Module | None = None,
 ) -> PretrainResult:
     """Train ``recipe`` on prepared shards and save the final model; see the module docstring.
 
@@ -543,7 +545,8 @@ def pretrain(
     without it, checkpoints of an earlier run in ``output_dir`` are an error unless ``overwrite`` (then they
     are deleted). ``run_id`` (default: the resumed run's, or a new one) goes into run.json, every
     checkpoint's manifest and the saved model's (`attnlab.manifest`), so that no other run's files are taken
-    for this one's.
+    for this one's. ``model``: a pre-training module built by the caller instead of the recipe's (its
+    ``config`` is the saved model's; `attnlab.pretraining.distillation.DistillationPreTrainer`).
     """
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -568,9 +571,12 @@ def pretrain(
     if info.get("run_id") != run_id:
         info = {}  # an earlier run's record, not this run's
 
-    config = model_config(recipe, preset or recipe.preset, tokenizer, **(model_overrides or {}))
-    set_seed(seed)
-    model = build_pretraining_model(recipe, config)
+    if model is None:
+        config = model_config(recipe, preset or recipe.preset, tokenizer, **(model_overrides or {}))
+        set_seed(seed)
+        model = build_pretraining_model(recipe, config)
+    else:  # built by the caller (attnlab distill: the student around its frozen teacher)
+        config = model.config
     for warning in size_warnings(train_corpus.n_tokens, config.vocab_size, count_parameters(model)):
         log(f"warning: {warning}")
     drop = [] if config.type_vocab_size > 0 else ["token_type_ids"]
