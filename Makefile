@@ -21,10 +21,18 @@ $(VENV)/.installed: $(BIN)/activate pyproject.toml
 
 install: $(VENV)/.installed
 
+# transformers 5 removed TransfoXLLMHeadModel; the Transformer-XL parity test (tests/test_transfo_xl.py) runs HF's
+# 4.46.3 from this folder in a subprocess (with .venv's torch), beside the transformers 5 of the other tests.
+XL_SITE := .venv-xl/site
+$(XL_SITE)/.installed: $(BIN)/activate
+	$(BIN)/python -m pip install -q --no-deps --target $(XL_SITE) "transformers==4.46.3" "huggingface_hub==0.26.5" \
+		"tokenizers==0.20.3" requests urllib3 idna certifi charset_normalizer
+	touch $@
+
 run: install
 	$(BIN)/attnlab pretrain
 
-test: install
+test: install $(XL_SITE)/.installed
 	$(BIN)/python -m ruff check attnlab tests benchmarks experiments
 	$(BIN)/python -m pytest -q
 
