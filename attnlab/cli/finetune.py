@@ -87,6 +87,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--progress", action=argparse.BooleanOptionalAction, default=True,
         help="show progress bars (default: yes, as pretrain; --no-progress for logs only)",
     )  # fmt: skip
+    g = ft.add_argument_group("task-specific distillation (DistilBERT, attnlab.tasks.distillation)")
+    g.add_argument(
+        "--teacher", metavar="FINETUNED_DIR",
+        help="a model fine-tuned on the same task: its soft targets are added to the task loss",
+    )  # fmt: skip
+    g.add_argument("--temperature", type=positive_float, default=2.0, help="soft-target temperature")
+    g.add_argument(
+        "--alpha", type=fraction, default=0.5, help="weight of the soft-target loss (task loss: 1 - alpha)"
+    )
     _run_dir_args(ft)
     _generic_args(ft)
     ft.set_defaults(func=run_finetune)
@@ -233,7 +242,8 @@ def run_finetune(args: argparse.Namespace) -> int:
         max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
         device=args.device, output_dir=args.output_dir or f"runs/finetune-{spec.name}",
         progress_bar=args.progress, save_every=args.save_every, resume=args.resume,
-        overwrite=args.overwrite, tensorboard=True,
+        overwrite=args.overwrite, tensorboard=True, teacher=args.teacher,
+        distill_temperature=args.temperature, distill_alpha=args.alpha,
     )  # fmt: skip
     result = finetune(spec, args.data_dir, source, cfg, _columns(args))
     _plot_runs(Path(cfg.output_dir))

@@ -487,8 +487,18 @@ class FinetuneConfig:
     overwrite: bool = False  # remove an earlier run's outputs in output_dir first (else they are an error)
     save_every: int = 0  # optimizer steps between checkpoints; 0: at every evaluation (each epoch's end)
     keep_last: int = 2  # checkpoints kept per (lr, seed) run: one to fall back to if the newest is damaged
+    # Task-specific distillation (attnlab.tasks.distillation): a teacher fine-tuned on the same task adds its
+    # soft targets at ``distill_temperature``, weighted ``distill_alpha`` against the task loss's 1 - alpha.
+    teacher: str | os.PathLike | None = None
+    distill_temperature: float = 2.0
+    distill_alpha: float = 0.5
 
     def __post_init__(self) -> None:
+        if not (self.distill_temperature > 0 and 0.0 <= self.distill_alpha <= 1.0):
+            raise ValueError(
+                "FinetuneConfig: distill_temperature > 0 and distill_alpha in [0, 1] expected, got "
+                f"{self.distill_temperature!r} and {self.distill_alpha!r}"
+            )
         if self.resume and self.overwrite:
             raise ValueError("FinetuneConfig: resume and overwrite exclude each other")
         if not isinstance(self.save_every, int) or self.save_every < 0:
@@ -696,13 +706,16 @@ def run_once(
     output_dir: Path,
     regression: bool = False,
     run_id: str | None = None,
+    teacher: nn.Module | None = None,
 ) -> RunResult:
     """One run of the recipe: build the model (seeded), train ``cfg.epochs`` with evaluation after every
     epoch, keep the best epoch. Returns its metrics; the best model is in ``output_dir/best``.
 
     Checkpoints go to ``output_dir/checkpoints`` (``cfg.save_every``, the last ``cfg.keep_last`` kept) with
     ``run_id`` in their manifests; with ``cfg.resume`` the run continues from the newest one that verifies
-    and ends with the weights and optimizer state of an uninterrupted run, bit for bit on CPU."""
+    and ends with the weights and optimizer state of an uninterrupted run, bit for bit on CPU. With
+    ``teacher`` (a fine-tuned task model) the student is trained with its soft targets too
+    (`attnlab.tasks.distillation.TaskDistiller`); the student alone is saved."""
     from attnlab.train import Trainer, TrainerConfig, set_seed
     from attnlab.train.checkpoint import latest_checkpoint
 
@@ -743,8 +756,13 @@ def run_once(
     for b in eval_batches:  # labels stay (eval loss); QA dev features carry no positions
         b.pop("start_positions", None)
         b.pop("end_positions", None)
+    trained = model
+    if teacher is not None:
+        from attnlab.tasks.distillation import TaskDistiller
+
+        trained = TaskDistiller(model, teacher, cfg.distill_temperature, cfg.distill_alpha)
     trainer = Trainer(
-        model,
+        trained,
         tcfg,
         dataset,
         eval_data=eval_batches,
@@ -800,6 +818,18 @@ def finetune_examples(
     config = source.model_config
     max_length = min(cfg.max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length)
     with_types = config.type_vocab_size > 0
+    teacher = None
+    if cfg.teacher is not None:
+        from attnlab.tasks.distillation import load_task_teacher
+
+        n = 1 if regression or spec.kind == "regression" else len(labels or ())
+        named = None if n == 1 or spec.kind not in ("classification", "token") else model_labels(spec, labels)
+        counted = spec.kind in ("classification", "regression", "token")
+        teacher = load_task_teacher(
+            cfg.teacher, spec.architecture, named, n if counted else None, source.tokenizer
+        )
+        with_types = with_types or teacher.config.type_vocab_size > 0  # the student drops them
+        max_length = min(max_length, teacher.config.max_sequence_length)
     common = dict(
         max_length=max_length, with_token_types=with_types, stride=cfg.stride,
         max_query_length=cfg.max_query_length, regression=regression,
@@ -821,7 +851,7 @@ def finetune_examples(
             evaluator = TaskEvaluator(spec, dev_features, dev_examples, labels, regression)
             run = run_once(
                 spec, source, train_features, evaluator, labels, cfg, lr, seed, run_dir, regression,
-                run_id=claim.run_id,
+                run_id=claim.run_id, teacher=teacher,
             )  # fmt: skip
             logger.info(
                 "%s lr=%g seed=%d: best %s = %.4f", spec.name, lr, seed, spec.metric, run.score(spec.metric)
