@@ -1,0 +1,424 @@
+"""What a model directory can serve, and how a batch of requests runs on it.
+
+`load_service(directory)` reads what the directory holds and builds a `ModelService`:
+
+================================  ===============================================================
+model                             endpoints (``/v1/<name>``)
+================================  ===============================================================
+masked LM (EncoderForPreTraining)  fill-mask, embed, attention
+sequence classification           classify, embed, attention
+token classification              ner, embed, attention
+question answering                qa, embed, attention
+any other encoder                 embed, attention
+GPT (attnlab or HF GPT-2)         generate, attention
+translation (translate-train)     translate
+================================  ===============================================================
+
+Each request passes two steps:
+
+- `ModelService.prepare` (on the server's event loop, cheap): checks what the model needs (a mask token, the
+  length limit), counts the request's tokens with a tokenizer of its own, and returns a `Prepared`: the
+  batch key (requests with equal keys may share a batch: same endpoint and options) and the token count
+  the batcher bounds batches by;
+- `ModelService.run_batch` (on the one model thread): runs a list of prepared requests through the same
+  pipeline the library offers in-process (`attnlab.tasks.pipelines`, `attnlab.generation.generate`,
+  `attnlab.translation.recipe.translate_texts`, `attnlab.tasks.attention.attention_weights`) as one padded
+  batch, so the server answers exactly what the pipeline does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnlab.serving import schemas
+
+ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
+    "EncoderForPreTraining": "fill-mask",
+    "EncoderForSequenceClassification": "classify",
+    "EncoderForTokenClassification": "ner",
+    "EncoderForQuestionAnswering": "qa",
+}
+_unique = itertools.count()  # batch keys of requests that never share a batch
+
+
+class RequestError(ValueError):
+    """A request the model cannot serve as given (HTTP 422), naming the field."""
+
+    def __init__(self, message: str, field: str | None = None, status: int = 422) -> None:
+        super().__init__(message)
+        self.field = field
+        self.status = status
+
+
+class TooManyTokens(RequestError):
+    """An input over the model's maximum length (HTTP 422), when the request did not ask to truncate."""
+
+
+@dataclass
+class Prepared:
+    """A validated request, ready for the batcher."""
+
+    key: tuple  # requests with equal keys run in one batch (same endpoint and options)
+    tokens: int  # its length in tokens: a batch costs (batch size) x (longest)
+    request: Any  # the pydantic request
+    emit: Callable[[dict], None] | None = field(default=None, repr=False)  # streaming: events to the client
+
+
+class ModelService:
+    """A loaded model, its tokenizers and the endpoints it serves."""
+
+    def __init__(self, directory: Path, kind: str, model: Any, tokenizer: Any, counter: Any) -> None:
+        self.directory = directory
+        self.kind = kind  # "encoder" | "gpt" | "seq2seq"
+        self.model = model
+        self.tokenizer = tokenizer  # used on the model thread only (pipelines set truncation on it)
+        self.counter = counter  # a second copy, used on the event loop to count tokens
+        self.counter.no_truncation()
+        self.counter.no_padding()
+        self.architecture = type(model).__name__
+        self.backend = "torch"
+        self.pipes: dict[str, Any] = {}
+        if kind == "encoder":
+            from attnlab.tasks import pipelines as P
+
+            task = ENCODER_HEADS.get(self.architecture)
+            built = {"fill-mask": P.FillMaskPipeline, "classify": P.TextClassificationPipeline,
+                     "ner": P.TokenClassificationPipeline, "qa": P.QuestionAnsweringPipeline}  # fmt: skip
+            if task is not None:
+                self.pipes[task] = built[task](model, tokenizer)
+            self.pipes["embed"] = P.EmbeddingPipeline(model, tokenizer)
+            self.max_tokens = self.pipes["embed"].max_length
+            self.endpoints = (*([task] if task else []), "embed", "attention")
+        elif kind == "gpt":
+            self.max_tokens = model.config.max_positions
+            self.endpoints = ("generate", "attention")
+        else:
+            self.max_tokens = model.config.max_positions
+            self.endpoints = ("translate",)
+
+    # ------------------------------------------------------------------------------------------ description
+
+    def info(self) -> dict[str, Any]:
+        """What the web page and clients need to know: the model and its endpoints."""
+        out: dict[str, Any] = {
+            "model": self.directory.name,
+            "architecture": self.architecture,
+            "kind": self.kind,
+            "backend": self.backend,
+            "endpoints": [f"/v1/{e}" for e in self.endpoints],
+            "max_tokens": self.max_tokens,
+        }
+        if "fill-mask" in self.pipes:
+            out["mask_token"] = self.pipes["fill-mask"].mask_token
+        for task in ("classify", "ner"):
+            if task in self.pipes:
+                id2label = self.pipes[task].id2label
+                out["labels"] = [id2label[i] for i in sorted(id2label)] if id2label else []
+        return out
+
+    def describe_missing(self, endpoint: str) -> str:
+        return (
+            f"this model ({self.architecture} from {self.directory.name}) does not serve /v1/{endpoint}; "
+            f"it serves {', '.join(f'/v1/{e}' for e in self.endpoints)}"
+        )
+
+    # ------------------------------------------------------------------------------------ event-loop side
+
+    def _count(self, text: str, pair: str | None = None, special: bool = True) -> Any:
+        if pair is not None:
+            return self.counter.encode(text, pair)
+        return self.counter.encode(text, add_special_tokens=special)
+
+    def _fit(self, n: int, truncate: bool, what: str = "text") -> int:
+        if n <= self.max_tokens:
+            return n
+        if truncate:
+            return self.max_tokens
+        raise TooManyTokens(
+            f"the input is {n} tokens long; this model reads at most {self.max_tokens} "
+            '(shorten it, or send "truncate": true to cut it)',
+            field=what,
+        )
+
+    def prepare(self, endpoint: str, request: Any, emit: Callable[[dict], None] | None = None) -> Prepared:
+        """Validate ``request`` for this model and count its tokens (raises `RequestError`)."""
+        r = request
+        if endpoint == "fill-mask":
+            ids = self._count(r.text).ids
+            n = self._fit(len(ids), r.truncate)
+            pipe = self.pipes["fill-mask"]
+            if pipe.mask_id not in ids[:n]:
+                where = f" within the first {n} tokens" if n < len(ids) else ""
+                raise RequestError(f"'text' has no {pipe.mask_token} token{where} to fill", "text")
+            return Prepared(("fill-mask", r.top_k), n, r)
+        if endpoint == "classify":
+            n = self._fit(len(self._count(r.text, r.text_pair).ids), r.truncate)
+            return Prepared(("classify", r.top_k), n, r)
+        if endpoint == "embed":
+            n = self._fit(len(self._count(r.text).ids), r.truncate)
+            return Prepared(("embed", r.pooling), n, r)
+        if endpoint == "ner":  # long texts are read in overlapping windows, as the pipeline does
+            n = len(self._count(r.text).ids)
+            return Prepared(("ner", r.aggregation), n, r)
+        if endpoint == "qa":  # so are long passages
+            n = len(self._count(r.question, r.context).ids)
+            return Prepared(("qa", r.top_k, r.max_answer_length, r.version_2, r.null_threshold), n, r)
+        if endpoint == "attention":
+            if self.kind == "gpt" and r.text_pair is not None:
+                raise RequestError(
+                    "'text_pair' needs an encoder (sentence pairs); this is a GPT", "text_pair"
+                )
+            n = (
+                len(self._count(r.text, r.text_pair).ids)
+                if self.kind == "encoder"
+                else len(self._count(r.text, special=False).ids)
+            )
+            self._fit(n, False)  # attention is shown for the whole text, never a cut one
+            return Prepared(("attention", next(_unique)), n, r)
+        if endpoint == "generate":
+            n = len(self._count(r.text, special=False).ids)
+            if n == 0:
+                raise RequestError("'text' encodes to no tokens", "text")
+            if n >= self.max_tokens and not r.truncate:
+                raise TooManyTokens(
+                    f"the prompt is {n} tokens long; this model's context is {self.max_tokens} positions "
+                    '(with room for one new token); shorten it, or send "truncate": true to keep its end',
+                    field="text",
+                )
+            if r.do_sample and r.num_beams > 1:
+                raise RequestError("sampling with beams is not supported: use do_sample or num_beams > 1",
+                                   "num_beams")  # fmt: skip
+            if r.stream and r.num_beams > 1:
+                raise RequestError("streaming needs greedy search or sampling (num_beams 1)", "stream")
+            return Prepared(("generate", next(_unique)), min(n, self.max_tokens), r, emit)
+        if endpoint == "translate":
+            from attnlab.translation.data import encode_text
+
+            n = len(encode_text(self.counter, [r.text.strip()])[0])
+            self._fit(n, False)
+            return Prepared(("translate", r.beam_size, r.alpha, r.max_length_offset), n, r)
+        raise RequestError(f"unknown endpoint {endpoint!r}", status=404)
+
+    # --------------------------------------------------------------------------------------- model side
+
+    def run_batch(self, key: tuple, batch: Sequence[Prepared]) -> list[Any]:
+        """Results (or the exception each request raised) for ``batch``, in order, on the model thread.
+
+        The batch runs as one call of the pipeline; when that call raises, each request runs alone so that
+        one bad input fails only its own request."""
+        try:
+            return self._run(key[0], [p.request for p in batch], batch)
+        except Exception as error:  # noqa: BLE001 - isolated below, re-raised per request
+            if len(batch) == 1:
+                return [error]
+        out: list[Any] = []
+        for p in batch:
+            try:
+                out.extend(self._run(key[0], [p.request], [p]))
+            except Exception as error:  # noqa: BLE001
+                out.append(error)
+        return out
+
+    def _pipe(self, name: str, size: int) -> Any:
+        pipe = self.pipes[name]
+        pipe.batch_size = max(size, 1)  # the whole dynamic batch is one forward pass
+        return pipe
+
+    def _run(self, endpoint: str, rs: list[Any], batch: Sequence[Prepared]) -> list[Any]:
+        n = len(rs)
+        if endpoint == "fill-mask":
+            results = self._pipe("fill-mask", n)([r.text for r in rs], top_k=rs[0].top_k)
+            return [{"predictions": x} for x in results]
+        if endpoint == "classify":
+            items = [r.text if r.text_pair is None else (r.text, r.text_pair) for r in rs]
+            return [{"predictions": x} for x in self._pipe("classify", n)(items, top_k=rs[0].top_k)]
+        if endpoint == "ner":
+            results = self._pipe("ner", n)([r.text for r in rs], aggregation=rs[0].aggregation)
+            key = "entities" if rs[0].aggregation == "simple" else "words"
+            return [{key: x} for x in results]
+        if endpoint == "qa":
+            r0 = rs[0]
+            results = self._pipe("qa", n)(
+                [(r.question, r.context) for r in rs], top_k=r0.top_k, max_answer_length=r0.max_answer_length,
+                version_2=r0.version_2, null_threshold=r0.null_threshold,
+            )  # fmt: skip
+            return [{"answers": x if isinstance(x, list) else [x]} for x in results]
+        if endpoint == "embed":
+            vectors = self._pipe("embed", n)([r.text for r in rs], pooling=rs[0].pooling)  # (N, H)
+            return [
+                {"embedding": v.tolist(), "dim": int(v.numel()), "pooling": rs[0].pooling} for v in vectors
+            ]
+        if endpoint == "attention":
+            return [self.attention(r.text, r.text_pair) for r in rs]
+        if endpoint == "generate":
+            return [self.generate(rs[0], batch[0].emit)]
+        if endpoint == "translate":
+            from attnlab.translation.recipe import translate_texts
+
+            r0 = rs[0]
+            outs = translate_texts(
+                self.model, self.tokenizer, [r.text for r in rs], beam_size=r0.beam_size, alpha=r0.alpha,
+                max_length_offset=r0.max_length_offset, batch_size=n,
+            )  # fmt: skip
+            return [{"translation": t} for t in outs]
+        raise RequestError(f"unknown endpoint {endpoint!r}", status=404)
+
+    def attention(self, text: str, text_pair: str | None = None) -> dict[str, Any]:
+        from attnlab.tasks.attention import attention_weights
+
+        return attention_weights(self.model, self.tokenizer, text, text_pair)
+
+    def generate(self, r: schemas.GenerateRequest, emit: Callable[[dict], None] | None = None) -> dict:
+        """What ``attnlab generate --json`` computes for one prompt; ``emit`` receives
+        ``{"token", "text"}`` events as tokens arrive (``text``: the new characters)."""
+        from attnlab.generation import GenerationConfig, generate, left_pad
+
+        model, tok = self.model, self.tokenizer
+        eos = model.config.eos_token_id
+        cfg = GenerationConfig(
+            max_new_tokens=r.max_new_tokens, do_sample=r.do_sample, num_beams=r.num_beams,
+            temperature=r.temperature, top_k=r.top_k, top_p=r.top_p, repetition_penalty=r.repetition_penalty,
+            seed=r.seed, truncate_prompt=r.truncate,
+        )  # fmt: skip
+        ids = list(tok.encode(r.text, add_special_tokens=False).ids)
+        input_ids, mask = left_pad([ids], eos if eos is not None else 0)
+
+        def decode(row: list[int]) -> str:
+            return tok.decode([t for t in row if t != eos], skip_special_tokens=True)
+
+        stops = list(r.stop)
+        stop = (lambda row, toks: any(s in decode(toks) for s in stops)) if stops else None
+        stream = _TextStream(decode, stops, emit) if emit is not None else None
+        on_step = (lambda toks, done: stream.step(int(toks[0]), bool(done[0]))) if stream else None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = generate(model, input_ids, mask, cfg, on_step=on_step, stop=stop)
+        text = cut_at_stop(decode(out.sequences[0]), stops)
+        return {
+            "text": text,
+            "tokens": out.sequences[0],
+            "finished": out.finished[0],
+            "warnings": [str(w.message) for w in caught],
+        }
+
+    def warm_up(self) -> None:
+        """One small forward pass, so the first request does not pay for lazy initialisation."""
+        sample = {
+            "fill-mask": lambda: schemas.FillMaskRequest(text=f"a {self.pipes['fill-mask'].mask_token} b"),
+            "classify": lambda: schemas.ClassifyRequest(text="a b"),
+            "ner": lambda: schemas.NerRequest(text="a b"),
+            "qa": lambda: schemas.QARequest(question="a", context="a b"),
+            "embed": lambda: schemas.EmbedRequest(text="a b"),
+            "generate": lambda: schemas.GenerateRequest(text="a", max_new_tokens=1),
+            "translate": lambda: schemas.TranslateRequest(text="a", beam_size=1, max_length_offset=1),
+        }
+        endpoint = self.endpoints[0]
+        try:
+            p = self.prepare(endpoint, sample[endpoint]())
+            self._run(endpoint, [p.request], [p])
+        except RequestError:
+            pass  # a vocabulary without these letters: the first request warms up instead
+
+
+def cut_at_stop(text: str, stops: Sequence[str]) -> str:
+    cut = min((i for s in stops if (i := text.find(s)) >= 0), default=len(text))
+    return text[:cut]
+
+
+class _TextStream:
+    """Turns generated ids into text events: decodes all ids so far and emits the new suffix, holding back an
+    incomplete UTF-8 character (U+FFFD at the end) and any tail that could still become a stop string."""
+
+    def __init__(self, decode: Callable[[list[int]], str], stops: list[str], emit: Callable[[dict], None]):
+        self.decode, self.stops, self.emit = decode, stops, emit
+        self.ids: list[int] = []
+        self.sent = 0
+        self.hold = max((len(s) for s in stops), default=1) - 1
+
+    def step(self, token: int, done: bool) -> None:
+        if done and not self.ids:
+            return
+        self.ids.append(token)
+        text = self.decode(self.ids)
+        cut = cut_at_stop(text, self.stops)
+        safe = len(cut) if len(cut) < len(text) else len(text) - self.hold
+        if text.endswith("\ufffd"):
+            safe = min(safe, len(text) - 1)
+        if safe > self.sent:
+            self.emit({"token": token, "text": text[self.sent : safe]})
+            self.sent = safe
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def _read_config(d: Path) -> dict:
+    try:
+        raw = json.loads((d / "config.json").read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{d / 'config.json'}: not valid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{d / 'config.json'}: expected a JSON object")
+    return raw
+
+
+def load_service(
+    directory: str | os.PathLike, backend: str = "torch", threads: int | None = None
+) -> ModelService:
+    """The `ModelService` for whatever ``directory`` holds (see the module docstring)."""
+    from attnlab.cli.model_dirs import SEQ2SEQ_TYPE, check_model_dir
+    from attnlab.tokenizers import load_tokenizer
+
+    if backend not in ("torch", "onnxruntime"):
+        raise ValueError(f"backend must be 'torch' or 'onnxruntime', got {backend!r}")
+    if threads is not None:
+        torch.set_num_threads(threads)
+    d = check_model_dir(directory, "MODEL_DIR")
+    raw = _read_config(d)
+    if raw.get("model_type") == SEQ2SEQ_TYPE:
+        from attnlab.translation.recipe import load_pretrained
+
+        model, tokenizer = load_pretrained(d)
+        counter = load_pretrained_tokenizer(d)
+        kind = "seq2seq"
+    elif raw.get("architecture") == "GPT" or raw.get("model_type") in ("gpt2", "openai-gpt"):
+        from attnlab.io.causal_lm import load_causal_lm
+
+        model, tokenizer, counter, kind = load_causal_lm(d), load_tokenizer(d), load_tokenizer(d), "gpt"
+    else:
+        from attnlab.tasks.transfer import load_model
+
+        model, tokenizer, counter, kind = load_model(d), load_tokenizer(d), load_tokenizer(d), "encoder"
+    service = ModelService(d, kind, model.eval(), tokenizer, counter)
+    if backend == "onnxruntime":
+        use_onnxruntime(service)
+    return service
+
+
+def load_pretrained_tokenizer(d: Path) -> Any:
+    from attnlab.tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(d / "tokenizer.json"))
+
+
+def use_onnxruntime(service: ModelService) -> None:
+    """Run the service's encoder under ONNX Runtime (the export lives in `attnlab.onnx`)."""
+    try:
+        from attnlab.onnx import onnxruntime_model  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise ValueError(f"--backend onnxruntime is not available here ({e}); use --backend torch") from None
+    if service.kind != "encoder":
+        raise ValueError(f"--backend onnxruntime serves encoders; this is a {service.architecture}")
+    service.model = onnxruntime_model(service.model)
+    for pipe in service.pipes.values():
+        pipe.model = service.model
+    service.backend = "onnxruntime"

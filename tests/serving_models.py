@@ -1,0 +1,65 @@
+"""Tiny random model directories for the serving tests (API and browser): every kind `attnlab serve` reads."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from attnlab.io.causal_lm import save_causal_lm
+from attnlab.models import (
+    EncoderForPreTraining,
+    EncoderForQuestionAnswering,
+    EncoderForSequenceClassification,
+    EncoderForTokenClassification,
+    get_preset,
+)
+from attnlab.models.gpt import build_gpt
+from attnlab.models.gpt_presets import get_gpt_preset
+from attnlab.tasks.finetune import save_model_dir
+from attnlab.tokenizers import bert_wordpiece
+from attnlab.tokenizers.files import save_tokenizer_json
+from attnlab.translation.config import transformer_tiny
+from attnlab.translation.data import train_joint_bpe
+from attnlab.translation.model import build_model
+from attnlab.translation.recipe import save_pretrained as save_seq2seq
+
+TEXT = (
+    "The capital of France is Paris . Paris is a city on the river Seine in the north of France . "
+    "Alan Turing was born in London and worked at Manchester on machines that think ."
+)
+LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+KINDS = ("mlm", "cls", "ner", "qa", "gpt", "mt")
+
+
+def vocab() -> dict[str, int]:
+    words = sorted(set(re.findall(r"\w+|[^\w\s]", TEXT.lower())))
+    return {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])}
+
+
+def make(kind: str, root: Path) -> Path:
+    """A model directory of ``kind`` (one of `KINDS`) under ``root``; random weights, seeded."""
+    torch.manual_seed(0)
+    d = root / kind
+    if kind == "gpt":
+        tok = bert_wordpiece(vocab())  # any attnlab tokenizer; GPT reads it without special tokens
+        cfg = get_gpt_preset("gpt-char-tiny", vocab_size=len(vocab()), hidden_size=32, num_layers=2,
+                             num_heads=2, max_positions=32)  # fmt: skip
+        save_causal_lm(build_gpt(cfg), d)
+        save_tokenizer_json(tok, d / "tokenizer.json")
+        return d
+    if kind == "mt":
+        tok = train_joint_bpe(TEXT.split(" . "), vocab_size=300)
+        save_seq2seq(build_model(transformer_tiny(vocab_size=tok.vocab_size, dropout=0.0, d_model=32,
+                                                  d_ff=64, num_layers=1)), tok, d)  # fmt: skip
+        return d
+    tok = bert_wordpiece(vocab())
+    cfg = get_preset("bert-tiny", vocab_size=len(vocab()), max_position_embeddings=32)
+    model = {
+        "mlm": lambda: EncoderForPreTraining.from_config(cfg),
+        "cls": lambda: EncoderForSequenceClassification.from_config(cfg, 3, ["neg", "neu", "pos"]),
+        "ner": lambda: EncoderForTokenClassification.from_config(cfg, 5, LABELS),
+        "qa": lambda: EncoderForQuestionAnswering.from_config(cfg),
+    }[kind]()
+    return save_model_dir(model, tok, d)
