@@ -41,7 +41,9 @@ def _rows(path: str | os.PathLike, needed: tuple[str, ...]):
             continue
         fields = text.split("\t")
         if len(fields) != len(cols):
-            raise DataFormatError(path, number, f"expected {len(cols)} tab-separated fields, got {len(fields)}")
+            raise DataFormatError(
+                path, number, f"expected {len(cols)} tab-separated fields, got {len(fields)}"
+            )
         rows.append((number, {n: fields[i] for n, i in cols.items()}))
     return path, report, rows
 
@@ -67,7 +69,9 @@ def load_kbert_classification(path: str | os.PathLike) -> LoadedExamples[Sentenc
     """``label`` and ``text_a`` per line (``text_b`` too when the header has it)."""
     path, report, rows = _rows(path, ("label", "text_a"))
     out = [
-        SentenceExample(row["text_a"], row.get("text_b") or None, row["label"], f"{os.path.basename(path)}:{n}")
+        SentenceExample(
+            row["text_a"], row.get("text_b") or None, row["label"], f"{os.path.basename(path)}:{n}"
+        )
         for n, row in rows
     ]
     report.examples = len(out)

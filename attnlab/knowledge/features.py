@@ -139,7 +139,9 @@ class KnowledgeInjector:
             inputs = self._inputs(tree, with_token_types)
             if ex.label is not None and label_to_id is not None:
                 if str(ex.label) not in label_to_id:
-                    raise ValueError(f"{ex.guid}: unknown label {ex.label!r}; expected one of {sorted(label_to_id)}")
+                    raise ValueError(
+                        f"{ex.guid}: unknown label {ex.label!r}; expected one of {sorted(label_to_id)}"
+                    )
                 inputs["labels"] = label_to_id[str(ex.label)]
             features.append(Feature(inputs, i, ex.guid))
         report.features += len(features)

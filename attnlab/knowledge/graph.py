@@ -30,7 +30,9 @@ WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 
 def _is_cjk(ch: str) -> bool:
     cp = ord(ch)
-    return 0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2FA1F or 0xF900 <= cp <= 0xFAFF
+    return (
+        0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2FA1F or 0xF900 <= cp <= 0xFAFF
+    )
 
 
 @dataclass

@@ -44,7 +44,7 @@ def split_units(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class EntityMatch:
-    """Units ``[start, end)`` of the sentence name ``subject``; ``branches`` are the texts injected after it."""
+    """Units ``[start, end)`` of the sentence name ``subject``; ``branches``: the texts injected after it."""
 
     start: int
     end: int

@@ -178,9 +178,7 @@ def build_sentence_tree(
     if sep is not None:
         position += 1
         emit(sep, position, 0, 0, None)
-    return SentenceTree(
-        tokens, soft, branch_ids, entity_ids, unit_ids, dropped, cut_units, list(matches)
-    )
+    return SentenceTree(tokens, soft, branch_ids, entity_ids, unit_ids, dropped, cut_units, list(matches))
 
 
 __all__ = ["SentenceTree", "build_sentence_tree", "visible_from_ids"]

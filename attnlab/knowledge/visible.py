@@ -8,7 +8,6 @@ and applies in every layer (the paper's Mask-Transformer, section 3.4).
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 

@@ -143,6 +143,15 @@ TASKS: dict[str, TaskSpec] = {
         "swag", "multiple_choice", None, "accuracy",
         (("train", ("train.csv",)), ("dev", ("val.csv", "dev.csv")), ("test", ("test.csv",))),
     ),
+    # K-BERT's data sets (attnlab.knowledge.datasets): text_a/label TSV with a header; --kg injects a graph
+    "kbert_ner": TaskSpec(
+        "kbert_ner", "token", None, "f1",
+        (("train", ("train.tsv",)), ("dev", ("dev.tsv",)), ("test", ("test.tsv",))),
+    ),
+    "kbert_cls": TaskSpec(
+        "kbert_cls", "classification", None, "accuracy",
+        (("train", ("train.tsv",)), ("dev", ("dev.tsv",)), ("test", ("test.tsv",))),
+    ),
     "generic": TaskSpec(
         "generic", "classification", None, "accuracy",
         (("train", ("train.csv", "train.tsv", "train.jsonl")), ("dev", ("dev.csv", "dev.tsv", "dev.jsonl"))),
@@ -188,7 +197,12 @@ def load_split(
     from attnlab.tasks import loaders
 
     path = split_path(spec, data_dir, split)
-    if spec.kind in ("classification", "regression") and spec.name != "generic":
+    if spec.name in ("kbert_ner", "kbert_cls"):
+        from attnlab.knowledge import datasets
+
+        load = datasets.load_kbert_ner if spec.kind == "token" else datasets.load_kbert_classification
+        examples = load(path)
+    elif spec.kind in ("classification", "regression") and spec.name != "generic":
         examples = loaders.load_glue(spec.name, path, labelled=None if split == "test" else True)
     elif spec.name == "generic":
         c = columns or GenericColumns()
@@ -408,7 +422,7 @@ def score(ev: TaskEvaluator) -> tuple[dict[str, float], Any]:
             assert ev.labels is not None
             index = {name: i for i, name in enumerate(ev.labels)}
             gold = [index[str(ex.label)] for ex in ev.examples]
-    if spec.name in TASKS and spec.name not in ("generic", "swag"):
+    if spec.name in TASKS and spec.name not in ("generic", "swag", "kbert_ner", "kbert_cls"):
         try:
             return M.glue_metrics(spec.name, preds, gold), preds
         except ValueError as e:  # a constant prediction makes correlations undefined (an untrained model)
@@ -487,6 +501,7 @@ class FinetuneConfig:
     overwrite: bool = False  # remove an earlier run's outputs in output_dir first (else they are an error)
     save_every: int = 0  # optimizer steps between checkpoints; 0: at every evaluation (each epoch's end)
     keep_last: int = 2  # checkpoints kept per (lr, seed) run: one to fall back to if the newest is damaged
+    knowledge: Any = None  # an attnlab.knowledge.features.KnowledgeInjector: K-BERT features (--kg)
     # Task-specific distillation (attnlab.tasks.distillation): a teacher fine-tuned on the same task adds its
     # soft targets at ``distill_temperature``, weighted ``distill_alpha`` against the task loss's 1 - alpha.
     teacher: str | os.PathLike | None = None
@@ -834,12 +849,17 @@ def finetune_examples(
         max_length=max_length, with_token_types=with_types, stride=cfg.stride,
         max_query_length=cfg.max_query_length, regression=regression,
     )  # fmt: skip
-    train_features, train_report = build_features(
-        spec, source.tokenizer, train_examples, labels, training=True, **common
-    )
-    dev_features, dev_report = build_features(
-        spec, source.tokenizer, dev_examples, labels, training=False, **common
-    )
+    if cfg.knowledge is not None:  # K-BERT: every example a sentence tree (attnlab.knowledge.features)
+        tok = source.tokenizer
+        train_features, train_report = knowledge_features(spec, tok, train_examples, labels, cfg, common)
+        dev_features, dev_report = knowledge_features(spec, tok, dev_examples, labels, cfg, common)
+    else:
+        train_features, train_report = build_features(
+            spec, source.tokenizer, train_examples, labels, training=True, **common
+        )
+        dev_features, dev_report = build_features(
+            spec, source.tokenizer, dev_examples, labels, training=False, **common
+        )
     out = Path(cfg.output_dir)
     claim = prepare_run_directory(
         out, "finetune", finetune_outputs(out), resume=cfg.resume, overwrite=cfg.overwrite, log=logger.info
@@ -891,6 +911,28 @@ def finetune_examples(
         )  # fmt: skip
         write_training_record(best_dir, record)
     return result
+
+
+def knowledge_features(
+    spec: TaskSpec, tokenizer: Any, examples: Sequence[Any], labels: Sequence[str] | None,
+    cfg: FinetuneConfig, common: dict[str, Any],
+) -> tuple[list[Feature], FeatureReport]:
+    """K-BERT features through ``cfg.knowledge`` (single-sentence classification and NER only)."""
+    report = FeatureReport(spec.name)
+    label_to_id = {name: i for i, name in enumerate(labels)} if labels else None
+    inj = cfg.knowledge
+    if spec.kind == "classification" and not common["regression"]:
+        feats = inj.classification_features(
+            tokenizer, examples, common["max_length"], label_to_id, common["with_token_types"], report
+        )
+    elif spec.kind == "token":
+        feats = inj.token_features(
+            tokenizer, examples, label_to_id, common["max_length"], common["with_token_types"], report
+        )
+    else:
+        raise ValueError(f"{spec.name}: knowledge injection (--kg) supports classification and NER tasks")
+    report.log()
+    return feats, report
 
 
 def finetune_outputs(out: Path) -> list[str]:
