@@ -82,8 +82,8 @@ def test_key_padding_from_models_masks():
     keep = torch.tensor([[1, 1, 1, 0]], dtype=torch.bool)
     additive = to_additive(keep[:, None, None, :])  # the encoder's (B, 1, 1, T)
     assert key_padding_from_mask(additive, 4).tolist() == keep.tolist()
-    causal_padded = to_additive(keep[:, None, None, :] & torch.ones(4, 4, dtype=torch.bool).tril())
-    assert key_padding_from_mask(causal_padded, 4).tolist() == keep.tolist()
+    with pytest.raises(ValueError, match="key-padding mask"):
+        key_padding_from_mask(to_additive(torch.ones(4, 4, dtype=torch.bool).tril()[None, None]), 4)
     assert key_padding_from_mask(None, 4) is None
 
 
@@ -105,6 +105,20 @@ def test_module_matches_multi_head_attention(causal):
     out_w, probs = local(x, mask=mask, need_weights=True)
     assert torch.allclose(out_w[1], out[1], atol=1e-6)
     assert (probs[1] * ~band_mask(11, 3, causal, 1)[0]).abs().max() == 0
+
+
+def test_query_key_mask_takes_the_dense_path():
+    # a (B, 1, T, T) visibility matrix (the encoder's 3-D attention_mask) is combined with the band
+    torch.manual_seed(4)
+    local = LocalSelfAttention(8, 2, window=2).eval()
+    dense = MultiHeadAttention(8, 2).eval()
+    dense.load_state_dict(local.state_dict())
+    x = torch.randn(1, 6, 8)
+    visible = torch.rand(1, 1, 6, 6) > 0.3
+    visible |= torch.eye(6, dtype=torch.bool)
+    out, _ = local(x, mask=visible)
+    ref, _ = dense(x, mask=visible & band_mask(6, 2))
+    assert torch.allclose(out, ref, atol=1e-6)
 
 
 def test_cached_decoding_equals_full_pass():

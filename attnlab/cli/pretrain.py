@@ -4,6 +4,8 @@ attnlab pretrain                                   # the built-in demo: stdlib d
 attnlab pretrain --recipe roberta --corpus books/ --format text --minutes 30 --output runs/rb
 attnlab pretrain --recipe electra --corpus wiki.txt --config e.yaml --set lr=1e-3 --set model.num_layers=6
 attnlab pretrain --recipe bert --corpus wiki.txt --output runs/bert --resume
+attnlab pretrain --recipe gpt --corpus ../shared/data/tinyshakespeare --format text --tokenizer-kind char
+attnlab generate runs/pretrain-gpt/model --prompt "ROMEO:" --sample --top-k 40
 attnlab fill-mask runs/pretrain-bert/model "The function returns a [MASK] of strings." --top-k 5
 
 ``--set`` and ``--config`` (YAML) name recipe fields (``lr``, ``warmup``, ``max_steps``, ``batch_size``,
@@ -40,11 +42,12 @@ LEARNED_MARGIN = 0.05
 def register(subparsers: argparse._SubParsersAction) -> None:
     from attnlab.cli.args import non_negative_int, positive_float, positive_int
     from attnlab.data.corpus import FORMATS
-    from attnlab.pretraining.recipes import RECIPES
+    from attnlab.pretraining.recipes import RECIPES, TOKENIZER_KINDS
 
     p = subparsers.add_parser(
         "pretrain",
-        help="pre-train a BERT-family model (mlm, bert, roberta, albert, spanbert, electra recipes)",
+        help="pre-train a BERT-family model (mlm, bert, roberta, albert, spanbert, electra recipes) or a GPT "
+        "(gpt: a causal LM for attnlab generate)",
         description="Prepare shards, train a tokenizer if none is given, pre-train with the shared Trainer, "
         "save the model and tokenizer (attnlab and HF layouts) and print held-out MLM accuracy and "
         "perplexity beside the unigram guess. Without --paper, the recipe runs at the sizes that learn "
@@ -71,6 +74,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--format", default="sentences", choices=FORMATS, help="corpus format (default sentences)")
     p.add_argument(
         "--tokenizer", metavar="DIR", help="a tokenizer directory (default: train one on the corpus)"
+    )
+    p.add_argument(
+        "--tokenizer-kind",
+        choices=TOKENIZER_KINDS,
+        help="kind of the tokenizer trained on the corpus (default: the recipe's; gpt: byte_level_bpe, or "
+        "char for a character-level model)",
     )
     p.add_argument(
         "--vocab-size", type=positive_int, help="vocabulary of a trained tokenizer (default: the budget's)"
@@ -113,6 +122,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--attention", choices=("full", "local"),
+        help="self-attention: full, or local = a sliding window (docs/long_sequences.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--window", type=positive_int, help="local attention: keys seen on each side of a query (default 128)"
+    )
+    p.add_argument(
+        "--global-tokens", type=non_negative_int, help="local attention: leading global positions ([CLS] = 1)"
+    )
     p.set_defaults(func=run_pretrain)
 
     f = subparsers.add_parser(
@@ -205,6 +224,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
 
     from attnlab.pretraining import builtin_corpus
     from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
+    from attnlab.pretraining.causal_lm import causal_documents
     from attnlab.pretraining.recipes import get_recipe
     from attnlab.pretraining.run import (
         corpus_documents,
@@ -223,7 +243,14 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     log = print if ctx.is_main else (lambda message: None)
     builtin = not args.corpus
     overrides = collect_overrides(args.config, args.set)
+    # --attention/--window/--global-tokens are model.attention/attention_window/global_tokens
+    for flag, field in (("attention", "attention"), ("window", "attention_window"), ("global_tokens",) * 2):
+        if getattr(args, flag) is not None:
+            overrides["model"][field] = getattr(args, flag)
     recipe = get_recipe(args.recipe)
+    if args.tokenizer_kind is not None:
+        recipe = recipe.override(tokenizer=args.tokenizer_kind)
+    causal = recipe.objective == "clm"
     minutes = args.minutes if args.minutes is not None else (4.0 if builtin else None)
     if args.paper:
         if any(v is not None for v in (args.max_steps, args.batch_size, args.max_length)):
@@ -234,13 +261,14 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         budget = None
     else:
         # the sizes and optimisation that learn most in the time given (attnlab.pretraining.budget)
-        budget = budget_for(minutes)
+        budget = budget_for(minutes, recipe.objective)
         recipe = for_budget(
             recipe, budget, max_steps=1000 if args.max_steps is None else args.max_steps,
             batch_size=args.batch_size,
             max_length=args.max_length,
         )  # fmt: skip
-        overrides["model"] = {**MODEL_CHANGES, **overrides["model"]}
+        if not causal:  # pre-LN: GPT presets are pre-LN already
+            overrides["model"] = {**MODEL_CHANGES, **overrides["model"]}
     if overrides["masking"]:
         overrides["recipe"]["masking"] = overrides["masking"]
     recipe = recipe.override(**overrides["recipe"])
@@ -280,7 +308,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     else:
         paths, fmt = [Path(p) for p in args.corpus], args.format
     vocab_size, min_frequency = args.vocab_size, args.tokenizer_min_frequency
-    source = corpus_documents(paths, fmt)
+    # a causal LM reads the text as written (line breaks kept), a masked LM its sentences
+    source = causal_documents(paths, fmt) if causal else corpus_documents(paths, fmt)
 
     def prepare():
         if args.tokenizer:
@@ -292,7 +321,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
                 recipe, source, out / "tokenizer", vocab_size=vocab_size, min_frequency=min_frequency, log=log
             )
         return (tokenizer,) + prepare_corpus(
-            source, tokenizer, out / "data", source_key=files_key(paths, fmt),
+            source, tokenizer, out / "data", source_key={**files_key(paths, fmt), "causal": causal},
             heldout_every=args.heldout_every, workers=args.workers or min(2, os.cpu_count() or 1), log=log,
         )  # fmt: skip
 
@@ -302,9 +331,13 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     barrier(ctx)
     if not ctx.is_main:
         tokenizer, train_corpus, heldout = prepare()
+    data = (
+        "blocks of the token stream"
+        if causal
+        else f"{recipe.instance_format}, {recipe.masking.strategy} masking"
+    )
     log(
-        f"recipe {recipe.name} ({recipe.objective}, {recipe.instance_format}, "
-        f"{recipe.masking.strategy} masking), "
+        f"recipe {recipe.name} ({recipe.objective}, {data}), "
         f"preset {preset}, batch {recipe.batch_size}, lengths {[s.max_length for s in recipe.stages]}"
         + (f", time budget {minutes:g} min" if minutes is not None else "")
     )
@@ -314,6 +347,9 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         overwrite=overwrite, eval_examples=args.eval_examples, seed=args.seed, run_id=run_id, log=log,
     )  # fmt: skip
     if not ctx.is_main:
+        return 0
+    if causal:
+        print_causal_result(result, heldout)
         return 0
     print_result(result, preset, minutes)
     if builtin:
@@ -327,7 +363,24 @@ def check_overrides(recipe: Any, preset: str, overrides: dict[str, dict[str, Any
     import dataclasses
 
     from attnlab.models import EncoderConfig, get_preset
+    from attnlab.models.gpt import GPTConfig
+    from attnlab.models.gpt_presets import GPT_PRESETS, get_gpt_preset
 
+    if recipe.objective == "clm":
+        if preset not in GPT_PRESETS:
+            raise ValueError(f"--preset {preset!r} is not a GPT preset; valid: {', '.join(GPT_PRESETS)}")
+        known = {f.name for f in dataclasses.fields(GPTConfig)}
+        unknown = sorted(set(overrides["model"]) - known)
+        if unknown:
+            raise ValueError(
+                f"model: unknown GPTConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+            )
+        try:
+            get_gpt_preset(preset, **overrides["model"])
+        except TypeError as e:
+            raise ValueError(f"model: {e}") from None
+        recipe.trainer_config(output_dir=".", **overrides["trainer"])
+        return
     known = {f.name for f in dataclasses.fields(EncoderConfig)}
     unknown = sorted(set(overrides["model"]) - known)
     if unknown:
@@ -374,6 +427,44 @@ def print_result(result: Any, preset: str, minutes: float | None) -> None:
             f"(--minutes, --max-steps){smaller}.",
             file=sys.stderr,
         )
+
+
+def print_causal_result(result: Any, heldout: Any, samples: int = 3) -> None:
+    """What a causal LM can do: held-out next-token loss and perplexity beside the unigram model's, then a
+    few sampled continuations of held-out text."""
+    from attnlab.data.blocks import TokenBlocks
+    from attnlab.pretraining.causal_lm import eos_id_of, sample_continuations
+
+    m, out = result.eval_metrics, result.output_dir
+    print(f"trained {result.steps} steps in {result.seconds / 60:.1f} min", end="")
+    if "eval_lm_loss" in m:
+        base = m.get("eval_unigram_perplexity")
+        print(
+            f"; held-out loss {m['eval_lm_loss']:.3f} nats/token, perplexity {m['eval_lm_perplexity']:.2f}"
+            + (f" (unigram {base:.1f})" if base is not None else "")
+            + f", next-token accuracy {100 * m['eval_lm_accuracy']:.1f}% over {int(m['eval_lm_tokens']):,} "
+            "held-out tokens"
+        )
+    else:
+        print(" (no held-out evaluation)")
+    print(f"model: {result.model_dir}  (logs and loss_curve.png: {out / 'train'})")
+    gpt, tokenizer = result.model, result.tokenizer
+    context = gpt.config.max_positions
+    blocks = TokenBlocks(heldout, context, eos_id_of(tokenizer), shift=False)
+    prompt_tokens = max(4, context // 8)
+    step = max(1, len(blocks) // samples)
+    prompts = []
+    for i in range(0, len(blocks), step):
+        ids = [int(t) for t in blocks[i]["input_ids"][:prompt_tokens] if int(t) != gpt.config.eos_token_id]
+        text = tokenizer.decode(ids, skip_special_tokens=True)
+        if text.strip():
+            prompts.append(text)
+        if len(prompts) == samples:
+            break
+    print("samples (held-out text, then the model's continuation; top-k 40, temperature 0.8):")
+    for prompt, text in zip(prompts, sample_continuations(gpt, tokenizer, prompts, context - prompt_tokens)):
+        print(f"--- {prompt!r}\n{text}")
+    print(f'more: attnlab generate {result.model_dir} --prompt "..." --sample --top-k 40')
 
 
 def print_demo(mlm: Any, tokenizer: Any) -> None:

@@ -777,6 +777,8 @@ def export_problems(config: Any, family: Family, kind: str) -> list[str]:
         )
     if config.norm_first:
         problems.append("norm_first=True (HF families are post-LN)")
+    if getattr(config, "attention", "full") != "full":
+        problems.append(f"attention={config.attention!r} ({family.model_type} attends to every key)")
     if config.sharing != "none" and not (family.layer_groups and config.sharing == "all"):
         problems.append(
             f"sharing={config.sharing!r} has no HF counterpart"

@@ -17,6 +17,9 @@ from attnlab.nn.activations import ACTIVATIONS
 from attnlab.nn.embeddings import POSITION_EMBEDDINGS
 
 SHARING = ("none", "all", "attention", "ffn")
+# self-attention: "full" (every key) or "local" (attnlab.nn.local_attention: a sliding window of
+# attention_window keys on each side plus global_tokens leading global positions; linear memory in T)
+ATTENTION = ("full", "local")
 POOLER_ACTIVATIONS = ("tanh", *sorted(ACTIVATIONS))  # BERT's tanh, or any feed-forward activation
 
 
@@ -46,6 +49,9 @@ class EncoderConfig:
     # head uses gelu, DistilBERT's pre_classifier relu. Old config.json files without it load as tanh.
     pooler_activation: str = "tanh"
     initializer_range: float = 0.02  # std of the normal initialisation (BERT's truncated normal)
+    attention: str = "full"  # "full" (the papers) or "local": sliding-window attention (issue 15)
+    attention_window: int = 128  # local: keys seen on each side of a query (Longformer's w / 2)
+    global_tokens: int = 0  # local: the first G positions ([CLS] = 1) attend and are attended everywhere
 
     def __post_init__(self) -> None:
         def fail(field: str, expected: str) -> None:
@@ -87,6 +93,13 @@ class EncoderConfig:
             fail("position_embedding", f"one of {', '.join(POSITION_EMBEDDINGS)}")
         if self.sharing not in SHARING:
             fail("sharing", f"one of {', '.join(SHARING)}")
+        if self.attention not in ATTENTION:
+            fail("attention", f"one of {', '.join(ATTENTION)}")
+        for name in ("attention_window", "global_tokens"):
+            value = getattr(self, name)
+            least = 1 if name == "attention_window" else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                fail(name, f"an int >= {least}")
         for name in ("hidden_dropout", "attention_dropout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:

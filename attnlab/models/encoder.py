@@ -20,6 +20,7 @@ from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.embeddings import Embeddings
 from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.linear import Linear
+from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.masks import to_additive
 from attnlab.nn.residual import Residual
 
@@ -73,6 +74,16 @@ def _can_read_values(t: Tensor) -> bool:
     return t.device.type != "meta" and not torch.compiler.is_compiling()
 
 
+def self_attention(c: EncoderConfig) -> MultiHeadAttention:
+    """The self-attention ``c.attention`` names; both have the same parameters (state-dict names)."""
+    if c.attention == "local":
+        return LocalSelfAttention(
+            c.hidden_size, c.num_heads, c.attention_window, global_tokens=c.global_tokens,
+            dropout=c.attention_dropout,
+        )  # fmt: skip
+    return MultiHeadAttention(c.hidden_size, c.num_heads, dropout=c.attention_dropout)
+
+
 def _layer_plan(config: EncoderConfig) -> tuple[tuple[int, int], ...]:
     shared_attention = config.sharing in ("all", "attention")
     shared_ffn = config.sharing in ("all", "ffn")
@@ -110,7 +121,7 @@ class Encoder(nn.Module):
         num_ffn = len({f for _, f in self.layer_plan})
         self.attention = nn.ModuleList(
             Residual(
-                MultiHeadAttention(c.hidden_size, c.num_heads, dropout=c.attention_dropout),
+                self_attention(c),
                 c.hidden_size,
                 dropout=c.hidden_dropout,
                 norm_first=c.norm_first,

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attention
-from attnlab.nn.masks import to_additive
+from attnlab.nn.masks import combine_masks
 
 
 def band_mask(
@@ -151,24 +151,27 @@ def local_attention(
 
 
 def key_padding_from_mask(mask: Tensor | None, length: int) -> Tensor | None:
-    """The (B, T) key-padding part of a mask given as models give it: bool or additive, (B, 1, 1, T) or
-    (B, 1, T_q, T) (a causal mask's last row sees every non-padding key); None when nothing is hidden."""
+    """The (B, T) key padding of a key-only mask (bool or additive, (B, 1, 1, T) as the encoder builds it);
+    None when ``mask`` is None."""
     if mask is None:
         return None
-    if mask.size(-1) != length:
-        raise ValueError(f"local attention: mask covers {mask.size(-1)} keys, the sequence has {length}")
-    row = mask[..., -1, :]  # (B or 1, 1 or N, T)
+    if mask.size(-1) != length or mask.size(-2) != 1:
+        raise ValueError(
+            f"local attention: expected a key-padding mask (B, 1, 1, {length}), got {tuple(mask.shape)}"
+        )
+    row = mask[..., 0, :]  # (B or 1, 1 or N, T)
     keep = row if row.dtype == torch.bool else row > torch.finfo(row.dtype).min / 2
-    return keep.all(dim=1) if keep.dim() == 3 else keep
+    return keep.all(dim=1)
 
 
 class LocalSelfAttention(MultiHeadAttention):
     """`MultiHeadAttention` (same parameters and interface) whose self-attention is `local_attention`.
 
-    ``mask``: only its key-padding part is read (`key_padding_from_mask`); the band (and causality, when
-    ``causal``) is this module's own. ``need_weights`` and incremental decoding (``cache``) take the dense
-    path with `band_mask` (probabilities for attention maps are T x T anyway; one new query sees at most
-    2W + G + 1 keys).
+    The band (and causality, when ``causal``) is this module's own; ``mask`` adds to it. A key-padding
+    ``mask`` (B, 1, 1, T) or none takes the blocked path. A mask with a query axis (a (B, 1, T, T)
+    visibility matrix, a causal mask), ``need_weights`` (attention maps are T x T anyway) and incremental
+    decoding (``cache``: one new query sees at most 2W + G + 1 keys) take the dense path with `band_mask`
+    combined with ``mask``: the same function, quadratic memory.
     """
 
     def __init__(
@@ -201,12 +204,10 @@ class LocalSelfAttention(MultiHeadAttention):
         if context is not None:
             raise ValueError("LocalSelfAttention is self-attention only (cross: MultiHeadAttention)")
         b, t, _ = x.shape
-        if need_weights or cache is not None:
+        if need_weights or cache is not None or (mask is not None and mask.size(-2) > 1):
             past = cache["key"].size(2) if cache is not None and "key" in cache else 0
-            padding = key_padding_from_mask(mask, past + t)
             band = band_mask(t, self.window, self.causal, self.global_tokens, past + t, device=x.device)
-            dense = band if padding is None else band & padding[:, None, None, :]
-            mask = to_additive(dense, x.dtype)
+            mask = combine_masks(band, mask, dtype=x.dtype)  # (B or 1, N or 1, T, T_past + T) additive
             return super().forward(x, mask=mask, need_weights=need_weights, cache=cache)
         q, k, v = (self._heads(proj(x)) for proj in (self.query, self.key, self.value))  # (B, N, T, D)
         out = local_attention(
