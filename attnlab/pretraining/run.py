@@ -4,6 +4,7 @@
            ─► shards (attnlab.data.prepare_shards; train and held-out documents apart, cached in the output)
            ─► PretrainingInstances ─► MaskedDataset ─► PretrainingCollator ─► ResumableLoader
            ─► model (EncoderForPreTraining / SpanBertForPreTraining / ElectraPreTrainer)
+    (a causal LM, objective "clm": shards ─► TokenBlocks ─► BlockCollator ─► GPT; pretraining.causal_lm)
            ─► attnlab.train.Trainer, once per length stage (BERT's 128 -> 512)
            ─► OUTPUT/model (attnlab checkpoint + tokenizer files), OUTPUT/hf (HF transformers layout)
 
@@ -13,13 +14,15 @@ Output directory::
     data/train, data/heldout   prepared shards (reused when the corpus and tokenizer are unchanged)
     train/ (train/stage-N with several length stages)   the Trainer's checkpoints, log.jsonl,
                           TensorBoard events and loss_curve.png
-    model/                the final model (ELECTRA: the discriminator) and tokenizer files
+    model/                the final model (ELECTRA: the discriminator; GPT: a causal-LM directory for
+                          `attnlab generate`) and tokenizer files
     generator/            ELECTRA only: the generator, a masked LM usable by fill-mask
     hf/                   the same model in HF transformers' layout, where it can be exported
     run.json              recipe, model config, steps, held-out metrics
 
 Held-out evaluation: every ``heldout_every``-th document is set aside before preparation; the held-out
-instances are masked once (static, seeded) and scored for MLM accuracy and perplexity over masked tokens.
+instances are masked once (static, seeded) and scored for MLM accuracy and perplexity over masked tokens
+(a causal LM: next-token loss, perplexity and accuracy over the held-out blocks).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from attnlab.data import (
     prepare_shards,
     read_documents,
 )
+from attnlab.data.blocks import BlockCollator, TokenBlocks
 from attnlab.manifest import new_run_id, write_manifest
 from attnlab.models import (
     EncoderConfig,
@@ -60,7 +64,15 @@ from attnlab.models import (
     count_parameters,
     get_preset,
 )
+from attnlab.models.gpt import GPT, GPTConfig, build_gpt
 from attnlab.pretraining.baselines import unigram_baseline, unigram_counts
+from attnlab.pretraining.causal_lm import (
+    CausalLMMetric,
+    eos_id_of,
+    gpt_config,
+    save_causal_lm_run,
+    train_causal_tokenizer,
+)
 from attnlab.pretraining.distillation import DistillationPreTrainer
 from attnlab.pretraining.electra import ElectraPreTrainer, generator_config
 from attnlab.pretraining.masked_lm import MaskedLMPreTrainer
@@ -82,12 +94,17 @@ DocumentSource = Callable[[], Iterable[list[str]]]  # a fresh stream of document
 
 
 def model_config(
-    recipe: Recipe, preset: str | EncoderConfig, tokenizer: Any, **overrides: Any
-) -> EncoderConfig:
+    recipe: Recipe, preset: str | EncoderConfig | GPTConfig, tokenizer: Any, **overrides: Any
+) -> EncoderConfig | GPTConfig:
     """The encoder config: the preset with the tokenizer's vocabulary and padding id, the recipe's dropout,
     a pooler only for NSP/SOP, room for the longest stage, the recipe's architecture (ALBERT's sharing and
-    factorised embeddings at any size), then ``overrides`` (EncoderConfig fields)."""
+    factorised embeddings at any size), then ``overrides`` (EncoderConfig fields). A causal LM (objective
+    "clm"): the GPT preset's config (`attnlab.pretraining.causal_lm.gpt_config`)."""
     from attnlab.data.protocol import vocab_size_of
+
+    if recipe.objective == "clm":
+        longest = max(s.max_length for s in recipe.stages)
+        return gpt_config(preset, tokenizer, longest, recipe.dropout, **overrides)  # type: ignore[arg-type]
 
     config = get_preset(preset) if isinstance(preset, str) else preset
     special = SpecialIds.from_tokenizer(tokenizer)
@@ -119,8 +136,11 @@ def model_config(
     return config
 
 
-def build_pretraining_model(recipe: Recipe, config: EncoderConfig) -> nn.Module:
-    """The module the Trainer runs for ``recipe.objective`` (BERT-initialised; seed before calling)."""
+def build_pretraining_model(recipe: Recipe, config: EncoderConfig | GPTConfig) -> nn.Module:
+    """The module the Trainer runs for ``recipe.objective`` (BERT-initialised, GPT-2-initialised for a causal
+    LM; seed before calling)."""
+    if isinstance(config, GPTConfig):  # objective "clm": GPT's own forward takes labels and returns the loss
+        return build_gpt(config)
     if recipe.objective == "electra":
         generator = EncoderForPreTraining.from_config(generator_config(config, recipe.generator_fraction))
         discriminator = ReplacedTokenDetection.from_config(config)
@@ -579,12 +599,21 @@ def pretrain(
         config = model.config
     for warning in size_warnings(train_corpus.n_tokens, config.vocab_size, count_parameters(model)):
         log(f"warning: {warning}")
-    drop = [] if config.type_vocab_size > 0 else ["token_type_ids"]
-    collate = BatchFilter(PretrainingCollator(SpecialIds.from_tokenizer(tokenizer).pad), drop)
+    causal = recipe.objective == "clm"  # GPT: blocks of the token stream, next-token loss
+    longest = max(s.max_length for s in recipe.stages)
+    if causal:
+        collate: Callable[[list[dict[str, Any]]], dict[str, torch.Tensor]] = BlockCollator()
+    else:
+        drop = [] if config.type_vocab_size > 0 else ["token_type_ids"]
+        collate = BatchFilter(PretrainingCollator(SpecialIds.from_tokenizer(tokenizer).pad), drop)
     base = recipe.trainer_config(output_dir=out / "train", seed=seed, **trainer_overrides)
 
     def loader(stage: int) -> ResumableLoader:
-        data = masked_dataset(recipe, train_corpus, tokenizer, stage, seed=seed)
+        if causal:
+            length = recipe.stages[stage].max_length
+            data: Any = TokenBlocks(train_corpus, length, eos_id_of(tokenizer), seed=seed)
+        else:
+            data = masked_dataset(recipe, train_corpus, tokenizer, stage, seed=seed)
         return ResumableLoader(
             data, base.batch_size, collate, seed=seed, shuffle=True, drop_last=True,
             rank=ctx.rank, world_size=ctx.world_size, num_workers=base.num_workers,
@@ -622,10 +651,14 @@ def pretrain(
 
     write_plan()
 
-    # eval data: held-out documents, masked once
-    eval_set = heldout_set(recipe, heldout_corpus, tokenizer, eval_examples, seed=seed)
+    # eval data: held-out documents, masked once (a causal LM: their first blocks, cut at offset 0)
+    if causal:
+        blocks = TokenBlocks(heldout_corpus, longest, eos_id_of(tokenizer), shift=False)
+        eval_set = torch.utils.data.Subset(blocks, range(min(eval_examples, len(blocks))))
+    else:
+        eval_set = heldout_set(recipe, heldout_corpus, tokenizer, eval_examples, seed=seed)
     eval_loader = ResumableLoader(eval_set, base.batch_size, collate, shuffle=False)
-    metric = MaskedLMMetric()
+    metric: Any = CausalLMMetric() if causal else MaskedLMMetric()
     callbacks = [time_limit(deadline)] if deadline is not None else []
     if replan and deadline is not None and recipe.max_steps >= 40:
 
@@ -676,9 +709,16 @@ def pretrain(
     assert trainer is not None
     # decided alike on every rank (only rank 0 holds last_eval): evaluate is a collective call under DDP
     eval_metrics = dict(trainer.last_eval) if evaluated else trainer.evaluate()
-    if ctx.is_main and eval_metrics:  # what the model must beat, on the same masked tokens
-        counts = unigram_counts(train_corpus, config.vocab_size, SpecialIds.from_tokenizer(tokenizer).all)
-        baseline = unigram_baseline(counts, eval_loader.iter_epoch(0))
+    if ctx.is_main and eval_metrics:  # what the model must beat, on the same masked (or predicted) tokens
+        if causal:  # every token is predicted (end-of-text too), from the second of each block on
+            counts = unigram_counts(train_corpus, config.vocab_size)
+            batches: Iterable[dict[str, Any]] = (
+                {"labels": b["labels"][:, 1:]} for b in eval_loader.iter_epoch(0)
+            )
+        else:
+            counts = unigram_counts(train_corpus, config.vocab_size, SpecialIds.from_tokenizer(tokenizer).all)
+            batches = eval_loader.iter_epoch(0)
+        baseline = unigram_baseline(counts, batches)
         eval_metrics.update({f"eval_{k}": v for k, v in baseline.items()})
     timed_out = deadline is not None and time.monotonic() >= deadline
     model_dir = out / "model"
@@ -710,14 +750,18 @@ def save_final(
     tokenizer: Any,
     recipe: Recipe,
     out: Path,
-    config: EncoderConfig,
+    config: EncoderConfig | GPTConfig,
     log: Callable[[str], None] = print,
     *,
     run_id: str | None = None,
 ) -> Path:
     """OUTPUT/model (attnlab), OUTPUT/generator (ELECTRA) and OUTPUT/hf (HF transformers, where the model
-    has an HF class; otherwise ``log`` says why not) with tokenizers."""
+    has an HF class; otherwise ``log`` says why not) with tokenizers. A GPT: OUTPUT/model as a causal-LM
+    directory (attnlab.io.causal_lm) and OUTPUT/hf as HF GPT-2 (attnlab.io.hf_gpt2)."""
     from attnlab.io import save_hf, save_pretrained
+
+    if isinstance(config, GPTConfig):
+        return _save_final_gpt(model, tokenizer, out, log, run_id=run_id)
 
     max_length = config.max_sequence_length
     kept = final_model(model)
@@ -738,6 +782,21 @@ def save_final(
         if config.norm_first:
             reason = "pre-LN has no HF BERT class (train with --set model.norm_first=false for one)"
         log(f"no HF transformers export: {reason}")
+    return model_dir
+
+
+def _save_final_gpt(
+    model: GPT, tokenizer: Any, out: Path, log: Callable[[str], None], *, run_id: str | None
+) -> Path:
+    from attnlab.io.hf_gpt2 import save_gpt2
+
+    model_dir = save_causal_lm_run(model, tokenizer, out / "model", run_id=run_id)
+    try:
+        save_gpt2(model, out / "hf")
+        tokenizer.save(out / "hf")
+    except (ValueError, TypeError) as e:
+        shutil.rmtree(out / "hf", ignore_errors=True)
+        log(f"no HF transformers export: {' '.join(str(e).split())}")
     return model_dir
 
 
@@ -780,6 +839,11 @@ def train_or_load_tokenizer(
         # (seen on the books and the stdlib docstrings). So the pair threshold starts at 10 and rises until
         # the trainer stops on its own below the requested size (a smaller, whole-word vocabulary).
         min_frequency = 10
+    if recipe.objective == "clm":  # characters, or byte-level BPE with <|endoftext|> (GPT-2's)
+        tokenizer = train_causal_tokenizer(recipe.tokenizer, source, target, sample_chars)
+        _save_tokenizer(tokenizer, d, recipe, max(s.max_length for s in recipe.stages))
+        log(f"trained a {recipe.tokenizer} tokenizer of {tokenizer.get_vocab_size():,} tokens -> {d}")
+        return tokenizer
     texts = list(document_texts(source, sample_chars))
     for _ in range(6):
         tokenizer = train_tokenizer(
