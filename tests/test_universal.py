@@ -1,0 +1,120 @@
+"""Universal Transformer (attnlab.models.universal) and adaptive computation time (attnlab.nn.act)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.models.universal import TaggingModel, UniversalStack, VanillaStack, make_layer
+from attnlab.nn.act import AdaptiveComputationTime, HaltingState, halting_step
+from attnlab.nn.masks import causal_mask
+
+
+def test_halting_by_hand():
+    # three positions with fixed halting probabilities per step, threshold 0.99:
+    #   a: 0.3, 0.5, 0.4 -> runs on at 0.3, 0.8; would pass 0.99 at step 3: R = 0.2, N = 3, rho = 3.2
+    #   b: 0.995         -> halts at step 1 with R = 1, N = 1, rho = 2
+    #   c: 0.1 x 3       -> never passes; forced to halt at the last step (3): R = 0.8, N = 3, rho = 3.8
+    h = torch.tensor([[0.3, 0.995, 0.1], [0.5, 0.9, 0.1], [0.4, 0.9, 0.1]])  # (S, T)
+    state = HaltingState.start(h[0][None])
+    weights = []
+    for n in range(3):
+        w, state = halting_step(h[n][None], state, threshold=0.99, last=n == 2)
+        weights.append(w[0])
+    w = torch.stack(weights)
+    expected = torch.tensor([[0.3, 1.0, 0.1], [0.5, 0.0, 0.1], [0.2, 0.0, 0.8]])
+    assert torch.allclose(w, expected, atol=1e-6)
+    assert torch.allclose(state.remainder[0], torch.tensor([0.2, 1.0, 0.8]), atol=1e-6)
+    assert state.steps[0].tolist() == [3.0, 1.0, 3.0]
+    assert torch.allclose(state.ponder_cost[0], torch.tensor([3.2, 2.0, 3.8]), atol=1e-6)
+    assert not state.running.any()
+
+
+def test_act_weights_sum_to_one_and_output_is_their_mix():
+    torch.manual_seed(0)
+    act = AdaptiveComputationTime(8, max_steps=5, bias_init=-1.0)  # low halting: some positions use all steps
+    x = torch.randn(2, 7, 8)
+    states = []
+
+    def step(h, n):
+        h = torch.tanh(h * 1.3 + n)
+        states.append(h)
+        return h
+
+    out = act(x, step)
+    s = out.weights.size(0)
+    assert torch.allclose(out.weights.sum(0), torch.ones(2, 7), atol=1e-6)
+    assert (out.weights >= 0).all()
+    mix = sum(out.weights[n].unsqueeze(-1) * states[n] for n in range(s))
+    assert torch.allclose(out.output, mix, atol=1e-6)
+    # a position's steps = the number of steps with a non-zero weight, remainder = its last weight
+    assert torch.equal(out.steps, (out.weights > 0).sum(0).float())
+    last = out.weights.gather(0, (out.steps.long() - 1)[None])[0]
+    assert torch.allclose(out.ponder_cost, out.steps + last, atol=1e-6)
+    assert out.steps.min() >= 1 and out.steps.max() <= 5
+
+
+def test_without_act_equals_the_layer_applied_n_times():
+    torch.manual_seed(1)
+    layer = make_layer(16, 2, 32).eval()
+    stack = UniversalStack(layer, 16, max_steps=4).eval()
+    x = torch.randn(2, 9, 16)
+    keep = torch.ones(2, 9, dtype=torch.bool)
+    keep[1, 6:] = False
+    mask = keep[:, None, None, :]
+    got = stack(x, self_mask=mask).hidden
+    h = x
+    pos = stack.position_signal[:9]
+    for t in range(4):
+        h = layer(h + pos + stack.timestep_signal[t], mask)
+    assert torch.allclose(got, h, atol=1e-6)
+    # and with the signals removed it is exactly layer(layer(layer(layer(x))))
+    stack.position_signal.zero_()
+    stack.timestep_signal.zero_()
+    h = x
+    for _ in range(4):
+        h = layer(h, mask)
+    assert torch.allclose(stack(x, self_mask=mask).hidden, h, atol=1e-6)
+    # the same parameters every step: the stack holds one layer
+    assert sum(p.numel() for p in stack.parameters()) == sum(p.numel() for p in layer.parameters())
+
+
+def test_timestep_signal_is_the_papers_sinusoid():
+    stack = UniversalStack(make_layer(8, 2, 16), 8, max_steps=3, max_positions=5)
+    t = 2
+    i = torch.arange(0, 8, 2)
+    assert torch.allclose(stack.timestep_signal[t, 0::2], torch.sin(t / 10000 ** (i / 8)), atol=1e-6)
+    assert torch.allclose(stack.position_signal[t], stack.timestep_signal[t])  # the same sinusoid, eq. 1
+
+
+def test_decoder_with_act_is_causal():
+    # a decoder stack (cross-attention, causal mask) with ACT: position t's output and halting do not depend
+    # on later inputs, since halting is per position and each step is causal
+    torch.manual_seed(2)
+    layer = make_layer(16, 2, 32, cross=True).eval()
+    stack = UniversalStack(layer, 16, 6, act=AdaptiveComputationTime(16, 6, bias_init=-2.0)).eval()
+    memory = torch.randn(1, 5, 16)
+    x = torch.randn(1, 8, 16)
+    x2 = x.clone()
+    x2[:, 5:] += 1.0
+    mask = causal_mask(8)
+    a, b = stack(x, None, mask, memory), stack(x2, None, mask, memory)
+    assert torch.allclose(a.hidden[:, :5], b.hidden[:, :5], atol=1e-5)
+    assert torch.equal(a.steps[:, :5], b.steps[:, :5])
+    assert not torch.allclose(a.hidden[:, 5:], b.hidden[:, 5:])
+
+
+def test_tagging_model_trains_and_ponders():
+    torch.manual_seed(3)
+    act = AdaptiveComputationTime(16, 4)
+    ut = TaggingModel(12, 16, UniversalStack(make_layer(16, 2, 32), 16, 4, act=act), ponder_weight=0.01)
+    vanilla = TaggingModel(12, 16, VanillaStack([make_layer(16, 2, 32) for _ in range(2)], 16))
+    ids = torch.randint(0, 12, (4, 10))
+    for model in (ut, vanilla):
+        out = model(ids, labels=ids)
+        out.loss.backward()
+        assert out.logits.shape == (4, 10, 12) and torch.isfinite(out.loss)
+        assert model.head.weight is model.embed.weight
+    assert ut.stack.act.halting.weight.grad is not None  # the ponder cost reaches the halting unit
+    with pytest.raises(ValueError, match="max_steps"):
+        UniversalStack(make_layer(16, 2, 32), 16, 4, act=AdaptiveComputationTime(16, 3))
