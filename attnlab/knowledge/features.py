@@ -168,6 +168,10 @@ class KnowledgeInjector:
             if ex.tags:
                 labels, previous = [], None
                 for w in word_ids:
+                    if w is not None and w != previous and ex.tags[w] not in label_to_id:
+                        raise ValueError(
+                            f"{ex.guid}: unknown tag {ex.tags[w]!r}; expected one of {sorted(label_to_id)}"
+                        )
                     labels.append(IGNORE_INDEX if w is None or w == previous else label_to_id[ex.tags[w]])
                     previous = w if w is not None else previous
                 inputs["labels"] = labels
