@@ -96,6 +96,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--alpha", type=fraction, default=0.5, help="weight of the soft-target loss (task loss: 1 - alpha)"
     )
+    k = ft.add_argument_group("knowledge injection (K-BERT, attnlab.knowledge)")
+    k.add_argument(
+        "--kg", metavar="PATH.spo",
+        help="inject a knowledge graph: K-BERT .spo file(s) joined by ',', a WordNet directory, or 'wordnet' "
+        "(classification of single sentences and NER)",
+    )  # fmt: skip
+    k.add_argument("--kg-max-triples", type=positive_int, default=2, help="triples injected per entity")
+    k.add_argument(
+        "--kg-predicate", action=argparse.BooleanOptionalAction, default=True,
+        help="a branch reads 'predicate object' (the paper); --no-kg-predicate: the object alone",
+    )  # fmt: skip
+    k.add_argument(
+        "--no-visible-matrix", action="store_true",
+        help="ablation: inject the branches but let every token see every token",
+    )  # fmt: skip
     _run_dir_args(ft)
     _generic_args(ft)
     ft.set_defaults(func=run_finetune)
@@ -234,6 +249,11 @@ def run_finetune(args: argparse.Namespace) -> int:
     spec = get_task(args.task)
     lrs = tuple(LEARNING_RATES) if args.sweep else tuple(args.lr or (3e-5,))
     source = _source(args)
+    knowledge = None
+    if args.kg:
+        from attnlab.knowledge.features import load_injector
+
+        knowledge = load_injector(args.kg, args.kg_max_triples, args.kg_predicate, not args.no_visible_matrix)
     cfg = FinetuneConfig(
         learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
         warmup=args.warmup, weight_decay=args.weight_decay, dropout=args.dropout,
@@ -243,7 +263,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         device=args.device, output_dir=args.output_dir or f"runs/finetune-{spec.name}",
         progress_bar=args.progress, save_every=args.save_every, resume=args.resume,
         overwrite=args.overwrite, tensorboard=True, teacher=args.teacher,
-        distill_temperature=args.temperature, distill_alpha=args.alpha,
+        distill_temperature=args.temperature, distill_alpha=args.alpha, knowledge=knowledge,
     )  # fmt: skip
     result = finetune(spec, args.data_dir, source, cfg, _columns(args))
     _plot_runs(Path(cfg.output_dir))

@@ -10,9 +10,10 @@ options) until
 - ``max_wait_ms`` have passed since the oldest request arrived (a request that waited while the model ran
   the previous batch is not kept waiting again),
 
-then hands the batch to one model thread and collects the next batch while waiting for it. Requests with
-another key wait, in order, for a later batch. A full queue is refused at once (`QueueFull`: HTTP 503 with
-Retry-After); a request whose client gave up (timeout) before its batch ran is skipped.
+then hands the batch to one model thread; requests arriving meanwhile queue up for the next batch. Requests
+with another key, or too long to join, wait in order and come first in the next batch (shorter ones behind
+them may join this one). A full queue is refused at once (`QueueFull`: HTTP 503 with Retry-After); a
+request whose client gave up (timeout) before its batch ran is skipped.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class DynamicBatcher:
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="attnlab-model")
         self.task: asyncio.Task | None = None
         self.running = 0  # requests in the batch on the model thread now
+        self.collecting: list[Job] = []  # the batch being gathered (its window not yet over)
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -79,8 +81,8 @@ class DynamicBatcher:
         self.task = asyncio.get_running_loop().create_task(self._loop(), name="attnlab-batcher")
 
     def depth(self) -> int:
-        """Requests waiting (queued or held), not counting the batch that runs."""
-        return (self.queue.qsize() if self.queue else 0) + len(self.held)
+        """Requests waiting (queued, held, or in the batch being gathered), not the batch that runs."""
+        return (self.queue.qsize() if self.queue else 0) + len(self.held) + len(self.collecting)
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait until every accepted request has been answered (graceful shutdown), then stop."""
@@ -93,7 +95,7 @@ class DynamicBatcher:
                 await self.task
             except asyncio.CancelledError:
                 pass
-        for job in [*self.held, *self._queued()]:
+        for job in [*self.collecting, *self.held, *self._queued()]:
             if not job.future.done():
                 job.future.set_exception(QueueFull("the server is shutting down"))
         self.executor.shutdown(wait=True)
@@ -149,6 +151,7 @@ class DynamicBatcher:
             if first.future.done():  # cancelled while waiting
                 first = None
         batch, longest = [first], first.prepared.tokens
+        self.collecting = batch
         key = first.prepared.key
         deadline = first.arrived + lim.max_wait_ms / 1000
         passed: list[Job] = []  # other keys, kept in order for later batches
@@ -162,13 +165,12 @@ class DynamicBatcher:
                 continue
             width = max(longest, job.prepared.tokens)
             if job.prepared.key != key or (len(batch) + 1) * width > lim.max_batch_tokens:
-                passed.append(job)
-                if job.prepared.key == key:
-                    break  # the batch is full by tokens
+                passed.append(job)  # first in line for the next batch
                 continue
             batch.append(job)
             longest = width
         self.held.extend([*passed, *candidates])
+        self.collecting = []
         return batch
 
     async def _loop(self) -> None:
