@@ -32,10 +32,11 @@ def test_relative_shift_moves_each_distance_under_its_key():
             assert shifted[:, i, j].equal(raw[:, i, t - 1 - i + j])
 
 
-def test_memory_continues_the_sequence_exactly():
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_memory_continues_the_sequence_exactly(norm_first):
     """Relative positions: segment 2 with segment 1 as memory = the last positions of one pass over both."""
     torch.manual_seed(0)
-    model = build_transfo_xl(tiny(mem_len=5)).eval()
+    model = build_transfo_xl(tiny(mem_len=5, norm_first=norm_first)).eval()
     ids = torch.randint(0, 31, (2, 9))
     with torch.no_grad():
         whole = model(ids).logits

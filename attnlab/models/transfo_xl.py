@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from attnlab.models.decoder import Decoder, DecoderLayer
 from attnlab.models.gpt import CausalLMOutput
+from attnlab.nn.activations import ACTIVATIONS
 from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.linear import Linear
 from attnlab.nn.masks import causal_mask, to_additive
@@ -64,6 +65,8 @@ class TransfoXLConfig:
     share_biases: bool = (
         False  # True: one u, v for all layers (the paper's code); False: per layer (HF untie_r)
     )
+    norm_first: bool = False  # True: pre-LN + a final LayerNorm (as GPT-2); False: post-LN (the paper's code)
+    activation: str = "relu"  # the paper's code: ReLU
     dropout: float = 0.0  # sub-layer outputs, FFN inside, embeddings
     attention_dropout: float = 0.0
     layer_norm_eps: float = 1e-5
@@ -90,6 +93,11 @@ class TransfoXLConfig:
                 f"TransfoXLConfig: hidden_size={self.hidden_size} is not divisible by "
                 f"num_heads={self.num_heads}"
             )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"TransfoXLConfig.activation: {self.activation!r} is not one of "
+                f"{', '.join(sorted(ACTIVATIONS))}"
+            )
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(
@@ -98,9 +106,9 @@ class TransfoXLConfig:
 
 
 def transfo_xl_char_tiny() -> TransfoXLConfig:
-    """The Tiny Shakespeare miniature: GPT's ``gpt-char-tiny`` sizes (4 x 128, 4 heads, FFN 512), segments of
-    64 characters with a memory of 64 (experiments/transformer_xl.py)."""
-    return TransfoXLConfig()
+    """The Tiny Shakespeare miniature: GPT's ``gpt-char-tiny`` in all but the paper's two ideas (4 x 128,
+    4 heads, FFN 512, pre-LN, GELU), segments of 64 characters, memory 64 (experiments/transformer_xl.py)."""
+    return dataclasses.replace(TransfoXLConfig(), norm_first=True, activation="gelu_tanh")
 
 
 def transfo_xl_enwik8_12l() -> TransfoXLConfig:
@@ -230,7 +238,7 @@ def build_transfo_xl(config: TransfoXLConfig) -> TransfoXL:
     )
 
     def residual(layer: nn.Module) -> Residual:
-        return Residual(layer, h, cfg.dropout, norm_first=False, eps=cfg.layer_norm_eps)
+        return Residual(layer, h, cfg.dropout, norm_first=cfg.norm_first, eps=cfg.layer_norm_eps)
 
     layers = [
         DecoderLayer(
@@ -245,11 +253,12 @@ def build_transfo_xl(config: TransfoXLConfig) -> TransfoXL:
                     v=shared[1],
                 )
             ),
-            residual(FeedForward(h, cfg.intermediate_size, "relu", dropout=cfg.dropout)),
+            residual(FeedForward(h, cfg.intermediate_size, cfg.activation, dropout=cfg.dropout)),
         )
         for _ in range(cfg.num_layers)
     ]
-    model = TransfoXL(nn.Embedding(cfg.vocab_size, h), Decoder(layers), cfg)
+    final_norm = nn.LayerNorm(h, eps=cfg.layer_norm_eps) if cfg.norm_first else None
+    model = TransfoXL(nn.Embedding(cfg.vocab_size, h), Decoder(layers, final_norm), cfg)
     init_transfo_xl_weights(model, cfg)
     return model
 
