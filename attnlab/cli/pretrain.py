@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--recipe",
         default="mlm",
-        choices=sorted(RECIPES),
+        choices=sorted([*RECIPES, "elmo"]),  # elmo: attnlab.cli.elmo (a word-level biLM, not a Recipe)
         help="the paper's recipe (default mlm: BERT's masked LM without NSP, which learns twice as much in "
         "a CPU budget)",
     )
@@ -221,6 +221,11 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
 def _run_pretrain(args: argparse.Namespace) -> int:
     import os
+
+    if args.recipe == "elmo":  # ELMo's biLM: character inputs, a word softmax, its own data path
+        from attnlab.cli.elmo import run_pretrain_elmo
+
+        return run_pretrain_elmo(args)
 
     from attnlab.pretraining import builtin_corpus
     from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
