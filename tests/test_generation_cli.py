@@ -134,7 +134,7 @@ def test_perplexity_cli(hf_dir, tmp_path, capsys) -> None:
     assert result["perplexity"] == pytest.approx(sliding_window_perplexity(ours, ids, None, 8).perplexity)
     code, _, err = run_cli(["perplexity", str(hf_dir), "--file", str(tmp_path / "none.txt")], capsys)
     assert code == 2 and "no such file" in err and "Traceback" not in err
-    code, _, err = run_cli(["perplexity", str(hf_dir), "--file", str(text_file), "--stride", "0"], capsys)
+    code, _, err = run_cli(["perplexity", str(hf_dir), "--file", str(text_file), "--stride", "40"], capsys)
     assert code == 2 and "stride must be in [1, window length 32]" in err
 
 
@@ -177,16 +177,48 @@ def test_generate_sampling_seed_and_stop_string(hf_dir, capsys) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--top-p", "1.5"], "top_p must be in (0, 1]"),
-        (["--top-k", "0"], "top_k must be a positive integer"),
-        (["--temperature", "0"], "temperature must be > 0"),
+        (["--top-p", "1.5"], "argument --top-p: expected a number in (0, 1], got '1.5'"),
+        (["--top-p", "0"], "argument --top-p: expected a number in (0, 1], got '0'"),
+        (["--top-p", "nan"], "argument --top-p: expected a number in (0, 1], got 'nan'"),
+        (["--top-k", "0"], "argument --top-k: expected a positive integer, got '0'"),
+        (["--top-k", "-3"], "argument --top-k: expected a positive integer, got '-3'"),
+        (["--temperature", "0"], "argument --temperature: expected a positive number, got '0'"),
+        (["--temperature", "-1"], "argument --temperature: expected a positive number, got '-1'"),
+        (["--max-new-tokens", "0"], "argument --max-new-tokens: expected a positive integer, got '0'"),
+        (["--max-new-tokens", "x"], "argument --max-new-tokens: expected a positive integer, got 'x'"),
+        (["--beams", "0"], "argument --beams: expected a positive integer, got '0'"),
+        (["--repetition-penalty", "0"], "argument --repetition-penalty: expected a positive number"),
+        (["--seed", "-1"], "argument --seed: expected an integer >= 0, got '-1'"),
+        (["--length-penalty", "inf"], "argument --length-penalty: expected a finite number, got 'inf'"),
+        (["--beams", "2", "--sample"], "sampling with beams is not supported"),
         (["--prompt", ""], "prompt 2 is empty"),
         (["--prompt", "x" * 40], "the prompt has 40 tokens but the model's context is 32 positions"),
+        (["--prompt", "x" * 32], "the prompt has 32 tokens but the model's context is 32 positions"),
     ],
 )
 def test_generate_bad_input_is_a_message(hf_dir, capsys, extra: list[str], message: str) -> None:
-    code, out, err = run_cli(["generate", str(hf_dir), "--prompt", "First", *extra], capsys)
-    assert code == 2 and message in err and "Traceback" not in err
+    """Each bad value is one line naming the option and the range, exit 2 (argparse's or the command's)."""
+    try:
+        code, out, err = run_cli(["generate", str(hf_dir), "--prompt", "First", *extra], capsys)
+    except SystemExit as e:  # rejected while parsing
+        code, (out, err) = e.code, capsys.readouterr()
+    assert code == 2 and message in err and "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--stride", "0"], "argument --stride: expected a positive integer, got '0'"),
+        (["--max-length", "-5"], "argument --max-length: expected a positive integer, got '-5'"),
+        (["--max-tokens", "0"], "argument --max-tokens: expected a positive integer, got '0'"),
+    ],
+)
+def test_perplexity_bad_options_are_a_message(hf_dir, tmp_path, capsys, extra, message) -> None:
+    (tmp_path / "t.txt").write_text(TEXT, encoding="utf-8")
+    with pytest.raises(SystemExit) as e:
+        main(["perplexity", str(hf_dir), "--file", str(tmp_path / "t.txt"), *extra])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and message in err and "Traceback" not in err
 
 
 def test_truncate_prompt_warns(hf_dir, capsys) -> None:

@@ -24,6 +24,8 @@ __all__ = [
     "positive_float",
     "positive_int",
     "probability",
+    "probability_mass",
+    "real_number",
     "NUMERIC_TYPES",
 ]
 
@@ -93,7 +95,24 @@ def probability(text: str) -> float:
     return value
 
 
-NUMERIC_TYPES = (positive_int, non_negative_int, positive_float, non_negative_float, fraction, probability)
+def probability_mass(text: str) -> float:
+    """A number in (0, 1] (nucleus sampling's top-p: 1 keeps every token, 0 none)."""
+    value = _float(text, "a number in (0, 1]")
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
+def real_number(text: str) -> float:
+    """Any finite number, for options whose sign has a meaning (beam search's length penalty: < 0 favours
+    short hypotheses, > 0 long ones)."""
+    return _float(text, "a finite number")
+
+
+NUMERIC_TYPES = (
+    positive_int, non_negative_int, positive_float, non_negative_float, fraction, probability,
+    probability_mass, real_number,
+)  # fmt: skip
 
 
 def _states_default(help_text: str) -> bool:

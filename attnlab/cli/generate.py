@@ -22,6 +22,14 @@ USER_ERRORS = (OSError, ValueError, UnicodeDecodeError)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from attnlab.cli.args import (
+        non_negative_int,
+        positive_float,
+        positive_int,
+        probability_mass,
+        real_number,
+    )
+
     gen = subparsers.add_parser(
         "generate",
         help="continue a prompt with a causal language model (GPT), streaming the text",
@@ -33,10 +41,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--prompt", action="append", help="prompt text (repeat for a batch); default: standard input"
     )
     gen.add_argument("--lines", action="store_true", help="standard input holds one prompt per line")
-    gen.add_argument("--max-new-tokens", type=int, default=50)
+    gen.add_argument("--max-new-tokens", type=positive_int, default=50)
     search = gen.add_argument_group("search")
-    search.add_argument("--beams", type=int, default=1, help="beam width (1: greedy)")
-    search.add_argument("--length-penalty", type=float, default=1.0, help="beam: score / length ** this")
+    search.add_argument("--beams", type=positive_int, default=1, help="beam width (1: greedy)")
+    search.add_argument(
+        "--length-penalty", type=real_number, default=1.0, help="beam: score / length ** this"
+    )
     search.add_argument(
         "--early-stopping", choices=["true", "false", "never"], default="false",
         help="beam: stop at K finished hypotheses (true), HF's heuristic (false), or exact (never)",
@@ -44,15 +54,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     search.add_argument(
         "--sample", action="store_true", help="sample instead of taking the most probable token"
     )
-    search.add_argument("--temperature", type=float, default=1.0)
-    search.add_argument("--top-k", type=int, help="sample among the k most probable tokens")
     search.add_argument(
-        "--top-p", type=float, help="nucleus: the smallest set reaching probability p, in (0, 1]"
+        "--temperature", type=positive_float, default=1.0, help="sampling: logits / this (> 0)"
+    )
+    search.add_argument("--top-k", type=positive_int, help="sample among the k most probable tokens")
+    search.add_argument(
+        "--top-p", type=probability_mass, help="nucleus: the smallest set reaching probability p, in (0, 1]"
     )
     search.add_argument(
-        "--repetition-penalty", type=float, default=1.0, help="> 1 discourages repeats (CTRL)"
+        "--repetition-penalty", type=positive_float, default=1.0, help="> 1 discourages repeats (CTRL)"
     )
-    search.add_argument("--seed", type=int, help="sampling seed (the same seed gives the same text)")
+    search.add_argument(
+        "--seed", type=non_negative_int, help="sampling seed (the same seed gives the same text)"
+    )
     end = gen.add_argument_group("ending")
     end.add_argument(
         "--stop", action="append", default=[], help="stop at this string (repeatable; not printed)"
@@ -76,9 +90,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ppl.add_argument("model", metavar="MODEL")
     ppl.add_argument("--file", required=True, help="UTF-8 text file (read whole, joined as written)")
-    ppl.add_argument("--max-length", type=int, help="window length (default: the model's context)")
-    ppl.add_argument("--stride", type=int, default=512)
-    ppl.add_argument("--max-tokens", type=int, help="score only the first N tokens of the file")
+    ppl.add_argument("--max-length", type=positive_int, help="window length (default: the model's context)")
+    ppl.add_argument("--stride", type=positive_int, default=512)
+    ppl.add_argument("--max-tokens", type=positive_int, help="score only the first N tokens of the file")
     ppl.add_argument("--json", action="store_true")
     ppl.set_defaults(func=run_perplexity)
 
