@@ -39,5 +39,13 @@ class Residual(nn.Module):
         y = x + self.dropout(out) if self.norm_first else self.norm(x + self.dropout(out))
         return (y, *extra) if extra else y
 
+    def branch(self, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        """The pre-LN residual branch alone, ``dropout(f(norm(x)))`` (so ``forward(x) == x + branch(x)``):
+        what a reversible layer adds to the *other* stream (attnlab.nn.reversible; Gomez et al. 2017)."""
+        if not self.norm_first:
+            raise ValueError("Residual.branch: only a pre-LN residual (norm_first=True) has a lone branch")
+        out = self.layer(self.norm(x), *args, **kwargs)
+        return self.dropout(out[0] if isinstance(out, tuple) else out)
+
     def extra_repr(self) -> str:
         return f"norm_first={self.norm_first}"
