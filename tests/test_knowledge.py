@@ -329,6 +329,14 @@ def test_cli_finetune_with_kg(tmp_path, capsys):
     assert code == 0
     result = json.loads((out / "results.json").read_text())
     assert result["task"] == "kbert_ner" and 0.0 <= result["median"] <= 1.0
+    capsys.readouterr()
+    code = main([
+        "evaluate", "--task", "kbert_ner", "--data-dir", str(tmp_path / "ner"), "--model", str(out / "best"),
+        "--kg", str(tmp_path / "kg.spo"), "--no-kg-predicate", "--json", "--max-length", "32",
+    ])  # fmt: skip
+    assert code == 0
+    scored = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert scored["f1"] == pytest.approx(result["median"])  # the same features as the run's dev evaluation
     (tmp_path / "bad.spo").write_text("头痛\t类别\n", encoding="utf-8")
     code = main([
         "finetune", "--task", "kbert_ner", "--data-dir", str(tmp_path / "ner"), "--model", "bert-tiny",

@@ -96,21 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--alpha", type=fraction, default=0.5, help="weight of the soft-target loss (task loss: 1 - alpha)"
     )
-    k = ft.add_argument_group("knowledge injection (K-BERT, attnlab.knowledge)")
-    k.add_argument(
-        "--kg", metavar="PATH.spo",
-        help="inject a knowledge graph: K-BERT .spo file(s) joined by ',', a WordNet directory, or 'wordnet' "
-        "(classification of single sentences and NER)",
-    )  # fmt: skip
-    k.add_argument("--kg-max-triples", type=positive_int, default=2, help="triples injected per entity")
-    k.add_argument(
-        "--kg-predicate", action=argparse.BooleanOptionalAction, default=True,
-        help="a branch reads 'predicate object' (the paper); --no-kg-predicate: the object alone",
-    )  # fmt: skip
-    k.add_argument(
-        "--no-visible-matrix", action="store_true",
-        help="ablation: inject the branches but let every token see every token",
-    )  # fmt: skip
+    _kg_args(ft)
     _run_dir_args(ft)
     _generic_args(ft)
     ft.set_defaults(func=run_finetune)
@@ -136,6 +122,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--batch-size", type=positive_int, default=64, help="sequences per forward pass")
     ev.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
+    _kg_args(ev)
     ev.add_argument(
         "--output-dir",
         help="write eval_results.json there and, for QA, the official predictions.json (+ null_odds.json) "
@@ -173,6 +160,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pr.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     pr.add_argument("--output", help="write the JSON lines here (default: standard output)")
     pr.set_defaults(func=run_predict)
+
+
+def _kg_args(p: argparse.ArgumentParser) -> None:
+    k = p.add_argument_group("knowledge injection (K-BERT, attnlab.knowledge)")
+    k.add_argument(
+        "--kg", metavar="PATH.spo",
+        help="inject a knowledge graph: K-BERT .spo file(s) joined by ',', a WordNet directory, or 'wordnet' "
+        "(classification of single sentences and NER)",
+    )  # fmt: skip
+    k.add_argument("--kg-max-triples", type=positive_int, default=2, help="triples injected per entity")
+    k.add_argument(
+        "--kg-predicate", action=argparse.BooleanOptionalAction, default=True,
+        help="a branch reads 'predicate object' (the paper); --no-kg-predicate: the object alone",
+    )  # fmt: skip
+    k.add_argument(
+        "--no-visible-matrix", action="store_true",
+        help="ablation: inject the branches but let every token see every token",
+    )  # fmt: skip
+
+
+def _knowledge(args: argparse.Namespace) -> Any:
+    """The `KnowledgeInjector` of ``--kg`` (None without it)."""
+    if not args.kg:
+        return None
+    from attnlab.knowledge.features import load_injector
+
+    return load_injector(args.kg, args.kg_max_triples, args.kg_predicate, not args.no_visible_matrix)
 
 
 def _run_dir_args(p: argparse.ArgumentParser) -> None:
@@ -249,11 +263,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     spec = get_task(args.task)
     lrs = tuple(LEARNING_RATES) if args.sweep else tuple(args.lr or (3e-5,))
     source = _source(args)
-    knowledge = None
-    if args.kg:
-        from attnlab.knowledge.features import load_injector
-
-        knowledge = load_injector(args.kg, args.kg_max_triples, args.kg_predicate, not args.no_visible_matrix)
+    knowledge = _knowledge(args)
     cfg = FinetuneConfig(
         learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
         warmup=args.warmup, weight_decay=args.weight_decay, dropout=args.dropout,
@@ -309,7 +319,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     metrics = evaluate_directory(
         spec, args.model, examples, max_length=args.max_length or (384 if spec.kind == "qa" else 128),
         stride=args.stride, max_query_length=args.max_query_length, batch_size=args.batch_size,
-        device=args.device, output_dir=args.output_dir,
+        device=args.device, output_dir=args.output_dir, knowledge=_knowledge(args),
     )  # fmt: skip
     if args.json:
         print(json.dumps({"task": spec.name, "split": args.split, "examples": len(examples), **metrics}))

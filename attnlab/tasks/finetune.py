@@ -851,8 +851,9 @@ def finetune_examples(
     )  # fmt: skip
     if cfg.knowledge is not None:  # K-BERT: every example a sentence tree (attnlab.knowledge.features)
         tok = source.tokenizer
-        train_features, train_report = knowledge_features(spec, tok, train_examples, labels, cfg, common)
-        dev_features, dev_report = knowledge_features(spec, tok, dev_examples, labels, cfg, common)
+        inj = cfg.knowledge
+        train_features, train_report = knowledge_features(spec, tok, train_examples, labels, inj, common)
+        dev_features, dev_report = knowledge_features(spec, tok, dev_examples, labels, inj, common)
     else:
         train_features, train_report = build_features(
             spec, source.tokenizer, train_examples, labels, training=True, **common
@@ -915,12 +916,11 @@ def finetune_examples(
 
 def knowledge_features(
     spec: TaskSpec, tokenizer: Any, examples: Sequence[Any], labels: Sequence[str] | None,
-    cfg: FinetuneConfig, common: dict[str, Any],
+    inj: Any, common: dict[str, Any],
 ) -> tuple[list[Feature], FeatureReport]:
-    """K-BERT features through ``cfg.knowledge`` (single-sentence classification and NER only)."""
+    """K-BERT features through ``inj``, a `KnowledgeInjector` (single-sentence classification and NER)."""
     report = FeatureReport(spec.name)
     label_to_id = {name: i for i, name in enumerate(labels)} if labels else None
-    inj = cfg.knowledge
     if spec.kind == "classification" and not common["regression"]:
         feats = inj.classification_features(
             tokenizer, examples, common["max_length"], label_to_id, common["with_token_types"], report
@@ -975,8 +975,11 @@ def evaluate_directory(
     batch_size: int = 64,
     device: str = "cpu",
     output_dir: str | os.PathLike | None = None,
+    knowledge: Any = None,
 ) -> dict[str, float]:
     """Score a fine-tuned model directory (attnlab or HF task checkpoint) on labelled examples.
+
+    ``knowledge``: a `KnowledgeInjector` for a model fine-tuned with a knowledge graph (K-BERT, ``--kg``).
 
     With ``output_dir``: ``eval_results.json`` (the metrics) and, for QA, the official ``predictions.json``
     (+ ``null_odds.json`` for SQuAD 2.0, whose metrics include the dev-tuned ``best_f1_thresh``)."""
@@ -991,12 +994,17 @@ def evaluate_directory(
     if spec.kind in ("classification", "token") and not labels and not regression:
         labels = task_labels(spec, examples)
     config = model.config
-    feats, report = build_features(
-        spec, tokenizer, examples, labels, training=False,
+    common = dict(
         max_length=min(max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length),
-        with_token_types=config.type_vocab_size > 0,
-        stride=stride, max_query_length=max_query_length, regression=regression,
+        with_token_types=config.type_vocab_size > 0, regression=regression,
     )  # fmt: skip
+    if knowledge is not None:
+        feats, report = knowledge_features(spec, tokenizer, examples, labels, knowledge, common)
+    else:
+        feats, report = build_features(
+            spec, tokenizer, examples, labels, training=False, stride=stride,
+            max_query_length=max_query_length, **common,
+        )  # fmt: skip
     evaluator = TaskEvaluator(spec, feats, examples, labels, regression)
     pad = pad_id_of(tokenizer, config.pad_token_id)
     metrics = evaluate_features(model, evaluator, batch_size, pad, device)
