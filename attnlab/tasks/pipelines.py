@@ -19,6 +19,10 @@ tokenizer (`attnlab.tokenizers.load_tokenizer`) and returns one of:
 
 Every pipeline takes one input or a list, runs in batches of ``batch_size`` on ``device`` (CPU or GPU)
 and returns plain Python values (JSON-serialisable), except embeddings (tensors on the CPU).
+
+``backend="onnxruntime"`` (``from_directory``/`pipeline`) runs a directory written by ``attnlab export
+--onnx`` on ONNX Runtime (`attnlab.inference.onnx_runner.OnnxRunner`, ``threads`` intra-op threads) instead
+of PyTorch; the pipelines' code is the same, the runner answering the calls they make of a torch model.
 """
 
 from __future__ import annotations
@@ -45,13 +49,21 @@ def _as_list(inputs: Any) -> tuple[list, bool]:
     return list(inputs), False
 
 
+BACKENDS = ("torch", "onnxruntime")
+
+
+def _architecture(model: nn.Module) -> str:
+    """The attnlab architecture name (an `OnnxRunner` carries its exported model's)."""
+    return getattr(model, "architecture", None) or type(model).__name__
+
+
 def _encoder_of(model: nn.Module) -> nn.Module:
     from attnlab.models import Encoder
 
     if isinstance(model, Encoder):
         return model
     encoder = getattr(model, "encoder", None)
-    if isinstance(encoder, Encoder):
+    if isinstance(encoder, Encoder) or getattr(model, "is_onnx_runner", False):
         return encoder
     raise TypeError(f"{type(model).__name__} holds no attnlab Encoder")
 
@@ -88,11 +100,27 @@ class Pipeline:
         """Refuse a model that cannot serve this pipeline (overridden)."""
 
     @classmethod
-    def from_directory(cls, directory: str | os.PathLike, device: str | torch.device = "cpu", **kwargs: Any):
-        from attnlab.tasks.transfer import load_model
+    def from_directory(
+        cls,
+        directory: str | os.PathLike,
+        device: str | torch.device = "cpu",
+        backend: str = "torch",
+        threads: int | None = None,
+        **kwargs: Any,
+    ):
         from attnlab.tokenizers import load_tokenizer
 
-        pipe = cls(load_model(directory), load_tokenizer(directory), device=device, **kwargs)
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+        if backend == "onnxruntime":
+            from attnlab.inference.onnx_runner import OnnxRunner
+
+            model = OnnxRunner(directory, threads=threads)
+        else:
+            from attnlab.tasks.transfer import load_model
+
+            model = load_model(directory)
+        pipe = cls(model, load_tokenizer(directory), device=device, **kwargs)
         pipe.source = str(directory)
         return pipe
 
@@ -155,9 +183,9 @@ class FillMaskPipeline(Pipeline):
     task = "fill-mask"
 
     def _check(self) -> None:
-        if not hasattr(self.model, "mlm_head"):
+        if not hasattr(self.model, "mlm_head") and _architecture(self.model) != "EncoderForPreTraining":
             raise TypeError(
-                f"fill-mask needs a masked-LM model (EncoderForPreTraining), not {type(self.model).__name__}"
+                f"fill-mask needs a masked-LM model (EncoderForPreTraining), not {_architecture(self.model)}"
             )
         self.mask_id = special_id(self.tokenizer, MASK_TOKENS)
         if self.mask_id is None:
@@ -212,9 +240,10 @@ class QuestionAnsweringPipeline(Pipeline):
     task = "question-answering"
 
     def _check(self) -> None:
-        if not hasattr(self.model, "qa_outputs"):
+        is_qa = _architecture(self.model) == "EncoderForQuestionAnswering"
+        if not hasattr(self.model, "qa_outputs") and not is_qa:
             raise TypeError(
-                f"question answering needs EncoderForQuestionAnswering; this is {type(self.model).__name__}"
+                f"question answering needs EncoderForQuestionAnswering; this is {_architecture(self.model)}"
             )
 
     def __call__(
@@ -328,8 +357,8 @@ class TokenClassificationPipeline(Pipeline):
     task = "ner"
 
     def _check(self) -> None:
-        if type(self.model).__name__ != "EncoderForTokenClassification":
-            raise TypeError(f"NER needs EncoderForTokenClassification; this is {type(self.model).__name__}")
+        if _architecture(self.model) != "EncoderForTokenClassification":
+            raise TypeError(f"NER needs EncoderForTokenClassification; this is {_architecture(self.model)}")
         self.id2label = self.model.id2label
 
     def __call__(self, texts: str | Sequence[str], aggregation: str = "simple") -> list:
@@ -384,9 +413,9 @@ class TextClassificationPipeline(Pipeline):
     task = "text-classification"
 
     def _check(self) -> None:
-        if type(self.model).__name__ != "EncoderForSequenceClassification":
+        if _architecture(self.model) != "EncoderForSequenceClassification":
             raise TypeError(
-                f"text classification needs EncoderForSequenceClassification, not {type(self.model).__name__}"
+                f"text classification needs EncoderForSequenceClassification, not {_architecture(self.model)}"
             )
         self.id2label = self.model.id2label
 
