@@ -158,6 +158,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     pr.add_argument("--batch-size", type=positive_int, default=16, help="inputs per forward pass")
     pr.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    pr.add_argument(
+        "--backend", default="torch", choices=("torch", "onnxruntime"),
+        help="onnxruntime: run a directory written by `attnlab export MODEL --onnx DIR` on ONNX Runtime",
+    )  # fmt: skip
     pr.add_argument("--output", help="write the JSON lines here (default: standard output)")
     pr.set_defaults(func=run_predict)
 
@@ -392,6 +396,7 @@ def run_predict(args: argparse.Namespace) -> int:
         device=args.device,
         batch_size=args.batch_size,
         max_length=args.max_length,
+        backend=args.backend,
     )
     records = []
     if args.kind == "fill-mask":

@@ -1,0 +1,29 @@
+"""CPU inference paths beside eager PyTorch (issue 14).
+
+- `onnx_export.export_onnx`: an attnlab model to ``model.onnx`` (dynamic batch and sequence axes) in a
+  directory that also holds ``config.json``, the tokenizer and ``onnx.json``; ``int8=True`` adds
+  ``model.int8.onnx`` (ONNX Runtime's dynamic quantization). ``attnlab export MODEL --onnx OUT``.
+- `onnx_runner.OnnxRunner`: runs such a directory on ONNX Runtime with the call the pipelines make on a
+  torch model (``runner(input_ids=..., attention_mask=..., token_type_ids=...)`` -> an output with the same
+  field names), so ``pipeline(task, directory, backend="onnxruntime")`` and the server use it unchanged.
+- `quantize.quantize`: attnlab's own int8 path: every linear layer (attnlab's `Linear` is not caught by
+  ``torch.ao``'s dynamic quantization) becomes an int8 dynamically quantized linear.
+
+Importing this package does not import onnx or onnxruntime; the functions that need them do.
+"""
+
+from attnlab.inference.quantize import Int8Linear, quantize
+
+__all__ = ["Int8Linear", "OnnxRunner", "export_onnx", "quantize"]
+
+
+def __getattr__(name: str):
+    if name == "OnnxRunner":
+        from attnlab.inference.onnx_runner import OnnxRunner
+
+        return OnnxRunner
+    if name == "export_onnx":
+        from attnlab.inference.onnx_export import export_onnx
+
+        return export_onnx
+    raise AttributeError(f"module 'attnlab.inference' has no attribute {name!r}")
