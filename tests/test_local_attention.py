@@ -134,3 +134,24 @@ def test_cached_decoding_equals_full_pass():
 def test_bad_window():
     with pytest.raises(ValueError, match="window"):
         LocalSelfAttention(8, 2, window=0)
+
+
+def test_local_encoder_equals_full_encoder_with_the_band_as_its_mask():
+    # the same weights: EncoderConfig(attention="local") against the full encoder given band & padding as a
+    # (B, T, T) visibility mask (the encoder's 3-D attention_mask)
+    from attnlab.models import Encoder, EncoderConfig, get_preset
+
+    small = dict(vocab_size=50, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32)
+    local_cfg = EncoderConfig(**small, attention="local", attention_window=3, global_tokens=1)
+    torch.manual_seed(5)
+    local = Encoder(local_cfg).eval()
+    full = Encoder(EncoderConfig(**small)).eval()
+    full.load_state_dict(local.state_dict())
+    ids = torch.randint(1, 50, (2, 13))
+    keep = torch.ones(2, 13, dtype=torch.long)
+    keep[1, 10:] = 0
+    visible = band_mask(13, 3, global_tokens=1)[0, 0] & keep.bool()[:, None, :]  # (B, T, T)
+    got = local(ids, attention_mask=keep).last_hidden_state
+    want = full(ids, attention_mask=visible.long()).last_hidden_state
+    assert torch.allclose(got[0], want[0], atol=1e-5) and torch.allclose(got[1, :10], want[1, :10], atol=1e-5)
+    assert get_preset("bert-mini-local").attention == "local"

@@ -155,11 +155,21 @@ def distilbert_base() -> EncoderConfig:
     return replace(bert_base_uncased(), num_layers=6, type_vocab_size=0, add_pooler=False)
 
 
+# -- Local attention (issue 15): bert-mini reading 4,096 tokens through a sliding window --------------------
+def bert_mini_local() -> EncoderConfig:
+    """bert-mini with local attention: 128 keys on each side, [CLS] global (Longformer's pattern, Beltagy et
+    al. 2020), 4,096 learned positions; the only new parameters are the longer position table."""
+    return replace(
+        bert_mini(), attention="local", attention_window=128, global_tokens=1, max_position_embeddings=4096
+    )
+
+
 PRESETS: dict[str, Callable[[], EncoderConfig]] = {
     "bert-tiny": bert_tiny,
     "bert-mini": bert_mini,
     "bert-small": bert_small,
     "bert-medium": bert_medium,
+    "bert-mini-local": bert_mini_local,
     "bert-base-uncased": bert_base_uncased,
     "bert-base-cased": bert_base_cased,
     "bert-large-uncased": bert_large_uncased,
