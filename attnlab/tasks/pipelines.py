@@ -192,6 +192,30 @@ class FillMaskPipeline(Pipeline):
             raise ValueError(f"the tokenizer has none of the mask tokens {MASK_TOKENS}")
         self.mask_token = self.tokenizer.id_to_token(self.mask_id)
 
+    @torch.no_grad()
+    def _mask_logits(self, encodings: Sequence[Encoding]) -> tuple[Tensor, dict[tuple[int, int], int]]:
+        """The MLM head's logits only at the mask tokens, (M, V) float32, and each (row, position)'s index.
+
+        The head's output layer (H x V) is most of a small model's cost when applied at every position
+        (bert-mini: 8M of its 11M weights); applied at the masks only, as Google's run_pretraining.py gathers
+        them, the values are the same. A model without a separate ``mlm_head`` (an ONNX Runtime session)
+        computes every position's logits and the masks' rows are taken from them."""
+        batch = self._tensors(encodings)
+        rows, cols = (batch["input_ids"] == self.mask_id).nonzero(as_tuple=True)  # (M,), (M,)
+        head = getattr(self.model, "mlm_head", None)
+        if head is not None:
+            hidden = self.model.encoder(**batch).last_hidden_state  # (B, T, H)
+            logits = head(hidden[rows, cols]).float()  # (M, V)
+        else:
+            logits = self._forward(encodings).mlm_logits.float()[rows, cols]  # (B, T, V) -> (M, V)
+        if not torch.isfinite(logits).all():
+            raise ValueError(
+                f"{self.source}: the model produced non-finite mlm_logits (NaN/Inf) for this input; its "
+                "weights or inputs are damaged"
+            )
+        where = {(b, t): i for i, (b, t) in enumerate(zip(rows.tolist(), cols.tolist()))}
+        return logits, where
+
     def __call__(self, texts: str | Sequence[str], top_k: int = 5) -> list:
         items, single = _as_list(texts)
         if top_k < 1:
@@ -204,13 +228,13 @@ class FillMaskPipeline(Pipeline):
                     raise ValueError(
                         f"no {self.mask_token} in {text!r} (after truncation to {self.max_length})"
                     )
-            logits = self._forward(encodings).mlm_logits.float()  # (B, T, V)
+            logits, where = self._mask_logits(encodings)  # (M, V) at the M masks; where[(b, t)] = row
+            k = min(top_k, logits.size(-1))
+            top_scores, top_ids = logits.softmax(-1).topk(k)  # (M, k)
             for b, e in enumerate(encodings):
                 per_mask = []
                 for t in [i for i, tid in enumerate(e.ids) if tid == self.mask_id]:
-                    probs = logits[b, t].softmax(-1)
-                    k = min(top_k, probs.numel())
-                    scores, ids = probs.topk(k)
+                    scores, ids = top_scores[where[(b, t)]], top_ids[where[(b, t)]]
                     options = []
                     for s, tid in zip(scores.tolist(), ids.tolist()):
                         filled = list(e.ids)
