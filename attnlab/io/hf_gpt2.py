@@ -91,6 +91,8 @@ def config_to_gpt2(config: GPTConfig) -> dict[str, Any]:
         raise ValueError("only pre-LN (GPT-2) models export to the GPT-2 layout; the original GPT is post-LN")
     if config.activation not in _ACTIVATIONS_BACK:
         raise ValueError(f"activation {config.activation!r} has no GPT-2 equivalent")
+    if getattr(config, "attention", "full") != "full":
+        raise ValueError(f"attention={config.attention!r} has no GPT-2 equivalent (it attends to every key)")
     return {
         "model_type": "gpt2",
         "architectures": ["GPT2LMHeadModel"],

@@ -33,6 +33,7 @@ from attnlab.models.decoder import BufferedSelfAttention, Cache, Decoder, Decode
 from attnlab.nn.activations import ACTIVATIONS
 from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.linear import Linear
+from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.masks import causal_mask, padding_mask, to_additive
 from attnlab.nn.residual import Residual
 
@@ -60,6 +61,8 @@ class GPTConfig:
     bos_token_id: int | None = 50_256  # GPT-2's <|endoftext|> starts and ends documents
     eos_token_id: int | None = 50_256
     pad_token_id: int | None = None  # GPT-2 has none; batched generation pads with EOS
+    attention: str = "full"  # "full" or "local": causal sliding window (attnlab.nn.local_attention, issue 15)
+    attention_window: int = 128  # local: the keys before each query it sees (itself too)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "max_positions", "hidden_size", "num_layers", "num_heads"):
@@ -77,6 +80,11 @@ class GPTConfig:
             raise ValueError(
                 f"GPTConfig: hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}"
             )
+        if self.attention not in ("full", "local"):
+            raise ValueError(f"GPTConfig.attention: expected 'full' or 'local', got {self.attention!r}")
+        w = self.attention_window
+        if isinstance(w, bool) or not isinstance(w, int) or w < 1:
+            raise ValueError(f"GPTConfig.attention_window: expected an int >= 1, got {w!r}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"GPTConfig.activation: {self.activation!r} is not one of {', '.join(sorted(ACTIVATIONS))}"
@@ -207,7 +215,11 @@ class GPT(nn.Module):
                 f"{self.config.max_positions} positions (GPTConfig.max_positions)"
             )
         x = self.embed(input_ids, position_ids)  # (B, T, H)
-        mask = self.self_mask(t, past, attention_mask, x)
+        if self.config.attention == "local" and cache is None:
+            # local attention is causal by itself; it takes only the padding, (B, 1, 1, T), in blocks
+            mask = None if attention_mask is None else to_additive(padding_mask(attention_mask), x.dtype)
+        else:
+            mask = self.self_mask(t, past, attention_mask, x)
         logits = self.lm_head(self.decoder(x, mask, cache=cache))  # (B, T, V)
         if labels is None:
             return CausalLMOutput(logits)
@@ -225,9 +237,15 @@ def build_gpt(config: GPTConfig) -> GPT:
     def residual(layer: nn.Module) -> Residual:
         return Residual(layer, h, cfg.dropout, norm_first=cfg.norm_first, eps=cfg.layer_norm_eps)
 
+    def self_attention() -> nn.Module:
+        if cfg.attention == "local":
+            window, dropout = cfg.attention_window, cfg.attention_dropout
+            return LocalSelfAttention(h, cfg.num_heads, window, causal=True, dropout=dropout)
+        return BufferedSelfAttention(h, cfg.num_heads, cfg.attention_dropout)
+
     layers = [
         DecoderLayer(
-            residual(BufferedSelfAttention(h, cfg.num_heads, cfg.attention_dropout)),
+            residual(self_attention()),
             residual(FeedForward(h, cfg.ffn_size, cfg.activation)),
         )
         for _ in range(cfg.num_layers)
