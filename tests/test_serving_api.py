@@ -398,3 +398,22 @@ def test_serve_command_errors_are_one_line(tmp_path, capsys):
         main(["serve", "--help"])
     out = capsys.readouterr().out
     assert "--max-batch-tokens" in out and "127.0.0.1" in out
+
+
+def test_onnxruntime_backend_answers_as_torch(dirs, services, tmp_path):
+    """--backend onnxruntime on an `attnlab export --onnx` directory: the same labels, scores within 1e-4."""
+    pytest.importorskip("onnxruntime")
+    export = pytest.importorskip("attnlab.inference.onnx_export")
+    from attnlab.tasks.transfer import load_model
+    from attnlab.tokenizers import load_tokenizer
+
+    out = export.export_onnx(load_model(dirs["cls"]), tmp_path / "onnx", load_tokenizer(dirs["cls"]))
+    service = load_service(out, backend="onnxruntime", threads=1)
+    assert service.endpoints == ("classify", "embed") and service.backend == "onnxruntime"
+    body = {"text": "alan turing was born in london", "text_pair": "paris is a city"}
+    with TestClient(create_app(service)) as c, TestClient(create_app(services["cls"])) as t:
+        got, want = c.post("/v1/classify", json=body).json(), t.post("/v1/classify", json=body).json()
+        assert c.get("/v1/info").json()["backend"] == "onnxruntime"
+    assert [p["label"] for p in got["predictions"]] == [p["label"] for p in want["predictions"]]
+    for a, b in zip(got["predictions"], want["predictions"]):
+        assert a["score"] == pytest.approx(b["score"], abs=1e-4)

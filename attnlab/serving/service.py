@@ -84,8 +84,8 @@ class ModelService:
         self.counter = counter  # a second copy, used on the event loop to count tokens
         self.counter.no_truncation()
         self.counter.no_padding()
-        self.architecture = type(model).__name__
-        self.backend = "torch"
+        self.architecture = getattr(model, "architecture", None) or type(model).__name__
+        self.backend = "onnxruntime" if getattr(model, "is_onnx_runner", False) else "torch"
         self.pipes: dict[str, Any] = {}
         if kind == "encoder":
             from attnlab.tasks import pipelines as P
@@ -97,7 +97,9 @@ class ModelService:
                 self.pipes[task] = built[task](model, tokenizer)
             self.pipes["embed"] = P.EmbeddingPipeline(model, tokenizer)
             self.max_tokens = self.pipes["embed"].max_length
-            self.endpoints = (*([task] if task else []), "embed", "attention")
+            # attention weights come from the torch model's explicit attention path; an ONNX graph has none
+            attention = ("attention",) if self.backend == "torch" else ()
+            self.endpoints = (*([task] if task else []), "embed", *attention)
         elif kind == "gpt":
             self.max_tokens = model.config.max_positions
             self.endpoints = ("generate", "attention")
@@ -374,7 +376,12 @@ def _read_config(d: Path) -> dict:
 def load_service(
     directory: str | os.PathLike, backend: str = "torch", threads: int | None = None
 ) -> ModelService:
-    """The `ModelService` for whatever ``directory`` holds (see the module docstring)."""
+    """The `ModelService` for whatever ``directory`` holds (see the module docstring).
+
+    ``backend="onnxruntime"``: ``directory`` is an ``attnlab export MODEL --onnx DIR`` directory, run by
+    `attnlab.inference.onnx_runner.OnnxRunner` with ``threads`` intra-op threads (encoders; no attention
+    view: ONNX graphs return no attention probabilities).
+    """
     from attnlab.cli.model_dirs import SEQ2SEQ_TYPE, check_model_dir
     from attnlab.tokenizers import load_tokenizer
 
@@ -387,9 +394,17 @@ def load_service(
     if raw.get("model_type") == SEQ2SEQ_TYPE:
         from attnlab.translation.recipe import load_pretrained
 
+        if backend != "torch":
+            raise ValueError(f"{d}: a translation model; --backend {backend} serves encoders, use torch")
+
         model, tokenizer = load_pretrained(d)
         counter = load_pretrained_tokenizer(d)
         kind = "seq2seq"
+    elif backend == "onnxruntime":
+        from attnlab.inference.onnx_runner import OnnxRunner
+
+        model, tokenizer, counter = OnnxRunner(d, threads=threads), load_tokenizer(d), load_tokenizer(d)
+        kind = "encoder"
     elif raw.get("architecture") == "GPT" or raw.get("model_type") in ("gpt2", "openai-gpt"):
         from attnlab.io.causal_lm import load_causal_lm
 
@@ -398,27 +413,10 @@ def load_service(
         from attnlab.tasks.transfer import load_model
 
         model, tokenizer, counter, kind = load_model(d), load_tokenizer(d), load_tokenizer(d), "encoder"
-    service = ModelService(d, kind, model.eval(), tokenizer, counter)
-    if backend == "onnxruntime":
-        use_onnxruntime(service)
-    return service
+    return ModelService(d, kind, model.eval(), tokenizer, counter)
 
 
 def load_pretrained_tokenizer(d: Path) -> Any:
     from attnlab.tokenizers import Tokenizer
 
     return Tokenizer.from_file(str(d / "tokenizer.json"))
-
-
-def use_onnxruntime(service: ModelService) -> None:
-    """Run the service's encoder under ONNX Runtime (the export lives in `attnlab.onnx`)."""
-    try:
-        from attnlab.onnx import onnxruntime_model  # type: ignore[attr-defined]
-    except ImportError as e:
-        raise ValueError(f"--backend onnxruntime is not available here ({e}); use --backend torch") from None
-    if service.kind != "encoder":
-        raise ValueError(f"--backend onnxruntime serves encoders; this is a {service.architecture}")
-    service.model = onnxruntime_model(service.model)
-    for pipe in service.pipes.values():
-        pipe.model = service.model
-    service.backend = "onnxruntime"
