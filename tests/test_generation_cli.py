@@ -268,3 +268,29 @@ def test_generate_reads_one_prompt_from_stdin(hf_dir, capsys, monkeypatch) -> No
     assert out == run_cli(["generate", str(hf_dir), "--prompt", "First", "--max-new-tokens", "6"], capsys)[1]
     code, _, err = run_cli(["generate", str(hf_dir)], capsys, stdin="", monkeypatch=monkeypatch)
     assert code == 2 and "prompt 1 is empty" in err
+
+
+def test_gpt_dirs_load_generically_and_encoder_commands_name_generate(tmp_path, hf_dir, capsys) -> None:
+    from attnlab.io import load_pretrained
+    from attnlab.io.checkpoint import read_checkpoint_config
+
+    torch.manual_seed(2)
+    model = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=len(CHARS), num_layers=1)).eval()
+    d = tmp_path / "gpt"
+    save_causal_lm(model, d)
+    save_tokenizer_json(char_tokenizer(), d / "tokenizer.json")
+    arch, _, config, _ = read_checkpoint_config(d, allow_causal_lm=True)
+    assert arch == "GPT" and config == model.config  # the config class follows the architecture
+    back = load_pretrained(d)
+    ids = torch.tensor([[1, 2, 3]])
+    assert torch.equal(back(ids).logits, model(ids).logits)
+    for argv in (
+        ["fill-mask", str(d), "a [MASK] b"],
+        ["predict", "classify", str(d), "--text", "hi"],
+        ["predict", "embed", str(d), "--text", "hi"],
+        ["finetune", "--task", "sst2", "--data-dir", str(tmp_path), "--model", str(d)],
+        ["fill-mask", str(hf_dir), "a [MASK] b"],  # HF GPT-2
+    ):
+        code, out, err = run_cli(argv, capsys)
+        assert code == 2 and "causal language model" in err and "attnlab generate" in err, (argv, err)
+        assert "Traceback" not in err

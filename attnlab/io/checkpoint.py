@@ -512,9 +512,18 @@ def save_pretrained(
     return directory
 
 
-def read_checkpoint_config(directory: str | os.PathLike) -> tuple[str, dict[str, Any], Any, dict[str, Any]]:
-    """``(architecture, options, EncoderConfig, raw config.json)`` of an attnlab checkpoint directory."""
+CAUSAL_LM_ARCHITECTURE = "GPT"  # attnlab.io.causal_lm's directories (config.json "architecture")
+
+
+def read_checkpoint_config(
+    directory: str | os.PathLike, *, allow_causal_lm: bool = False
+) -> tuple[str, dict[str, Any], Any, dict[str, Any]]:
+    """``(architecture, options, config, raw config.json)`` of an attnlab checkpoint directory; the config
+    class follows the architecture: `GPTConfig` for a causal LM (only with ``allow_causal_lm``: every other
+    caller reads encoders, and a GPT directory given to them is an error naming the commands that fit it),
+    `EncoderConfig` otherwise."""
     from attnlab.models.config import EncoderConfig
+    from attnlab.models.gpt import GPTConfig
 
     directory = check_directory(directory)
     path = directory / CONFIG_NAME
@@ -541,8 +550,14 @@ def read_checkpoint_config(directory: str | os.PathLike) -> tuple[str, dict[str,
         raise CheckpointError(
             f"{path}: field 'config' must be an object, found {type(raw['config']).__name__}"
         )
+    causal = raw["architecture"] == CAUSAL_LM_ARCHITECTURE
+    if causal and not allow_causal_lm:
+        raise CheckpointError(
+            f"{path}: holds a causal language model (GPT), not an encoder; use `attnlab generate` or "
+            "`attnlab perplexity` with it"
+        )
     try:
-        config = EncoderConfig.from_dict(raw["config"])
+        config = GPTConfig.from_dict(raw["config"]) if causal else EncoderConfig.from_dict(raw["config"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: field 'config': {e}") from e
     return raw["architecture"], options, config, raw
@@ -557,7 +572,12 @@ def load_pretrained(
     The model is returned in eval mode on ``device``.
     """
     target = resolve_dtype(dtype)
-    architecture, options, config, _ = read_checkpoint_config(directory)
+    architecture, options, config, _ = read_checkpoint_config(directory, allow_causal_lm=True)
+    if architecture == CAUSAL_LM_ARCHITECTURE:  # a GPT directory: attnlab.io.causal_lm's loader
+        from attnlab.io.causal_lm import load_causal_lm
+
+        model = load_causal_lm(directory)
+        return (model if target is None else model.to(dtype=target)).to(device).eval()
     weights = Path(directory) / WEIGHTS_NAME
     if not weights.is_file():
         others = sorted(

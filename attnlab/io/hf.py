@@ -393,6 +393,11 @@ def is_hf_directory(directory: str | os.PathLike) -> bool:
 
 
 def _family(model_type: Any, source: str) -> Family:
+    if model_type in ("gpt2", "openai-gpt"):  # causal LMs: attnlab.io.hf_gpt2 reads them
+        raise CheckpointError(
+            f"{source}: holds a HF {model_type} causal language model, not an encoder; use "
+            "`attnlab generate` or `attnlab perplexity` with it (attnlab.io.causal_lm.load_causal_lm)"
+        )
     if model_type not in FAMILIES:
         raise CheckpointError(
             f"{source}: unsupported model_type {model_type!r}; attnlab reads: {', '.join(FAMILIES)}"

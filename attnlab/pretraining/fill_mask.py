@@ -41,6 +41,11 @@ def load_masked_lm(directory: str | os.PathLike) -> tuple[EncoderForPreTraining,
             f"{d}: an ELECTRA discriminator predicts replaced tokens, not masked ones; use the generator "
             "(attnlab pretrain writes it to OUTPUT/generator)"
         )
+    if type(model).__name__ == "GPT":
+        raise ValueError(
+            f"{d}: holds a causal language model (GPT), which has no masked-LM head; use `attnlab generate` "
+            "or `attnlab perplexity` with it"
+        )
     if not isinstance(model, EncoderForPreTraining):
         raise ValueError(f"{d}: holds a {type(model).__name__}, which has no masked-LM head")
     return model, load_tokenizer(d)
