@@ -1,13 +1,13 @@
 """SST-2 dev accuracy of one fine-tuned model in float32 and int8 (issue 14: int8 within 0.5 points).
 
-    attnlab finetune --task sst2 --data-dir ../shared/data/glue/SST-2 --model MODEL --output-dir runs/int8-sst2 \\
-        --epochs 1 --minutes 4 --device cpu --no-progress
+    attnlab finetune --task sst2 --data-dir ../shared/data/glue/SST-2 --model MODEL \\
+        --output-dir runs/int8-sst2 --epochs 1 --minutes 4 --device cpu --no-progress
     python experiments/int8_sst2.py runs/int8-sst2/best [--data-dir ../shared/data/glue/SST-2]
 
 Scores the whole dev set (872 sentences) with the text-classification pipeline on: attnlab float32, attnlab
 int8 (`attnlab.inference.quantize`), and, when onnxruntime is installed, ONNX Runtime float32 and int8 (the
-model exported with `attnlab.inference.export_onnx`). Prints accuracy, the change against float32 in points, and
-how many predictions changed. Nothing is tuned on dev: the model is what ``attnlab finetune`` kept.
+model exported with `attnlab.inference.export_onnx`). Prints accuracy, the change against float32 in points,
+and how many predictions changed. Nothing is tuned on dev: the model is what ``attnlab finetune`` kept.
 """
 
 from __future__ import annotations
