@@ -95,6 +95,16 @@ def probability(text: str) -> float:
     return value
 
 
+def probability_or_keep(text: str) -> float | None:
+    """A dropout probability in [0, 1), or ``keep`` (None: leave the model's own value)."""
+    if text.strip().lower() == "keep":
+        return None
+    value = _float(text, "a probability in [0, 1) or 'keep'")
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1) or 'keep', got {text!r}")
+    return value
+
+
 def probability_mass(text: str) -> float:
     """A number in (0, 1] (nucleus sampling's top-p: 1 keeps every token, 0 none)."""
     value = _float(text, "a number in (0, 1]")

@@ -52,6 +52,7 @@ from attnlab.train.run_dir import prepare_run_directory
 logger = logging.getLogger(__name__)
 
 LEARNING_RATES = (5e-5, 3e-5, 2e-5)  # BERT appendix A.3 (Adam lr for fine-tuning)
+ENCODER_DROPOUT = 0.1  # BERT: "a dropout probability of 0.1 on all layers", kept for fine-tuning
 
 KINDS = ("classification", "regression", "token", "qa", "multiple_choice")
 ARCHITECTURE_OF_KIND = {
@@ -483,7 +484,11 @@ class FinetuneConfig:
     batch_size: int = 32
     warmup: float = 0.1  # fraction of the steps
     weight_decay: float = 0.01
-    dropout: float = 0.1  # on the classifier (the encoder keeps its config's dropout)
+    dropout: float = 0.1  # on the classifier
+    # Dropout of the encoder's layers (hidden and attention) while fine-tuning; None keeps the checkpoint's.
+    # BERT fine-tunes with 0.1 on all layers; a model pre-trained without dropout (the budget recipes, as in
+    # Geiping & Goldstein 2023's cramming) gets it back here.
+    encoder_dropout: float | None = ENCODER_DROPOUT
     max_length: int | None = None  # tokens per sequence; None: 384 for QA (BERT's SQuAD setting), else 128
     stride: int = 128  # QA: overlap of consecutive passage windows, in tokens
     max_query_length: int = 64  # QA: longer questions are cut (and counted)
@@ -532,6 +537,11 @@ class FinetuneConfig:
             raise ValueError(f"FinetuneConfig.warmup: a fraction in [0, 1), got {self.warmup!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"FinetuneConfig.dropout: a probability in [0, 1), got {self.dropout!r}")
+        if self.encoder_dropout is not None and not 0.0 <= self.encoder_dropout < 1.0:
+            raise ValueError(
+                "FinetuneConfig.encoder_dropout: a probability in [0, 1) or None, got "
+                f"{self.encoder_dropout!r}"
+            )
         for name in ("max_train_examples", "max_eval_examples"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
@@ -563,9 +573,21 @@ class ModelSource:
             self.name = str(self.directory) if self.directory is not None else "random init"
 
     def build(
-        self, spec: TaskSpec, labels: Sequence[str] | None, dropout: float, regression: bool
+        self,
+        spec: TaskSpec,
+        labels: Sequence[str] | None,
+        dropout: float,
+        regression: bool,
+        encoder_dropout: float | None = None,
     ) -> nn.Module:
+        """The task model, in train mode; ``encoder_dropout`` (None: the config's) on the encoder's layers."""
+        import dataclasses
+
         from attnlab.models import ARCHITECTURES
+
+        changes = {} if encoder_dropout is None else {
+            "hidden_dropout": encoder_dropout, "attention_dropout": encoder_dropout
+        }  # fmt: skip
 
         options: dict[str, Any] = {}
         if spec.kind in ("classification", "regression", "token"):
@@ -580,11 +602,12 @@ class ModelSource:
 
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                model = load_task_model(self.directory, spec.architecture, **options)
+                model = load_task_model(self.directory, spec.architecture, config_changes=changes, **options)
             for w in caught:
                 logger.warning("%s", w.message)
             return model
-        return ARCHITECTURES[spec.architecture].from_config(self.config, **options).train()
+        config = dataclasses.replace(self.config, **changes)
+        return ARCHITECTURES[spec.architecture].from_config(config, **options).train()
 
     @property
     def model_config(self) -> Any:
@@ -735,7 +758,7 @@ def run_once(
     from attnlab.train.checkpoint import latest_checkpoint
 
     set_seed(seed)
-    model = source.build(spec, labels, cfg.dropout, regression)
+    model = source.build(spec, labels, cfg.dropout, regression, cfg.encoder_dropout)
     pad = pad_id_of(source.tokenizer, model.config.pad_token_id)
     dataset = FeatureDataset(train_features)
     steps_per_epoch = math.ceil(len(dataset) / cfg.batch_size)

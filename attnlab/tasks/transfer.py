@@ -36,6 +36,7 @@ dense layer too; that only changes training, not inference (a named deviation).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 from collections.abc import Mapping
@@ -143,13 +144,16 @@ def load_task_model(
     architecture: str | type,
     *,
     device: str | torch.device = "cpu",
+    config_changes: Mapping[str, Any] | None = None,
     **options: Any,
 ) -> nn.Module:
     """A task model whose encoder comes from ``directory`` (attnlab or HF), in train mode on ``device``.
 
     ``options`` go to the architecture's ``from_config`` (``num_labels``, ``labels``,
     ``classifier_dropout``). A checkpoint of the same architecture loads whole when ``options`` agree
-    with the saved ones (a changed label set re-initialises the head, with a warning).
+    with the saved ones (a changed label set re-initialises the head, with a warning). ``config_changes``
+    replace fields of the checkpoint's config that hold no weights (fine-tuning's dropout: see
+    `with_config_changes`).
     """
     name = _architecture_name(architecture)
     cls = ARCHITECTURES[name]
@@ -171,8 +175,10 @@ def load_task_model(
             p = options["classifier_dropout"]
             whole.dropout.p = whole.config.hidden_dropout if p is None else p
             whole.options["classifier_dropout"] = p
-        return whole.to(device).train()
+        return with_config_changes(whole, config_changes).to(device).train()
     config, state, what = _encoder_state(d)
+    if config_changes:
+        config = dataclasses.replace(config, **config_changes)
     model = cls.from_config(config, **options)
     fresh_pooler = _load_encoder_into(model, state, source=f"{d} ({what})")
     fresh = fresh_pooler + model.head_state_keys()
@@ -182,6 +188,18 @@ def load_task_model(
         stacklevel=2,
     )
     return model.to(device).train()
+
+
+def with_config_changes(model: nn.Module, changes: Mapping[str, Any] | None) -> nn.Module:
+    """``model`` rebuilt with ``changes`` to its config and its own weights: for fields that hold no weights,
+    such as dropout (a model pre-trained without dropout is fine-tuned with it). The same model when
+    ``changes`` change nothing."""
+    if not changes or all(getattr(model.config, k) == v for k, v in changes.items()):
+        return model
+    config = dataclasses.replace(model.config, **changes)
+    rebuilt = type(model).from_config(config, **getattr(model, "options", {}))
+    rebuilt.load_state_dict(model.state_dict())
+    return rebuilt.train(model.training)
 
 
 def _same_head(saved: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
