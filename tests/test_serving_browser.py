@@ -68,6 +68,9 @@ def serve(kind: str, root):
 def open_page(driver, url: str) -> None:
     driver.get(url + "/")
     WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+    sources = [e.get_attribute("src") or e.get_attribute("href") for e in
+               driver.find_elements(By.CSS_SELECTOR, "script[src], link[href]")]  # fmt: skip
+    assert all(s.startswith(url + "/static/") for s in sources), sources  # offline: nothing from elsewhere
 
 
 def type_into(driver, element_id: str, text: str) -> None:
@@ -130,6 +133,13 @@ def test_fill_mask_and_attention_view(driver, model_root, tmp_path):
         layer = driver.find_element(By.CSS_SELECTOR, "select.attn-layer-select").get_attribute("value")
         assert layer == str(data["layers"] - 1)  # a model-view click selects that head
         driver.save_screenshot(str(tmp_path / "fill-mask-attention.png"))
+        driver.get(url + "/docs")  # the API docs render from the package's copy of Swagger UI, no CDN
+        WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock-summary-path"))
+        paths = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")]
+        assert "/v1/fill-mask" in paths and "/v1/qa" not in paths
+        sources = [e.get_attribute("src") or e.get_attribute("href") or "" for e in
+                   driver.find_elements(By.CSS_SELECTOR, "script[src], link[href]")]  # fmt: skip
+        assert sources and all(s.startswith(url) for s in sources), sources
     assert (tmp_path / "fill-mask-attention.png").stat().st_size > 1000
 
 

@@ -60,6 +60,30 @@ def _failure(error: BaseException, timeout_s: float) -> JSONResponse:
     return errors.error_response(500, f"internal error: {type(error).__name__}: {error}")
 
 
+def add_docs(app: FastAPI) -> None:
+    """Swagger UI at ``/docs`` with its script and stylesheet from the ``swagger-ui-bundle-v2`` package
+    (FastAPI's own ``/docs`` loads them from a CDN: a blank page offline); without that package, FastAPI's."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+
+    try:
+        from swagger_ui_bundle import swagger_ui_path
+    except ImportError:
+        prefix = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5"
+    else:
+        app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+        prefix = "/docs-assets"
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Any:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url,
+            title=f"{app.title}: API",
+            swagger_js_url=f"{prefix}/swagger-ui-bundle.js",
+            swagger_css_url=f"{prefix}/swagger-ui.css",
+            swagger_favicon_url="/static/favicon.svg",
+        )
+
+
 def create_app(service: ModelService, settings: ServeSettings | None = None) -> FastAPI:
     settings = settings or ServeSettings()
     metrics = Metrics()
@@ -79,6 +103,8 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
         version=__version__,
         description=f"{service.architecture} served by attnlab. Endpoints: {', '.join(service.endpoints)}.",
         lifespan=lifespan,
+        docs_url=None,  # served below from the package, not from a CDN
+        redoc_url=None,
     )
     app.state.service, app.state.settings, app.state.metrics, app.state.batcher = (
         service, settings, metrics, batcher,
@@ -180,6 +206,7 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    add_docs(app)
     known = [f"/v1/{e}" for e in service.endpoints] + ["/v1/info", "/health", "/ready", "/metrics", "/"]
     app.add_middleware(
         Guard, metrics=metrics, max_body_bytes=settings.max_body_bytes, api_key=settings.api_key,
