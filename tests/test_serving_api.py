@@ -417,3 +417,58 @@ def test_onnxruntime_backend_answers_as_torch(dirs, services, tmp_path):
     assert [p["label"] for p in got["predictions"]] == [p["label"] for p in want["predictions"]]
     for a, b in zip(got["predictions"], want["predictions"]):
         assert a["score"] == pytest.approx(b["score"], abs=1e-4)
+
+
+def test_attnlab_serve_process_finishes_in_flight_requests_on_sigterm(dirs):
+    """The real command: ``attnlab serve`` binds 127.0.0.1, answers, and on SIGTERM answers the request it is
+    holding (in its 1.5 s batch window) before it exits."""
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from attnlab.serving.server import free_port
+
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnlab",
+        "serve",
+        str(dirs["cls"]),
+        "--port",
+        str(port),
+        "--max-wait-ms",
+        "1500",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None and time.monotonic() < end, (
+                proc.stdout.read() if proc.poll() else "slow"
+            )
+            try:
+                if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        result: dict = {}
+        t = threading.Thread(
+            target=lambda: result.update(
+                r=httpx.post(f"{url}/v1/classify", json={"text": "paris"}, timeout=30)
+            )
+        )
+        t.start()
+        time.sleep(0.5)  # the request is in the server's batch window
+        proc.send_signal(signal.SIGTERM)
+        t.join(30)
+        assert proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after its clean stop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert result["r"].status_code == 200 and result["r"].json()["predictions"]
+    log = proc.stdout.read()
+    assert f"on http://127.0.0.1:{port}/" in log and "/v1/classify" in log
