@@ -211,3 +211,20 @@ def test_bad_directories_are_clear_errors(exported, tmp_path, capsys):
         runner(input_ids=torch.zeros(1, 65, dtype=torch.long))
     with pytest.raises(ValueError, match="must be in"):
         runner(input_ids=torch.full((1, 4), len(VOCAB)))
+
+
+def test_bert_base_width_exports_with_dynamic_axes(tmp_path):
+    """attnlab's Linear under torch.export: its oneDNN size test must not run on symbolic sizes; at BERT-base
+    width it put a guard on the batch size (the pooler's (B, 768) product) and the export failed ("Expected op
+    to be '==', got <= for 16/9 <= batch")."""
+    from attnlab.models import Encoder
+
+    torch.manual_seed(0)
+    cfg = get_preset("bert-base-uncased", vocab_size=50, num_layers=1, intermediate_size=64,
+                     max_position_embeddings=64)  # fmt: skip
+    model = Encoder(cfg).eval()
+    export_onnx(model, tmp_path)
+    ids = torch.randint(0, 50, (3, 11))
+    with torch.inference_mode():
+        ref = model(ids).last_hidden_state
+    assert (OnnxRunner(tmp_path, threads=1)(ids).last_hidden_state - ref).abs().max() <= ATOL

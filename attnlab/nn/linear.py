@@ -93,14 +93,16 @@ class _OneDNNLinear(torch.autograd.Function):
 def _use_onednn(x: Tensor, weight: Tensor) -> bool:
     return (
         _ENABLED
+        # first: while tracing, the size test below would put a guard on the symbolic batch and sequence
+        # sizes (torch.export then refuses dynamic axes: "Expected op to be '==', got <= for 16/9 <= batch")
+        and not torch.compiler.is_compiling()
+        and not torch.jit.is_tracing()  # traced or exported graphs keep the portable aten::linear
         and x.device.type == "cpu"
         and x.dtype == torch.float32
         and weight.dtype == torch.float32
         and x.dim() >= 2
         and x.numel() * weight.shape[0] >= MIN_MACS  # (M * K) * N
         and not torch.is_autocast_enabled("cpu")
-        and not torch.compiler.is_compiling()
-        and not torch.jit.is_tracing()  # traced or exported graphs keep the portable aten::linear
     )
 
 
