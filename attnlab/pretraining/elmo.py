@@ -285,8 +285,8 @@ def pretrain_elmo(
     if recipe.minutes is not None:
         callbacks.append(_plan_from_step_time(recipe.minutes * 60.0, log))
     trainer = Trainer(
-        model, tconfig, SentenceDataset(train), eval_data=eval_batches, collate_fn=collate, metric_fn=PerplexityMetric(),
-        callbacks=callbacks, run_id=run_id,
+        model, tconfig, SentenceDataset(train), eval_data=eval_batches, collate_fn=collate,
+        metric_fn=PerplexityMetric(), callbacks=callbacks, run_id=run_id,
     )  # fmt: skip
     if resume and latest_checkpoint(out / "train" / "checkpoints") is not None:
         trainer.resume(log=log)
