@@ -371,12 +371,13 @@ def test_health_ready_and_prometheus_metrics(clients):
 
 
 def test_graceful_shutdown_lets_in_flight_requests_finish(services):
-    """Shutdown asked while a request waits in its batch window: the request still gets its answer."""
+    """Shutdown asked while a request runs on the model thread: the request still gets its answer."""
     import httpx
 
-    app = create_app(services["cls"], ServeSettings(max_wait_ms=800))
+    app = create_app(services["cls"])
     server = BackgroundServer(app)
     with server as url:
+        gate = _blocking(app)
         result: dict = {}
         t = threading.Thread(
             target=lambda: result.update(
@@ -384,11 +385,14 @@ def test_graceful_shutdown_lets_in_flight_requests_finish(services):
             )
         )
         t.start()
-        _wait_for(lambda: app.state.batcher.depth() + app.state.batcher.running == 1)
+        _wait_for(lambda: app.state.batcher.running == 1)
         server.server.should_exit = True  # what SIGINT/SIGTERM set in uvicorn
+        time.sleep(0.3)
+        assert app.state.ready  # still serving the request: the app's shutdown has not begun
+        gate.set()
         t.join(30)
     assert result["r"].status_code == 200 and result["r"].json()["predictions"]
-    assert not server.thread.is_alive()
+    assert not server.thread.is_alive() and not app.state.ready
 
 
 def test_serve_command_errors_are_one_line(tmp_path, capsys):
@@ -420,9 +424,10 @@ def test_onnxruntime_backend_answers_as_torch(dirs, services, tmp_path):
 
 
 def test_attnlab_serve_process_finishes_in_flight_requests_on_sigterm(dirs):
-    """The real command: ``attnlab serve`` binds 127.0.0.1, answers, and on SIGTERM answers the request it is
-    holding (in its 1.5 s batch window) before it exits."""
+    """The real command: ``attnlab serve`` binds 127.0.0.1, and a request whose body is still arriving when
+    SIGTERM comes is read, answered, and only then does the process exit."""
     import signal
+    import socket
     import subprocess
     import sys
 
@@ -431,17 +436,7 @@ def test_attnlab_serve_process_finishes_in_flight_requests_on_sigterm(dirs):
     from attnlab.serving.server import free_port
 
     port = free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "attnlab",
-        "serve",
-        str(dirs["cls"]),
-        "--port",
-        str(port),
-        "--max-wait-ms",
-        "1500",
-    ]
+    cmd = [sys.executable, "-m", "attnlab", "serve", str(dirs["cls"]), "--port", str(port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -455,20 +450,24 @@ def test_attnlab_serve_process_finishes_in_flight_requests_on_sigterm(dirs):
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
-        result: dict = {}
-        t = threading.Thread(
-            target=lambda: result.update(
-                r=httpx.post(f"{url}/v1/classify", json={"text": "paris"}, timeout=30)
+        body = json.dumps({"text": "paris is a city"}).encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(
+                f"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
             )
-        )
-        t.start()
-        time.sleep(0.5)  # the request is in the server's batch window
-        proc.send_signal(signal.SIGTERM)
-        t.join(30)
+            time.sleep(0.5)  # the server has the headers and waits for the body
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            sock.sendall(body)
+            response = b""
+            while chunk := sock.recv(65536):
+                response += chunk
         assert proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after its clean stop
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert result["r"].status_code == 200 and result["r"].json()["predictions"]
+    head, _, payload = response.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and json.loads(payload)["predictions"]
     log = proc.stdout.read()
     assert f"on http://127.0.0.1:{port}/" in log and "/v1/classify" in log

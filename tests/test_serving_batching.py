@@ -15,7 +15,9 @@ def job(key: str, tokens: int, name: str) -> SimpleNamespace:
     return SimpleNamespace(key=(key,), tokens=tokens, name=name)
 
 
-def run(limits: BatchLimits, jobs: list, stagger_s: float = 0.0) -> tuple[list[list[str]], list]:
+def run(
+    limits: BatchLimits, jobs: list, stagger_s: float = 0.0, incoming=None
+) -> tuple[list[list[str]], list]:
     """Submit ``jobs`` (all at once, or ``stagger_s`` apart); returns the batches run and the answers."""
     batches: list[list[str]] = []
 
@@ -25,7 +27,7 @@ def run(limits: BatchLimits, jobs: list, stagger_s: float = 0.0) -> tuple[list[l
         return [p.name.upper() for p in batch]
 
     async def main():
-        batcher = DynamicBatcher(run_batch, limits)
+        batcher = DynamicBatcher(run_batch, limits, incoming=incoming)
         batcher.start()
         tasks = []
         for j in jobs:
@@ -64,6 +66,17 @@ def test_the_window_is_counted_from_the_oldest_request():
     assert batches == [["x0"], ["x1"], ["x2"], ["x3"]]
     batches, _ = run(BatchLimits(max_wait_ms=500), jobs, stagger_s=0.03)
     assert batches == [["x0", "x1", "x2", "x3"]]
+
+
+def test_a_lone_request_does_not_wait_out_the_window():
+    """With nothing else on its way (the server's count of accepted requests not yet queued is 0) the oldest
+    request runs at once; while others are on their way it waits for them, up to the window."""
+    jobs = [job("a", 1, f"x{i}") for i in range(3)]
+    started = time.perf_counter()
+    batches, _ = run(BatchLimits(max_wait_ms=2000), jobs, stagger_s=0.05, incoming=lambda: 0)
+    assert batches == [["x0"], ["x1"], ["x2"]] and time.perf_counter() - started < 1.5
+    batches, _ = run(BatchLimits(max_wait_ms=500), jobs, stagger_s=0.05, incoming=lambda: 1)
+    assert batches == [["x0", "x1", "x2"]]
 
 
 def test_a_full_queue_refuses_and_a_failing_request_fails_alone():

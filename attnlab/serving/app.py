@@ -87,7 +87,14 @@ def add_docs(app: FastAPI) -> None:
 def create_app(service: ModelService, settings: ServeSettings | None = None) -> FastAPI:
     settings = settings or ServeSettings()
     metrics = Metrics()
-    batcher = DynamicBatcher(service.run_batch, settings.limits(), metrics)
+    # requests the server is handling that are not (or no longer) in the batcher: on their way to it, or
+    # writing their answers (a client about to send its next request)
+    batcher = DynamicBatcher(
+        service.run_batch,
+        settings.limits(),
+        metrics,
+        incoming=lambda: metrics.in_flight - batcher.depth() - batcher.running,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

@@ -8,7 +8,9 @@ options) until
   request longer than that still runs, alone),
 - it holds ``max_batch_size`` requests, or
 - ``max_wait_ms`` have passed since the oldest request arrived (a request that waited while the model ran
-  the previous batch is not kept waiting again),
+  the previous batch is not kept waiting again), or
+- no other request is on its way: ``incoming()`` (the server's count of requests it has accepted that have
+  not reached the queue) is 0, so a lone client's request runs at once instead of waiting out the window,
 
 then hands the batch to one model thread; requests arriving meanwhile queue up for the next batch. Requests
 with another key, or too long to join, wait in order and come first in the next batch (shorter ones behind
@@ -63,8 +65,10 @@ class DynamicBatcher:
         run_batch: Callable[[tuple, Sequence[Any]], list[Any]],
         limits: BatchLimits,
         metrics: Metrics | None = None,
+        incoming: Callable[[], int] | None = None,
     ) -> None:
         self.run_batch = run_batch
+        self.incoming = incoming  # None: always wait out the window
         self.limits = limits
         self.metrics = metrics or Metrics()
         self.queue: asyncio.Queue[Job] | None = None
@@ -158,6 +162,8 @@ class DynamicBatcher:
         candidates = deque(self.held)
         self.held.clear()
         while len(batch) < lim.max_batch_size:
+            if not candidates and self.queue.empty() and self.incoming is not None and self.incoming() <= 0:
+                break  # nothing else is on its way: do not wait out the window
             job = candidates.popleft() if candidates else await self._next(deadline - time.perf_counter())
             if job is None:
                 break
