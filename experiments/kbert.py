@@ -1,6 +1,7 @@
 """K-BERT in miniature: Chinese medical NER with and without Medical.spo, and sentiment with HowNet.
 
     flock /work/notes/heavy.lock .venv/bin/python experiments/kbert.py          # about 45 min on 2 cores
+    flock /work/notes/heavy.lock .venv/bin/python experiments/kbert.py --skip-sentiment   # NER only
     .venv/bin/python experiments/kbert.py --ner-epochs 1 --sentiment-epochs 1 --max-train-examples 300 \\
         --output runs/kbert-smoke                                                 # a smoke run, ~2 min
 
@@ -124,6 +125,7 @@ def main() -> int:
     p.add_argument("--max-train-examples", type=int, default=None)
     p.add_argument("--max-triples", type=int, default=2)
     p.add_argument("--skip-sentiment", action="store_true")
+    p.add_argument("--skip-ner", action="store_true")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     out = Path(args.output)
@@ -137,7 +139,7 @@ def main() -> int:
     train, dev = load_kbert_ner(ner / "train.tsv"), load_kbert_ner(ner / "dev.tsv")
     medical = DATA / "kgs" / "Medical.spo"
     print(f"medical_ner: {len(train)} train, {len(dev)} dev sentences", flush=True)
-    arms = [
+    arms = [] if args.skip_ner else [
         ("no graph", None),
         ("Medical.spo", load_injector(str(medical), args.max_triples, with_predicate=False)),
         (
@@ -150,6 +152,8 @@ def main() -> int:
                 args.ner_max_length, args.seeds)
         for i, (arm, inj) in enumerate(arms)
     ]  # fmt: skip
+    if not rows["medical_ner"]:
+        del rows["medical_ner"]
 
     if not args.skip_sentiment:
         senti = DATA / "datasets" / "chnsenticorp"
@@ -174,11 +178,13 @@ def main() -> int:
             measured = " / ".join(f"{100 * s:.2f}" for s in r["scores"])
             paper = PAPER.get((task, r["arm"]), "")
             print(f"{task:<14}{r['arm']:<34}{r['metric']:<10}{measured:>16}  {paper}")
-    base, kg, novm = (r["median"] * 100 for r in rows["medical_ner"])
-    verdicts = [
-        ("K-BERT (Medical.spo) - no graph >= +1.0 F1", kg - base, kg - base >= 1.0),
-        ("K-BERT without visible matrix < with it", novm - kg, novm < kg),
-    ]
+    verdicts = []
+    if "medical_ner" in rows:
+        base, kg, novm = (r["median"] * 100 for r in rows["medical_ner"])
+        verdicts += [
+            ("K-BERT (Medical.spo) - no graph >= +1.0 F1", kg - base, kg - base >= 1.0),
+            ("K-BERT without visible matrix < with it", novm - kg, novm < kg),
+        ]
     if "chnsenticorp" in rows:
         b, h = (r["median"] * 100 for r in rows["chnsenticorp"])
         verdicts.append(("chnsenticorp: HowNet - no graph (no target)", h - b, None))
@@ -191,7 +197,8 @@ def main() -> int:
             if r["injection"]:
                 print(f"{task} / {r['arm']}: {r['injection']}")
     result = {"rows": rows, "verdicts": verdicts, "minutes": total, "args": vars(args)}
-    (out / "results.json").write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
+    name = "results.json" if len(rows) == 2 else f"results-{'-'.join(rows)}.json"
+    (out / name).write_text(json.dumps(result, indent=2, ensure_ascii=False), encoding="utf-8")
     return 0
 
 
