@@ -154,3 +154,19 @@ def test_bad_config_and_lengths_are_clear_errors():
         tiny(num_buckets=3)
     with pytest.raises(ValueError, match="multiple of the chunk length"):
         Reformer(tiny())(torch.randint(0, 20, (1, 6)))
+
+
+def test_gpt_with_lsh_attention_trains_and_refuses_a_cache():
+    from attnlab.models.gpt import build_gpt, count_parameters
+    from attnlab.models.gpt_presets import get_gpt_preset
+
+    cfg = get_gpt_preset("gpt-char-tiny", attention="lsh", lsh_chunk_length=16, lsh_num_buckets=8)
+    model = build_gpt(cfg)
+    assert count_parameters(cfg) == sum(p.numel() for p in model.parameters())
+    assert isinstance(model.decoder.layers[0].self_attn.layer, LSHSelfAttention)
+    ids = torch.randint(0, 256, (2, 64))
+    model(ids, labels=ids).loss.backward()
+    with pytest.raises(ValueError, match="no key/value cache"):
+        model(ids[:, :16], cache=model.new_cache())
+    with pytest.raises(ValueError, match="attention"):
+        get_gpt_preset("gpt-char-tiny", attention="lsh2")

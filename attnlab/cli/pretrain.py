@@ -123,9 +123,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
-        "--attention", choices=("full", "local"),
-        help="self-attention: full, or local = a sliding window (docs/long_sequences.md)",
+        "--attention", choices=("full", "local", "lsh"),
+        help="self-attention: full, local = a sliding window, or lsh = Reformer's LSH attention (causal LMs: "
+        "--recipe gpt; docs/long_sequences.md)",
     )  # fmt: skip
+    p.add_argument("--hashes", type=positive_int, help="lsh attention: hash rounds (default 4)")
     p.add_argument(
         "--window", type=positive_int, help="local attention: keys seen on each side of a query (default 128)"
     )
@@ -249,7 +251,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     builtin = not args.corpus
     overrides = collect_overrides(args.config, args.set)
     # --attention/--window/--global-tokens are model.attention/attention_window/global_tokens
-    for flag, field in (("attention", "attention"), ("window", "attention_window"), ("global_tokens",) * 2):
+    for flag, field in (("attention", "attention"), ("window", "attention_window"), ("global_tokens",) * 2,
+                        ("hashes", "lsh_num_hashes")):  # fmt: skip
         if getattr(args, flag) is not None:
             overrides["model"][field] = getattr(args, flag)
     recipe = get_recipe(args.recipe)
@@ -454,6 +457,9 @@ def print_causal_result(result: Any, heldout: Any, samples: int = 3) -> None:
         print(" (no held-out evaluation)")
     print(f"model: {result.model_dir}  (logs and loss_curve.png: {out / 'train'})")
     gpt, tokenizer = result.model, result.tokenizer
+    if getattr(gpt.config, "attention", "full") == "lsh":  # LSH attention has no cache and needs whole chunks
+        print("no samples: a model with attention='lsh' is trained and scored here, not used to generate")
+        return
     context = gpt.config.max_positions
     blocks = TokenBlocks(heldout, context, eos_id_of(tokenizer), shift=False)
     prompt_tokens = max(4, context // 8)

@@ -34,6 +34,7 @@ from attnlab.nn.activations import ACTIVATIONS
 from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.linear import Linear
 from attnlab.nn.local_attention import LocalSelfAttention
+from attnlab.nn.lsh_attention import LSHSelfAttention
 from attnlab.nn.masks import causal_mask, padding_mask, to_additive
 from attnlab.nn.residual import Residual
 
@@ -63,6 +64,10 @@ class GPTConfig:
     pad_token_id: int | None = None  # GPT-2 has none; batched generation pads with EOS
     attention: str = "full"  # "full" or "local": causal sliding window (attnlab.nn.local_attention, issue 15)
     attention_window: int = 128  # local: the keys before each query it sees (itself too)
+    # "lsh": Reformer's shared-QK LSH attention (attnlab.nn.lsh_attention); training and scoring (no cache)
+    lsh_num_hashes: int = 4  # hash rounds
+    lsh_num_buckets: int = 32  # buckets per round (even); the paper: about 2 * length / chunk
+    lsh_chunk_length: int = 64  # sorted chunks attend to themselves and the one before
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "max_positions", "hidden_size", "num_layers", "num_heads"):
@@ -80,8 +85,14 @@ class GPTConfig:
             raise ValueError(
                 f"GPTConfig: hidden_size={self.hidden_size} is not divisible by num_heads={self.num_heads}"
             )
-        if self.attention not in ("full", "local"):
-            raise ValueError(f"GPTConfig.attention: expected 'full' or 'local', got {self.attention!r}")
+        if self.attention not in ("full", "local", "lsh"):
+            raise ValueError(f"GPTConfig.attention: expected full, local or lsh, got {self.attention!r}")
+        for name in ("lsh_num_hashes", "lsh_num_buckets", "lsh_chunk_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"GPTConfig.{name}: expected a positive int, got {value!r}")
+        if self.lsh_num_buckets % 2:
+            raise ValueError(f"GPTConfig.lsh_num_buckets: expected an even int, got {self.lsh_num_buckets}")
         w = self.attention_window
         if isinstance(w, bool) or not isinstance(w, int) or w < 1:
             raise ValueError(f"GPTConfig.attention_window: expected an int >= 1, got {w!r}")
@@ -215,7 +226,14 @@ class GPT(nn.Module):
                 f"{self.config.max_positions} positions (GPTConfig.max_positions)"
             )
         x = self.embed(input_ids, position_ids)  # (B, T, H)
-        if self.config.attention == "local" and cache is None:
+        if self.config.attention == "lsh":
+            if cache is not None:
+                raise ValueError("GPT with attention='lsh' has no key/value cache: score or train it, or use "
+                                 "full attention to generate")  # fmt: skip
+            if attention_mask is not None and not bool(attention_mask.all()):
+                raise ValueError("GPT with attention='lsh' takes no padding (attention_mask must be all 1)")
+            mask = None  # LSH attention is causal by itself
+        elif self.config.attention == "local" and cache is None:
             # local attention is causal by itself; it takes only the padding, (B, 1, 1, T), in blocks
             mask = None if attention_mask is None else to_additive(padding_mask(attention_mask), x.dtype)
         else:
@@ -241,6 +259,9 @@ def build_gpt(config: GPTConfig) -> GPT:
         if cfg.attention == "local":
             window, dropout = cfg.attention_window, cfg.attention_dropout
             return LocalSelfAttention(h, cfg.num_heads, window, causal=True, dropout=dropout)
+        if cfg.attention == "lsh":  # Reformer (Kitaev et al. 2020): shared QK, hashed chunks, causal
+            chunk, buckets, hashes = cfg.lsh_chunk_length, cfg.lsh_num_buckets, cfg.lsh_num_hashes
+            return LSHSelfAttention(h, cfg.num_heads, chunk, buckets, hashes, True, cfg.attention_dropout)
         return BufferedSelfAttention(h, cfg.num_heads, cfg.attention_dropout)
 
     layers = [
@@ -281,7 +302,7 @@ def count_parameters(config: GPTConfig) -> int:
     """Trainable parameters by formula: the tied embedding once (checked against the built model and HF's
     ``GPT2LMHeadModel`` in the tests)."""
     h, f = config.hidden_size, config.ffn_size
-    attention = 4 * h * h + 4 * h
+    attention = 4 * h * h + 4 * h if config.attention != "lsh" else 3 * h * h  # LSH: shared QK, no biases
     ffn = h * f + f + f * h + h
     layer = attention + ffn + 2 * 2 * h
     final = 2 * h if config.norm_first else 0
