@@ -310,3 +310,30 @@ def _script(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(_script(sys.argv[1:]))
+
+
+def test_finetune_stopped_by_a_signal_ends_the_command(tmp_path: Path, capsys, monkeypatch) -> None:
+    """SIGTERM/SIGINT (here the Trainer's own stop request, which the signal handler sets) saves the run's
+    checkpoint and ends the command: a learning-rate sweep does not go on to its next run as if the budget
+    were spent, and --resume finishes it exactly."""
+    data, tok = finetune_data(tmp_path)
+    argv = finetune_argv(data, tok, tmp_path / "out")
+    argv[argv.index("--lr") + 1 : argv.index("--lr") + 2] = ["1e-3", "2e-3"]
+    from attnlab.train import trainer as trainer_module
+
+    with monkeypatch.context() as m:
+        original = trainer_module.Trainer.__init__
+
+        def init(self, *a, **kw) -> None:
+            original(self, *a, **kw)
+            self.callbacks.append(lambda t, record: t.request_stop("SIGTERM") if t.step == 3 else None)
+
+        m.setattr(trainer_module.Trainer, "__init__", init)
+        assert run_here(argv) == 130
+    err = capsys.readouterr().err
+    assert "interrupted:" in err and "--resume continues" in err
+    out = tmp_path / "out"
+    assert (out / "lr0.001-seed0" / "checkpoints").is_dir()
+    assert not (out / "lr0.002-seed0").exists() and not (out / "results.json").exists()
+    assert run_here(argv + ["--resume"]) == 0
+    assert (out / "lr0.002-seed0").is_dir() and (out / "results.json").is_file()

@@ -64,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except KeyboardInterrupt as stop:
+        print(f"interrupted: {stop}" if str(stop) else "interrupted", file=sys.stderr)
         return 130
     except Exception as error:
         if args.debug:

@@ -815,7 +815,12 @@ def run_once(
         keeper.restore(trainer.step)
         logger.info("%s: resumed from %s (step %d of %d)", spec.name, path, trainer.step, trainer.total_steps)
     if trainer.step < trainer.total_steps:
-        trainer.train()  # ends at cfg.epochs or after cfg.minutes (TrainerConfig.max_minutes), evaluated
+        result = trainer.train()  # ends at cfg.epochs or after cfg.minutes (TrainerConfig.max_minutes)
+        if result.interrupted:  # SIGINT/SIGTERM: the checkpoint is saved; the command stops (no next run)
+            raise KeyboardInterrupt(
+                f"{spec.name} lr {learning_rate:g} seed {seed} stopped at step {trainer.step}; "
+                f"{result.last_checkpoint} saved: --resume continues"
+            )
     stopped_by_time = trainer.step < trainer.total_steps
     if stopped_by_time:
         logger.info("%s: time budget of %s min spent after step %d", spec.name, cfg.minutes, trainer.step)
