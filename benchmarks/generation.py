@@ -11,7 +11,8 @@ an attnlab `GPT`, converts the weights in memory into HF's
 after random 16-token prompts, EOS ignored so every run makes exactly that many, at batch sizes 1 and 8,
 float32 on the CPU. Calls alternate between attnlab and HF (background load hits both alike); the median of
 ``--repeats`` timed calls is reported, after one untimed warm-up call each. The uncached attnlab run
-(``use_cache=False``: the whole prefix recomputed each step) is timed once at batch size 1 (first preset).
+(``use_cache=False``: the whole prefix recomputed each step) is timed once at batch size 1 for every preset.
+The load average (``os.getloadavg``; other work shares the 2 cores) is printed with each preset.
 At batch size 1 on CPU a step of the 14M model is bound by reading its weights from memory, the same work
 for both libraries; the tiny model shows the per-step overhead, where the libraries differ. Every row also
 checks that both libraries produced the same tokens.
@@ -20,6 +21,7 @@ checks that both libraries produced the same tokens.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -44,9 +46,7 @@ def timed(fn) -> tuple[float, object]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument(
-        "--presets", default="gpt-char-tiny,gpt-bpe-small", help="GPT presets (the first also runs uncached)"
-    )
+    p.add_argument("--presets", default="gpt-char-tiny,gpt-bpe-small", help="GPT presets")
     p.add_argument("--new-tokens", type=int, default=256)
     p.add_argument("--prompt-len", type=int, default=16)
     p.add_argument("--batch-sizes", default="1,8")
@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-uncached", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    for i, preset in enumerate(args.presets.split(",")):
-        bench(preset, args, uncached=i == 0 and not args.skip_uncached)
+    for preset in args.presets.split(","):
+        bench(preset, args, uncached=not args.skip_uncached)
     return 0
 
 
@@ -78,7 +78,8 @@ def bench(preset: str, args: argparse.Namespace, uncached: bool) -> None:
         f"# {preset} ({sum(p.numel() for p in ours.parameters()) / 1e6:.1f}M parameters), greedy, "
         f"{args.prompt_len}-token prompts, {args.new_tokens} new tokens, float32 CPU, "
         f"{torch.get_num_threads()} thread(s), torch {torch.__version__}, transformers "
-        f"{transformers.__version__}, median of {args.repeats}"
+        f"{transformers.__version__}, median of {args.repeats}; load average "
+        + " ".join(f"{x:.1f}" for x in os.getloadavg())
     )
     print(f"{'B':>3}  {'attnlab tok/s':>13}  {'HF tok/s':>9}  {'attnlab/HF':>10}  same tokens")
     g = torch.Generator().manual_seed(1)

@@ -29,9 +29,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm"]
+__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "small_rows", "transposed_copy"]
 
 MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
+# Rows (M) at or below which a no-grad product under oneDNN's size reads a contiguous W^T (decoding steps)
+SMALL_ROWS = 4
 
 
 def _onednn_op():
@@ -117,8 +119,49 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return _mm(x, weight, bias)
 
 
+def small_rows(x: Tensor, weight: Tensor) -> bool:
+    """True for a product of at most `SMALL_ROWS` rows, under oneDNN's size, float32 on the CPU, with no
+    gradient recorded: one step of decoding. There MKL's ``x @ W^T`` (``F.linear``, W (N, K)) is slower
+    than ``x @ W`` with W stored (K, N), HF GPT-2's ``Conv1D`` layout: 164 against 209 us for a GPT layer
+    of width 384 at one row (benchmarks/generation.py shows the effect on whole models)."""
+    return (
+        not torch.compiler.is_compiling()  # first, as in `_use_onednn`: no guards on symbolic sizes
+        and not torch.jit.is_tracing()
+        and not torch.is_grad_enabled()
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and x.dim() >= 2
+        and x.numel() <= SMALL_ROWS * weight.shape[1]
+        and x.numel() * weight.shape[0] < MIN_MACS
+    )
+
+
+def transposed_copy(holder: nn.Module, weight: Tensor, name: str = "_weight_t") -> Tensor:
+    """A contiguous (K, N) copy of ``weight`` (N, K), kept on ``holder`` and rebuilt when the weight changes
+    (in-place updates bump ``Tensor._version``) or moves. It doubles the memory of the weights that decoding
+    reads this way; it is not a parameter and not saved."""
+    version = -1 if weight.is_inference() else weight._version  # inference tensors keep no version
+    key = (version, weight.data_ptr(), weight.dtype, weight.shape)
+    cached = holder.__dict__.get(name)
+    if cached is None or cached[0] != key:
+        cached = (key, weight.detach().t().contiguous())
+        holder.__dict__[name] = cached
+    return cached[1]
+
+
+def small_linear(x: Tensor, weight_t: Tensor, bias: Tensor | None) -> Tensor:
+    """``x @ weight_t (+ bias)``: x (..., K), weight_t (K, N) contiguous -> (..., N)."""
+    x2 = x.reshape(-1, x.shape[-1])
+    out = torch.addmm(bias, x2, weight_t) if bias is not None else torch.mm(x2, weight_t)
+    return out.view(*x.shape[:-1], weight_t.shape[1])
+
+
 class Linear(nn.Linear):
-    """``nn.Linear`` computed by `linear` (same parameters, state-dict keys and initialisation)."""
+    """``nn.Linear`` computed by `linear` (same parameters, state-dict keys and initialisation); one decoding
+    step's small product reads a transposed copy of the weight (`small_rows`)."""
 
     def forward(self, x: Tensor) -> Tensor:
+        if small_rows(x, self.weight):
+            return small_linear(x, transposed_copy(self, self.weight), self.bias)
         return linear(x, self.weight, self.bias)
