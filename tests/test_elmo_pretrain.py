@@ -74,6 +74,13 @@ def test_embed_layers_mix_and_bad_input(trained, capsys):
     assert main(["embed", "--model", model, "--text", "x" * 60, "--layer", "mix"]) == 0
     captured = capsys.readouterr()
     assert "truncated" in captured.err and len(json.loads(captured.out)["vectors"][0]) == 32
+    two = ["embed", "--model", model, "--text", "the bank .", "--text", "the bank ."]
+    assert main(two) == 0
+    alone = [json.loads(line)["vectors"] for line in capsys.readouterr().out.splitlines()]
+    assert alone[0] == alone[1]  # stateless: the same sentence, the same vectors
+    assert main([*two, "--stateful"]) == 0
+    carried = [json.loads(line)["vectors"] for line in capsys.readouterr().out.splitlines()]
+    assert carried[0] == alone[0] and carried[1] != alone[1]  # the second continues from the first
     assert main(["embed", "--model", model, "--text", "a", "--text", " "]) == 2
     assert "--text 2: empty sentence" in capsys.readouterr().err
     assert main(["embed", "--model", model, "--text", "a", "--layer", "7"]) == 2

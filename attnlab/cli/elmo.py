@@ -43,6 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--pre-tokenized", action="store_true", help="split sentences on whitespace only")
     p.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch (default 32)")
+    p.add_argument(
+        "--stateful",
+        action="store_true",
+        help="read the sentences as one document: each starts from the LSTM states the previous one left "
+        "(one sentence per batch); default: every sentence on its own, the same vectors in any batch",
+    )
     p.add_argument("--decimals", type=positive_int, default=5, help="decimals printed (default 5)")
     p.set_defaults(func=run_embed)
 
@@ -101,7 +107,9 @@ def run_embed(args: argparse.Namespace) -> int:
             f"truncated, as the original ELMo does: {', '.join(repr(w[:20] + '...') for w in long[:3])}",
             file=sys.stderr,
         )
-    layers = embed_sentences(model, sentences, batch_size=args.batch_size)
+    if args.stateful:
+        model.set_stateful(True)
+    layers = embed_sentences(model, sentences, batch_size=1 if args.stateful else args.batch_size)
     for words, h in zip(sentences, layers):  # h: (L+1, n, 2P)
         record: dict = {"tokens": words, "layer": args.layer}
         if args.layer == "all":
