@@ -124,6 +124,32 @@ def test_export_loads_in_transformers(tmp_path) -> None:
         assert torch.equal(a, b), name
 
 
+def test_untied_output_projection_round_trips_through_hf_and_attnlab(tmp_path) -> None:
+    from attnlab.io.causal_lm import load_causal_lm, save_causal_lm
+
+    torch.manual_seed(8)
+    cfg = GPTConfig(vocab_size=V, max_positions=32, hidden_size=32, num_layers=2, num_heads=4, dropout=0.0,
+                    embedding_dropout=0.0, attention_dropout=0.0, bos_token_id=1, eos_token_id=2,
+                    tie_word_embeddings=False)  # fmt: skip
+    ours = build_gpt(cfg).eval()
+    assert ours.lm_head.weight is not ours.embed.word.weight
+    assert sum(p.numel() for p in ours.parameters()) == count_parameters(cfg)
+    assert (
+        count_parameters(cfg)
+        == count_parameters(GPTConfig(**{**cfg.__dict__, "tie_word_embeddings": True})) + V * 32
+    )
+    save_gpt2(ours, tmp_path / "hf")
+    hf = transformers.GPT2LMHeadModel.from_pretrained(tmp_path / "hf").eval()
+    assert hf.lm_head.weight.data_ptr() != hf.transformer.wte.weight.data_ptr()
+    ids = torch.randint(0, V, (2, 9), generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        torch.testing.assert_close(hf(ids).logits, ours(ids).logits, rtol=0, atol=1e-5)
+    for back in (load_gpt2(tmp_path / "hf"), load_causal_lm(save_causal_lm(ours, tmp_path / "ours"))):
+        assert not back.config.tie_word_embeddings
+        for (name, a), (_, b) in zip(ours.state_dict().items(), back.state_dict().items()):
+            assert torch.equal(a, b), name
+
+
 def test_hf_save_pretrained_directory_loads(tmp_path) -> None:
     hf, ours = hf_pair(seed=6)
     hf.save_pretrained(tmp_path / "hf")

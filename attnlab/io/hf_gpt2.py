@@ -58,7 +58,6 @@ def config_from_gpt2(hf: dict[str, Any], source: str = "GPT2Config") -> GPTConfi
     need("scale_attn_weights", hf.get("scale_attn_weights", True), "True (scores / sqrt(D))")
     need("scale_attn_by_inverse_layer_idx", not hf.get("scale_attn_by_inverse_layer_idx", False), "False")
     need("add_cross_attention", not hf.get("add_cross_attention", False), "False (a decoder-only model)")
-    need("tie_word_embeddings", hf.get("tie_word_embeddings", True), "True (lm_head is wte)")
     for key in ("n_embd", "n_layer", "n_head", "vocab_size", "n_positions"):
         if not isinstance(hf.get(key), int):
             raise CheckpointError(f"{source}: field {key!r} must be an int, found {hf.get(key)!r}")
@@ -77,6 +76,7 @@ def config_from_gpt2(hf: dict[str, Any], source: str = "GPT2Config") -> GPTConfi
             norm_first=True,
             layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
             initializer_range=float(hf.get("initializer_range", 0.02)),
+            tie_word_embeddings=bool(hf.get("tie_word_embeddings", True)),
             bos_token_id=hf.get("bos_token_id"),
             eos_token_id=hf.get("eos_token_id"),
             pad_token_id=hf.get("pad_token_id"),
@@ -113,7 +113,7 @@ def config_to_gpt2(config: GPTConfig) -> dict[str, Any]:
         "eos_token_id": config.eos_token_id,
         "pad_token_id": config.pad_token_id,
         "scale_attn_weights": True,
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": config.tie_word_embeddings,
         "torch_dtype": "float32",
     }
 
@@ -162,8 +162,16 @@ def state_dict_from_gpt2(
         out["decoder.final_norm.weight"] = get("ln_f.weight")
         out["decoder.final_norm.bias"] = get("ln_f.bias")
     lm_head = hf_state.get("lm_head.weight")
+    if not config.tie_word_embeddings:  # its own output matrix (GPTConfig.tie_word_embeddings)
+        if lm_head is None:
+            raise CheckpointError(f"{family}: tie_word_embeddings is false but lm_head.weight is missing")
+        out["lm_head.weight"] = lm_head
+        return out
     if lm_head is not None and not torch.equal(lm_head, out["embed.word.weight"]):
-        raise CheckpointError(f"{family} lm_head.weight differs from {word}.weight: attnlab's GPT ties them")
+        raise CheckpointError(
+            f"{family} lm_head.weight differs from {word}.weight but the config ties them "
+            "(tie_word_embeddings)"
+        )
     out["lm_head.weight"] = out["embed.word.weight"]
     return out
 
@@ -189,7 +197,10 @@ def state_dict_to_gpt2(state: dict[str, Tensor], config: GPTConfig) -> dict[str,
             out[f"{hf}.{hf_name}.bias"] = state[f"{ours}.{name}.bias"]
     out["ln_f.weight"] = state["decoder.final_norm.weight"]
     out["ln_f.bias"] = state["decoder.final_norm.bias"]
-    return {f"transformer.{k}": v for k, v in out.items()}
+    hf_state = {f"transformer.{k}": v for k, v in out.items()}
+    if not config.tie_word_embeddings:
+        hf_state["lm_head.weight"] = state["lm_head.weight"]
+    return hf_state
 
 
 def is_gpt2_directory(directory: str | os.PathLike) -> bool:

@@ -59,6 +59,10 @@ class GPTConfig:
     layer_norm_eps: float = 1e-5
     initializer_range: float = 0.02
     scale_residual_init: bool = True  # GPT-2: residual projections' std / sqrt(2 * num_layers)
+    # Both papers tie the output projection to the word embedding (Radford et al. 2018, eq. 2; HF's
+    # tie_word_embeddings); False gives the output its own (V, H) matrix (a character model: 65 rows cost
+    # little and the two roles need not share vectors; experiments/gpt_tinyshakespeare.py).
+    tie_word_embeddings: bool = True
     bos_token_id: int | None = 50_256  # GPT-2's <|endoftext|> starts and ends documents
     eos_token_id: int | None = 50_256
     pad_token_id: int | None = None  # GPT-2 has none; batched generation pads with EOS
@@ -179,7 +183,8 @@ class GPT(nn.Module):
         self.embed = embed
         self.decoder = decoder
         self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.lm_head.weight = embed.word.weight  # tied (Radford et al. 2018, eq. 2: h_n W_e^T)
+        if config.tie_word_embeddings:
+            self.lm_head.weight = embed.word.weight  # tied (Radford et al. 2018, eq. 2: h_n W_e^T)
         self.config = config
 
     @classmethod
@@ -306,4 +311,5 @@ def count_parameters(config: GPTConfig) -> int:
     ffn = h * f + f + f * h + h
     layer = attention + ffn + 2 * 2 * h
     final = 2 * h if config.norm_first else 0
-    return config.num_layers * layer + (config.vocab_size + config.max_positions) * h + final
+    output = 0 if config.tie_word_embeddings else config.vocab_size * h
+    return config.num_layers * layer + (config.vocab_size + config.max_positions) * h + final + output
