@@ -56,23 +56,13 @@ from attnlab.generation import generate  # noqa: E402
 from attnlab.io.causal_lm import save_causal_lm  # noqa: E402
 from attnlab.models.gpt import GPT, build_gpt  # noqa: E402
 from attnlab.models.gpt_presets import get_gpt_preset  # noqa: E402
+from attnlab.tokenizers.char import char_tokenizer_json  # noqa: E402
 from attnlab.tokenizers.files import save_tokenizer_json, tokenizer_from_json  # noqa: E402
 from attnlab.train import Trainer, TrainerConfig  # noqa: E402
 from attnlab.train.optim import build_optimizer, param_groups  # noqa: E402
 from attnlab.train.schedules import linear_warmup_decay_factor  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
-
-
-def char_tokenizer_json(chars: list[str]) -> dict:
-    """A tokenizer.json whose tokens are the characters (a BPE model without merges, no pre-tokenizer)."""
-    return {
-        "version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None,
-        "post_processor": None, "decoder": {"type": "Fuse"}, "truncation": None, "padding": None,
-        "model": {"type": "BPE", "vocab": {c: i for i, c in enumerate(chars)}, "merges": [], "dropout": None,
-                  "unk_token": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                  "fuse_unk": False, "byte_fallback": False, "ignore_merges": False},
-    }  # fmt: skip
 
 
 @dataclass
@@ -128,7 +118,7 @@ def lr_factor(step: int, args: argparse.Namespace) -> float:
 def plain_loop(model: NextChar, train: list[dict[str, Tensor]], args: argparse.Namespace) -> float:
     """The same training in plain PyTorch (the same parameter groups and schedule factor as the trainer's,
     so both runs compute the same thing); returns its wall time in seconds."""
-    opt = torch.optim.AdamW(param_groups(model, 0.1), lr=args.lr, betas=(0.9, 0.99), eps=1e-8)
+    opt = torch.optim.AdamW(param_groups(model, args.weight_decay), lr=args.lr, betas=(0.9, 0.99), eps=1e-8)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_factor(i + 1, args))
     model.train()
     start = time.perf_counter()
@@ -155,6 +145,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--threads", type=int, help="torch intra-op threads")
     p.add_argument("--skip-plain", action="store_true", help="do not time the plain PyTorch loop")
+    p.add_argument(
+        "--holdout",
+        action="store_true",
+        help="choose settings without the validation set: train on the first 90%% of the train portion and "
+        "report the loss on its last 10%% (the validation text is not read)",
+    )
+    p.add_argument("--activation", default="gelu_tanh", help="GPTConfig.activation (nanoGPT: exact gelu)")
+    p.add_argument("--weight-decay", type=float, default=0.1, help="on matrices and embeddings only")
+    p.add_argument(
+        "--tie-embeddings",
+        choices=["yes", "no"],
+        default="no",
+        help="tie the output projection to the character embedding (GPTConfig.tie_word_embeddings; default "
+        "no: chosen on the --holdout split, see the notes)",
+    )
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -168,7 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     data = torch.tensor([index[c] for c in text], dtype=torch.long)
     cut = int(0.9 * data.numel())
     train_data, val_data = data[:cut], data[cut:]
-    cfg = get_gpt_preset("gpt-char-tiny", vocab_size=len(chars))
+    if args.holdout:  # a development split carved from the training text; validation stays unseen
+        dev_cut = int(0.9 * train_data.numel())
+        train_data, val_data = train_data[:dev_cut], train_data[dev_cut:]
+    cfg = get_gpt_preset(
+        "gpt-char-tiny", vocab_size=len(chars), activation=args.activation,
+        tie_word_embeddings=args.tie_embeddings == "yes",
+    )  # fmt: skip
     context = cfg.max_positions
     train = batches(train_data, args.iters, args.batch_size, context, args.seed)
     val = batches(val_data, args.eval_batches, args.batch_size, context, args.seed + 1)
@@ -177,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     model = NextChar(build_gpt(cfg))
     trainer_cfg = TrainerConfig(
         max_steps=args.iters, batch_size=args.batch_size, lr=args.lr, betas=(0.9, 0.99), eps=1e-8,
-        weight_decay=0.1, schedule="linear", warmup=args.warmup, clip_norm=1.0, log_every=200,
+        weight_decay=args.weight_decay, schedule="linear", warmup=args.warmup, clip_norm=1.0, log_every=200,
         output_dir=args.output_dir / "trainer", seed=args.seed, tensorboard=False, progress_bar=False,
         plot=False, device="cpu",
     )  # fmt: skip
