@@ -61,6 +61,13 @@ def test_pretrain_resume_continues(trained, capsys):
     assert main(args) == 2  # an earlier run is there: refused without --resume or --overwrite
     assert main([*args, "--resume"]) == 0
     assert "trained 10 steps" in capsys.readouterr().out
+    words = (out / "vocab.txt").read_text()
+    (out / "vocab.txt").write_text("".join(line + "\n" for line in words.splitlines()[:10]))
+    try:
+        assert main([*[a if a != "10" else "12" for a in args], "--resume"]) == 2
+        assert "vocab.txt: 10 words, but this run's softmax has vocab_size=16" in capsys.readouterr().err
+    finally:
+        (out / "vocab.txt").write_text(words)
 
 
 def test_embed_layers_mix_and_bad_input(trained, capsys):

@@ -18,7 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-ELMO_OUTPUTS = ("train", "model", "vocab.txt")  # what a pre-training run writes in --output
+# what a pre-training run writes in --output
+ELMO_OUTPUTS = ("train", "model", "vocab.txt", "elmo_config.json")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -267,6 +267,21 @@ def pretrain_elmo(
         f"read in {time.monotonic() - started:.0f} s"
     )
     config = model_config(recipe, len(vocab))
+    config_file = out / "elmo_config.json"  # the run's model, so that a resume rebuilds the same one
+    if resume and config_file.is_file():
+        from attnlab.io.checkpoint import read_json
+
+        saved = ElmoConfig.from_dict(read_json(config_file))
+        if saved.vocab_size != len(vocab):
+            raise ValueError(
+                f"{vocab_file}: {len(vocab)} words, but this run's softmax has vocab_size={saved.vocab_size} "
+                f"({config_file} field 'vocab_size'); restore the run's vocab.txt or start a new run"
+            )
+        config = saved
+    else:
+        from attnlab.atomic import write_json_atomic
+
+        write_json_atomic(config.to_dict(), config_file)
     model = ElmoBiLM(config)
     log(
         f"elmo: preset {recipe.preset}: {count_parameters(model) / 1e6:.2f}M parameters + softmax "
