@@ -87,6 +87,8 @@ def test_causal_documents_keep_the_text_as_written(tmp_path):
     path.write_text("First Citizen:\nBefore we proceed,\n\nhear me speak.\n", encoding="utf-8")
     (doc,) = list(causal_documents([path], "text")())
     assert "".join(doc) == path.read_text()  # line breaks and the blank line kept
+    docs = list(causal_documents([path], "text", piece_chars=10)())  # a book cut at blank lines
+    assert ["".join(d) for d in docs] == ["First Citizen:\nBefore we proceed,\n\n", "hear me speak.\n"]
 
 
 def test_budget_picks_gpt_sizes():

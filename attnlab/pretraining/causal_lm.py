@@ -141,11 +141,13 @@ def sample_continuations(
     return out
 
 
-def causal_documents(paths: list[Any], fmt: str) -> Any:
+def causal_documents(paths: list[Any], fmt: str, piece_chars: int = 16_384) -> Any:
     """A document source for a causal LM: documents whose "sentences" are lines ending in ``\\n``, so the
-    shards' concatenated tokens are the text as written. Format ``text``: each file is one document, read
-    as it is (line breaks kept; a masked LM's reader joins wrapped lines into paragraphs); the other formats
-    (attnlab.data.corpus): their sentences, one per line."""
+    shards' concatenated tokens are the text as written. Format ``text``: each file read as it is (line
+    breaks kept; a masked LM's reader joins wrapped lines into paragraphs), cut at the first blank line after
+    every ``piece_chars`` characters, so that one book (Tiny Shakespeare is one file) yields documents to
+    hold some out (`attnlab.pretraining.run.split_rule`); the pieces are joined by end-of-text like any
+    documents. The other formats (attnlab.data.corpus): their sentences, one per line."""
     from attnlab.data import list_files, read_documents
     from attnlab.data.corpus import as_sentences
 
@@ -154,9 +156,16 @@ def causal_documents(paths: list[Any], fmt: str) -> Any:
     def raw_files() -> Any:
         for path in list_files(names):
             text = path.read_bytes().decode("utf-8", errors="replace").replace("\r\n", "\n")
-            lines = [line for line in text.splitlines(keepends=True) if line]
-            if lines:
-                yield lines
+            piece: list[str] = []
+            size = 0
+            for line in text.splitlines(keepends=True):
+                piece.append(line)
+                size += len(line)
+                if size >= piece_chars and not line.strip():  # cut at a blank line
+                    yield piece
+                    piece, size = [], 0
+            if piece:
+                yield piece
 
     def sentence_lines() -> Any:
         for doc in read_documents(names, fmt, split=False):
