@@ -29,7 +29,11 @@ def test_budget_tiers_grow_with_the_minutes():
     assert [b.minutes for b in BUDGETS] == sorted(b.minutes for b in BUDGETS)
 
 
-@pytest.mark.parametrize("name", sorted(RECIPES))
+# the masked LMs (the causal LM, recipe gpt: tests/test_pretrain_gpt.py)
+MASKED_LM_RECIPES = sorted(n for n, r in RECIPES.items() if r.objective != "clm")
+
+
+@pytest.mark.parametrize("name", MASKED_LM_RECIPES)
 def test_for_budget_keeps_the_papers_idea_and_changes_the_sizes(name):
     paper = RECIPES[name]
     budget = budget_for(4)
