@@ -189,7 +189,8 @@ def _kg_args(p: argparse.ArgumentParser) -> None:
     k.add_argument("--kg-max-triples", type=positive_int, default=2, help="triples injected per entity")
     k.add_argument(
         "--kg-predicate", action=argparse.BooleanOptionalAction, default=True,
-        help="a branch reads 'predicate object' (the paper); --no-kg-predicate: the object alone",
+        help="a branch reads 'predicate object' (the paper); --no-kg-predicate: the object alone "
+        "(default: yes)",
     )  # fmt: skip
     k.add_argument(
         "--no-visible-matrix", action="store_true",
