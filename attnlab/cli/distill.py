@@ -22,7 +22,7 @@ DISTILL_OUTPUTS = ("train", "model", "hf")  # what a run writes in --output (dat
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from attnlab.cli.args import non_negative_int, positive_float, positive_int
+    from attnlab.cli.args import non_negative_float, non_negative_int, positive_float, positive_int
     from attnlab.data.corpus import FORMATS
 
     p = subparsers.add_parser(
@@ -55,9 +55,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="start the student from BERT's random initialisation (the paper's Table 4 ablation)",
     )
     p.add_argument("--temperature", type=positive_float, default=2.0, help="soft-target temperature T")
-    p.add_argument("--alpha-ce", type=float, default=5.0, help="weight of the soft-target loss (0: none)")
-    p.add_argument("--alpha-mlm", type=float, default=2.0, help="weight of the masked-LM loss (0: none)")
-    p.add_argument("--alpha-cos", type=float, default=1.0, help="weight of the cosine loss (0: none)")
+    p.add_argument(
+        "--alpha-ce", type=non_negative_float, default=5.0, help="weight of the soft-target loss (0: none)"
+    )
+    p.add_argument(
+        "--alpha-mlm", type=non_negative_float, default=2.0, help="weight of the masked-LM loss (0: none)"
+    )
+    p.add_argument(
+        "--alpha-cos", type=non_negative_float, default=1.0, help="weight of the cosine loss (0: none)"
+    )
     p.add_argument("--tokenizer", metavar="DIR", help="must equal the teacher's (default: the teacher's)")
     p.add_argument("--config", metavar="FILE.yaml", help="YAML overrides (as attnlab pretrain)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override (repeatable)")
