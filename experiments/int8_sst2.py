@@ -39,10 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     if not (data / "dev.tsv").is_file():
         print(f"{data / 'dev.tsv'}: no such file (see ../shared/data/README)", file=sys.stderr)
         return 2
-    dev = load_split(get_task("sst2"), data, "dev")
+    spec = get_task("sst2")
+    dev = load_split(spec, data, "dev")
     texts = [ex.text_a for ex in dev]
-    gold = [str(ex.label) for ex in dev]
+    names = dict(zip(spec.labels, spec.label_names or spec.labels))  # "0"/"1" in the file -> model's names
+    gold = [names[str(ex.label)] for ex in dev]
     model = load_model(args.model).eval()
+    if set(model.id2label.values()) != set(gold):  # a model that names its labels "0"/"1"
+        gold = [str(ex.label) for ex in dev]
     tokenizer = load_tokenizer(args.model)
     models = {"attnlab fp32": model, "attnlab int8": quantize(model)}
     tmp = tempfile.TemporaryDirectory(prefix="int8-sst2-")
