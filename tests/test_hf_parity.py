@@ -461,7 +461,7 @@ def test_legacy_bin_with_non_finite_weights_is_refused(tmp_path: Path) -> None:
         ({"position_embedding_type": "relative_key"}, "position_embedding_type='relative_key'"),
         ({"is_decoder": True}, "is_decoder=true"),
         ({"hidden_act": "swish"}, "hidden_act='swish'"),
-        ({"model_type": "gpt2"}, "unsupported model_type 'gpt2'"),
+        ({"model_type": "gpt2"}, "gpt2 causal language model, not an encoder; use `attnlab generate`"),
     ],
 )
 def test_unsupported_hf_configs_raise(change, message, tmp_path: Path) -> None:
