@@ -1,5 +1,7 @@
-"""Fine-tuning's encoder dropout: a checkpoint pre-trained without dropout (the budget recipes) is fine-tuned
-with BERT's 0.1 on every layer by default, with its own weights; ``keep`` (None) leaves the checkpoint's."""
+"""Fine-tuning's defaults for the models this project pre-trains: the encoder's dropout (a checkpoint
+pre-trained without dropout, as the budget recipes do, is fine-tuned with BERT's 0.1 on every layer, with its
+own weights; ``keep`` leaves the checkpoint's) and the learning rate by width (BERT's below BERT-base's width
+is the small BERTs' grid)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,15 @@ from torch import nn
 
 from attnlab.io import save_pretrained
 from attnlab.models import EncoderForPreTraining, get_preset
-from attnlab.tasks.finetune import ENCODER_DROPOUT, FinetuneConfig, ModelSource, get_task
+from attnlab.tasks.finetune import (
+    ENCODER_DROPOUT,
+    LEARNING_RATES,
+    SMALL_MODEL_LEARNING_RATES,
+    FinetuneConfig,
+    ModelSource,
+    default_learning_rates,
+    get_task,
+)
 from attnlab.tokenizers import bert_wordpiece
 
 VOCAB = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "c"])}
@@ -71,3 +81,19 @@ def test_keep_leaves_the_checkpoint_dropout(no_dropout_checkpoint):
 def test_bad_encoder_dropout():
     with pytest.raises(ValueError, match="encoder_dropout"):
         FinetuneConfig(encoder_dropout=1.0)
+
+
+@pytest.mark.parametrize(
+    ("preset", "default", "sweep"),
+    [
+        ("bert-tiny", (1e-4,), SMALL_MODEL_LEARNING_RATES),
+        ("bert-mini", (1e-4,), SMALL_MODEL_LEARNING_RATES),
+        ("electra-small", (1e-4,), SMALL_MODEL_LEARNING_RATES),
+        ("bert-base-uncased", (3e-5,), LEARNING_RATES),
+        ("bert-large-uncased", (3e-5,), LEARNING_RATES),
+    ],
+)
+def test_learning_rate_by_width(preset, default, sweep):
+    config = get_preset(preset)
+    assert default_learning_rates(config) == default
+    assert default_learning_rates(config, sweep=True) == sweep

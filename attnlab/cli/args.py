@@ -25,6 +25,7 @@ __all__ = [
     "positive_int",
     "probability",
     "probability_mass",
+    "probability_or_keep",
     "real_number",
     "NUMERIC_TYPES",
 ]
@@ -121,7 +122,7 @@ def real_number(text: str) -> float:
 
 NUMERIC_TYPES = (
     positive_int, non_negative_int, positive_float, non_negative_float, fraction, probability,
-    probability_mass, real_number,
+    probability_mass, real_number, probability_or_keep,
 )  # fmt: skip
 
 

@@ -34,7 +34,7 @@ PREDICT_KINDS = ("fill-mask", "qa", "ner", "classify", "embed")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from attnlab.tasks.finetune import ENCODER_DROPOUT, LEARNING_RATES, TASKS
+    from attnlab.tasks.finetune import ENCODER_DROPOUT, LEARNING_RATES, SMALL_MODEL_LEARNING_RATES, TASKS
 
     ft = subparsers.add_parser(
         "finetune",
@@ -50,10 +50,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ft.add_argument("--tokenizer", help="tokenizer directory (default: the model directory)")
     ft.add_argument("--output-dir", default=None, help="where runs go (default: runs/finetune-TASK)")
     ft.add_argument(
-        "--lr", type=positive_float, nargs="+", default=None, help="learning rate(s) (default 3e-5)"
+        "--lr", type=positive_float, nargs="+", default=None,
+        help="learning rate(s) (default: 3e-5, BERT's, for BERT-base's width and up; 1e-4 below it)",
     )
     ft.add_argument(
-        "--sweep", action="store_true", help=f"sweep BERT's learning rates {list(LEARNING_RATES)}"
+        "--sweep", action="store_true",
+        help=f"sweep BERT's learning rates {list(LEARNING_RATES)}; below BERT-base's width the smaller "
+        f"BERTs' {list(SMALL_MODEL_LEARNING_RATES)}",
     )
     ft.add_argument(
         "--seeds",
@@ -275,12 +278,18 @@ def _plot_runs(output_dir: Path) -> None:
 def run_finetune(args: argparse.Namespace) -> int:
     import logging
 
-    from attnlab.tasks.finetune import LEARNING_RATES, FinetuneConfig, finetune, get_task
+    from attnlab.tasks.finetune import FinetuneConfig, default_learning_rates, finetune, get_task
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     spec = get_task(args.task)
-    lrs = tuple(LEARNING_RATES) if args.sweep else tuple(args.lr or (3e-5,))
     source = _source(args)
+    if args.lr and not args.sweep:
+        lrs = tuple(args.lr)
+    else:
+        width = source.model_config.hidden_size
+        lrs = default_learning_rates(source.model_config, args.sweep)
+        chosen = ", ".join(f"{lr:g}" for lr in lrs)
+        print(f"finetune: learning rate {chosen} for a {width}-wide encoder (--lr sets it)", file=sys.stderr)
     knowledge = _knowledge(args)
     cfg = FinetuneConfig(
         learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
