@@ -34,6 +34,13 @@ time for the vanilla model (its best case); runs interleaved, best of 2.
 
     flock /work/notes/heavy.lock env OMP_NUM_THREADS=2 .venv/bin/python experiments/transformer_xl.py
     --threads 2
+
+Measured with that command (one seed; load 6.5 at the start, 3.2 at the end; 45 minutes on the shared machine,
+where the vanilla model's 2,000 steps took 1,694 s against Transformer-XL's 479 s only because of the load):
+GPT 2.630 bpc (sliding window 64), Transformer-XL 2.370 / 2.371 / 2.373 with memories 64 / 128 / 256: the
+gain 0.260 bpc passes (>= 0.03); longer evaluation memories do not improve (fail): neither model is near
+convergence and neither uses context beyond its training distances. Evaluation speed-up of state reuse over
+the sliding window: 34.7x at attention length 128 and 100.9x at 320 (pass, >= 10x).
 """
 
 from __future__ import annotations
