@@ -19,8 +19,8 @@ full attention 100%; the model trained with LSH-4 evaluated with 8 / 4 / 2 / 1 h
 91.9%
 (the figures the issue quotes). This miniature is 8x shorter, with a small alphabet and a few minutes of CPU.
 
-    flock /work/notes/heavy.lock env OMP_NUM_THREADS=2 .venv/bin/python experiments/reformer_duplication.py
-    --threads 2
+    flock /work/notes/heavy.lock env OMP_NUM_THREADS=2 .venv/bin/python experiments/reformer_duplication.py \\
+        --threads 2
 """
 
 from __future__ import annotations
