@@ -115,9 +115,10 @@ class Engines:
 
     def callables(self, threads: int, batch: dict[str, torch.Tensor]) -> dict[str, Callable[[], Tensor]]:
         ort = self.ort(threads)
+        compiled = self.compiled  # an OptimizedModule: no truth value (len() raises)
         fns = {
             "attnlab": lambda: self.model(**batch).last_hidden_state,
-            "attnlab compile": (lambda: self.compiled(**batch).last_hidden_state) if self.compiled else None,
+            "attnlab compile": (lambda: compiled(**batch).last_hidden_state) if compiled is not None else None,
             "attnlab int8": lambda: self.int8(**batch).last_hidden_state,
             "HF": lambda: self.hf(**batch).last_hidden_state,
             "ORT fp32": lambda: ort["ORT fp32"](**batch).last_hidden_state,
