@@ -118,7 +118,7 @@ class Engines:
         compiled = self.compiled  # an OptimizedModule: no truth value (len() raises)
         fns = {
             "attnlab": lambda: self.model(**batch).last_hidden_state,
-            "attnlab compile": (lambda: compiled(**batch).last_hidden_state) if compiled is not None else None,
+            "attnlab compile": None if compiled is None else (lambda: compiled(**batch).last_hidden_state),
             "attnlab int8": lambda: self.int8(**batch).last_hidden_state,
             "HF": lambda: self.hf(**batch).last_hidden_state,
             "ORT fp32": lambda: ort["ORT fp32"](**batch).last_hidden_state,
