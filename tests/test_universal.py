@@ -118,3 +118,34 @@ def test_tagging_model_trains_and_ponders():
     assert ut.stack.act.halting.weight.grad is not None  # the ponder cost reaches the halting unit
     with pytest.raises(ValueError, match="max_steps"):
         UniversalStack(make_layer(16, 2, 32), 16, 4, act=AdaptiveComputationTime(16, 3))
+
+
+def test_universal_transformer_trains_with_the_projects_trainer(tmp_path):
+    # the existing Trainer drives the UT (ACT, ponder cost in the loss): a few steps on a copy-like task lower
+    # the loss, and a checkpoint is written
+    from attnlab.train import ResumableLoader, Trainer, TrainerConfig, set_seed
+
+    class Shifted(torch.utils.data.Dataset):
+        def __init__(self) -> None:
+            self.ids = torch.randint(1, 12, (64, 10), generator=torch.Generator().manual_seed(0))
+
+        def __len__(self) -> int:
+            return len(self.ids)
+
+        def __getitem__(self, i: int) -> dict:
+            ids = self.ids[i]
+            return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}
+
+    set_seed(0)
+    act = AdaptiveComputationTime(16, 4)
+    model = TaggingModel(12, 16, UniversalStack(make_layer(16, 2, 32), 16, 4, act=act), ponder_weight=0.01)
+    config = TrainerConfig(
+        max_steps=30, batch_size=8, lr=1e-2, output_dir=tmp_path, tensorboard=False, progress_bar=False,
+        plot=False, log_every=1, save_every=30,
+    )  # fmt: skip
+    loader = ResumableLoader(Shifted(), batch_size=8, seed=1, shuffle=True, drop_last=True)
+    batch = next(iter(torch.utils.data.DataLoader(Shifted(), batch_size=64)))
+    before = model(**batch).loss.item()
+    Trainer(model, config, loader).train()
+    after = model(**batch).loss.item()
+    assert after < before - 0.5, (before, after)
