@@ -16,7 +16,8 @@ fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
 - ``HF``: transformers ``BertModel`` (SDPA attention) with the attnlab weights (`attnlab.io.to_hf`);
 - ``ORT fp32`` / ``ORT int8``: `attnlab.inference.export_onnx` of the same model on ONNX Runtime, and
   ``onnxruntime.quantization.quantize_dynamic`` of that graph; intra-op spinning off (it would steal the next
-  engine's cores), ``intra_op_num_threads`` = the thread count.
+  engine's cores), ``intra_op_num_threads`` = the thread count. PyTorch's engines run with the peer setting,
+  ``OMP_WAIT_POLICY=PASSIVE`` (set by the script unless the environment sets it).
 
 All engines are checked against attnlab eager before timing (fp32 engines: max abs difference of the last
 hidden state; int8: relative error). The attention mask is all ones (full-length sequences). The machine's
@@ -38,6 +39,12 @@ from pathlib import Path
 # would shadow the library transformers imports. Benchmarks import nothing from each other.
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
+
+# ONNX Runtime runs with intra-op spinning off; the peer setting for PyTorch's OpenMP threads is a passive wait
+# policy (GNU OpenMP spins at every barrier by default). On a shared 2-core machine the spinning costs torch
+# 7-30x at B=1 with 2 threads (measured: bert-mini 497 ms spinning, 11.5 ms passive, ORT 10-15 ms). libgomp
+# reads the variable when torch loads it, so it is set before the import; OMP_WAIT_POLICY=ACTIVE overrides.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
@@ -173,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"# CPU inference, encoder forward (last hidden state); torch {torch.__version__}, transformers "
         f"{transformers.__version__}, onnxruntime {onnxruntime.__version__}; median over rounds of the "
-        "engines interleaved; ratios: engine / ORT (< 1 = faster than ONNX Runtime)"
+        "engines interleaved; ratios: engine / ORT (< 1 = faster than ONNX Runtime); OMP_WAIT_POLICY="
+        f"{os.environ.get('OMP_WAIT_POLICY')}, ORT intra-op spinning off"
     )
     print(f"# before: {load()}")
     rows = []
