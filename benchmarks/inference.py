@@ -40,10 +40,10 @@ from pathlib import Path
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
-# ONNX Runtime runs with intra-op spinning off; the peer setting for PyTorch's OpenMP threads is a passive wait
-# policy (GNU OpenMP spins at every barrier by default). On a shared 2-core machine the spinning costs torch
-# 7-30x at B=1 with 2 threads (measured: bert-mini 497 ms spinning, 11.5 ms passive, ORT 10-15 ms). libgomp
-# reads the variable when torch loads it, so it is set before the import; OMP_WAIT_POLICY=ACTIVE overrides.
+# ONNX Runtime runs with intra-op spinning off; the peer setting for PyTorch's OpenMP threads is the
+# passive wait policy (GNU OpenMP spins at every barrier by default). On a shared 2-core machine spinning
+# costs torch 7-30x at B=1 with 2 threads (measured: bert-mini 497 ms spinning, 11.5 ms passive, ORT 10-15
+# ms). libgomp reads it when torch loads it: set before the import; OMP_WAIT_POLICY=ACTIVE overrides.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
