@@ -12,7 +12,9 @@ LSH attention, the paper's recipe:
   ``[xR; -xR]`` (angular LSH, Andoni et al. 2015); round r's buckets are offset by r * n_buckets;
 - **sort** the R * T (round, bucket, position) entries by bucket (stable, so by position inside a bucket), cut
   them into chunks of C, and let each chunk attend to itself and the chunk **before** it (wrapping around);
-- the **causal** option hides keys at later positions (score -1e9);
+- the **causal** option hides keys at later positions (score -1e9); later tokens still move the sort, so which
+  earlier keys share a query's chunks can change with them (as in the paper's and HF's code), though no value
+  from a later position ever reaches it;
 - the R rounds' outputs are combined with weights ``softmax over rounds`` of their log-normalisers
   (the attention over the union of the rounds' keys, each round normalised on its own).
 
