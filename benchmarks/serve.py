@@ -153,7 +153,7 @@ def rss_mib(pid: int) -> float:
 
 def start_server(model: Path, port: int, threads: int, extra: list[str]) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "attnlab", "serve", str(model), "--port", str(port)]
-    cmd += ["--threads", str(threads), *extra]
+    cmd += ["--threads", str(threads), *extra]  # --cpu-gemm: attnlab serve's default unless given
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
 
@@ -203,6 +203,7 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3, help="throughput rounds per server, alternated")
     ap.add_argument("--soak", type=int, default=10_000, help="requests for the error and memory check")
+    ap.add_argument("--cpu-gemm", choices=["default", "onednn"], help="passed to attnlab serve")
     ap.add_argument("--warmup", type=int, default=1000, help="requests from all clients before measuring")
     args = ap.parse_args()
 
@@ -211,7 +212,8 @@ def main() -> int:
         model = args.model or build_model(Path(tmp))
         bodies = sentences(64)
         ports = {"dynamic": free_port(), "batch size 1": free_port()}
-        extra = {"dynamic": [], "batch size 1": ["--max-batch-size", "1"]}
+        gemm = ["--cpu-gemm", args.cpu_gemm] if args.cpu_gemm else []
+        extra = {"dynamic": gemm, "batch size 1": [*gemm, "--max-batch-size", "1"]}
         procs = {name: start_server(model, ports[name], args.threads, extra[name]) for name in ports}
         try:
             for name, proc in procs.items():
@@ -242,8 +244,9 @@ def main() -> int:
             for proc in procs.values():
                 stop(proc)
 
-    print(f"model: {model if args.model else 'bert-mini (random weights, 30,522-token WordPiece)'}; "
-          f"torch threads per server: {args.threads}; fill-mask, top_k 5")  # fmt: skip
+    what = model if args.model else "bert-mini (random weights, 30,522-token WordPiece)"
+    print(f"model: {what}; torch threads per server: {args.threads}; --cpu-gemm {args.cpu_gemm or 'default'}")
+    print("requests: fill-mask, top_k 5")
     print(f"load after:  {load_average()}")
     print()
     rows = [("measure", "dynamic batching", "batch size 1", "ratio", "target")]

@@ -60,6 +60,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--backend", choices=["torch", "onnxruntime"], default="torch", help="inference engine (encoders)"
     )
     p.add_argument("--threads", type=positive_int, help="torch threads for the model (default: torch's)")
+    p.add_argument(
+        "--cpu-gemm", choices=["default", "onednn"], default="default",
+        help="float32 CPU matmuls: PyTorch's F.linear, or attnlab's oneDNN path (faster on large models; its "
+        "memory grows with every new batch shape a server sees: benchmarks/serve.py measured +17%% RSS over "
+        "10,000 requests, flat with F.linear)",
+    )  # fmt: skip
     p.add_argument("--access-log", action="store_true", help="log every request (uvicorn's access log)")
     p.set_defaults(func=run_serve)
 
@@ -83,6 +89,9 @@ def run_serve(args: argparse.Namespace) -> int:
         timeout_s=args.timeout_s, api_key=args.api_key or os.environ.get("ATTNLAB_API_KEY") or None,
         backend=args.backend,
     )  # fmt: skip
+    from attnlab.nn.linear import set_cpu_gemm
+
+    set_cpu_gemm(args.cpu_gemm, "--cpu-gemm")
     service = load_service(args.model, backend=args.backend, threads=args.threads)
     print(
         f"attnlab serve: {service.architecture} from {service.directory} on http://{args.host}:{args.port}/ "
