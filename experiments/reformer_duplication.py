@@ -21,6 +21,10 @@ full attention 100%; the model trained with LSH-4 evaluated with 8 / 4 / 2 / 1 h
 
     flock /work/notes/heavy.lock env OMP_NUM_THREADS=2 .venv/bin/python experiments/reformer_duplication.py \\
         --threads 2
+
+Measured with that command (one seed; load 2.2 at the start, 2.4 at the end; 256 s and 523 s of training):
+full attention 100.0%; LSH-4 evaluated with 8 / 4 / 2 / 1 hashes 100.0 / 100.0 / 100.0 / 99.5%: all three
+targets pass. Easier than the paper's task (128 tokens, alphabet 8): both models reach loss 0.000 by step 250.
 """
 
 from __future__ import annotations
