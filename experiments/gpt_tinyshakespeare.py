@@ -5,11 +5,12 @@ Notes (read first)
 ------------------
 Setup (nanoGPT's ``shakespeare_char`` at the issue's size): ``../shared/data/tinyshakespeare/input.txt``,
 first 90% of the characters train, last 10% validation; the `gpt-char-tiny` preset (4 layers, 4 heads, 128
-wide, context 64, pre-LN as GPT-2, no dropout, tied embeddings, 65-character vocabulary); batches of 12
-random 64-character windows, each position predicting the next character (64 targets per window); 2,000
-AdamW updates, lr 1e-3 with 100 linear warm-up steps then cosine decay to 1e-4 at step 2,000 (nanoGPT's
-schedule; ``--schedule linear`` decays linearly to 0 with attnlab's built-in schedule), betas (0.9, 0.99),
-weight decay 0.1 (not on biases and LayerNorms), gradient clipping at 1.0.
+wide, context 64, pre-LN as GPT-2, no dropout, 65-character vocabulary, GPT-2 initialisation with the
+residual projections at 0.02 / sqrt(8), the output projection untied from the embedding: see below); batches
+of 12 random 64-character windows, each position predicting the next character (64 targets per window);
+2,000 AdamW updates, lr 1e-3 with 100 linear warm-up steps then cosine decay to 1e-4 at step 2,000
+(nanoGPT's schedule; ``--schedule linear`` decays linearly to 0 with attnlab's built-in schedule), betas
+(0.9, 0.99), weight decay 0.1 (not on biases and LayerNorms), gradient clipping at 1.0.
 Validation loss: the mean over 200 fixed random validation batches (nanoGPT's
 ``estimate_loss``), nats per character.
 
@@ -21,17 +22,28 @@ trainer's overhead. Writes OUTPUT_DIR/model (config.json, model.safetensors, tok
     OMP_NUM_THREADS=1 .venv/bin/python experiments/gpt_tinyshakespeare.py --threads 1 \\
         --output-dir runs/shakespeare-char
 
-Measured on the shared 2-core CPU (one torch thread; load average 3-4 from other work), 809,856 parameters:
+How the free settings were chosen (the issue fixes size, batch, iterations, lr and dropout): without the
+validation text. ``--holdout`` trains on the first 90% of the training portion and scores the last 10% of
+it (200 fixed batches); one change at a time against the tied model of the earlier measurement (seed 1337
+unless said; 2,000 iterations each):
 
-    OMP_NUM_THREADS=1 .venv/bin/python experiments/gpt_tinyshakespeare.py --threads 1 \\
-        --output-dir runs/shakespeare-char-cos
-    -> validation loss 1.908 nats/char (2.75 bits), last-200-train-batches 1.749; Trainer 175.5 s
-       (8,753 tokens/s), plain loop 186.5 s (the same losses bit for bit; the ratio 0.94 is load noise).
-    With ``--schedule linear``: validation loss 1.912 (Trainer 300.7 s on a busier machine, plain 175.7 s).
+    tied (the earlier default)          1.883      same, seed 2024     1.873   (seed-to-seed: 0.01)
+    exact GELU instead of tanh          1.883      no weight decay     1.877
+    output projection untied            1.850      same, seed 2024     1.831   (-0.034 and -0.042)
 
-The issue's target (<= 1.90) is missed by 0.008-0.012 on this seed. nanoGPT's README says this setup "gets
-us a loss of only 1.88" (not saying train or validation; its command estimates on ``--eval_iters=20``
-batches, not 200).
+Untying is the one change beyond the seed spread, on both seeds: with 65 characters the tie saves only
+8,320 parameters, and it makes one vector serve as a character's input and as its output direction
+(Press & Wolf 2017 motivate tying by large vocabularies). It is `GPTConfig.tie_word_embeddings=False`.
+The validation text was then scored once, for this choice:
+
+    flock /work/notes/heavy.lock env OMP_NUM_THREADS=1 .venv/bin/python experiments/gpt_tinyshakespeare.py \\
+        --threads 1 --output-dir runs/shakespeare-char-untied
+    -> validation loss 1.876 nats/char (2.71 bits; target <= 1.90), last-200-train-batches 1.703;
+       818,176 parameters; Trainer 76.9 s (19,971 tokens/s), plain PyTorch loop 77.0 s (ratio 1.00; the same
+       validation loss to the last digit); one torch thread, load average 2.4 at the start (shared 2 cores).
+
+Earlier, tied: validation loss 1.908 (Trainer 175.5 s, plain loop 186.5 s on a busier machine), 1.912 with
+``--schedule linear``. nanoGPT's README says this setup "gets us a loss of only 1.88".
 """
 
 from __future__ import annotations
