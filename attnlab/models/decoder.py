@@ -101,7 +101,7 @@ class BufferedSelfAttention(MultiHeadAttention):
         out, probs = scaled_dot_product_attention(
             q, k, v, mask=mask, dropout_p=self.dropout, need_weights=need_weights, training=self.training
         )
-        return self.output(out.transpose(1, 2).reshape(b, t, self.dim)), probs
+        return self.output(self._merge_heads(out)), probs
 
 
 class DecoderLayer(nn.Module):

@@ -73,7 +73,31 @@ def scaled_dot_product_attention(
     return torch.matmul(attn, value), probs  # (B, N, T_q, D_v)
 
 
-class MultiHeadAttention(nn.Module):
+class HeadedAttention(nn.Module):
+    """What every attention layer shares: ``dim`` split into ``num_heads`` heads of ``head_dim``, the split
+    (B, T, H) -> (B, N, T, D) and the merge back. The projections are the subclass's."""
+
+    def __init__(self, dim: int, num_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if dim % num_heads != 0:
+            raise ValueError(f"hidden size {dim} is not divisible by the number of heads {num_heads}")
+        self.dim = dim
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.dropout = dropout
+
+    def _heads(self, x: Tensor) -> Tensor:
+        """(B, T, H) -> (B, N, T, D), a view (no copy)."""
+        b, t, _ = x.shape
+        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _merge_heads(self, out: Tensor) -> Tensor:
+        """(B, N, T, D) -> (B, T, H)."""
+        b, _, t, _ = out.shape
+        return out.transpose(1, 2).reshape(b, t, self.dim)
+
+
+class MultiHeadAttention(HeadedAttention):
     """Multi-head attention with separate ``query``, ``key``, ``value`` and ``output`` projections (H -> H).
 
     Self-attention when ``context`` is None; cross-attention (queries from ``x``, keys and values from
@@ -86,22 +110,11 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
-        super().__init__()
-        if dim % num_heads != 0:
-            raise ValueError(f"hidden size {dim} is not divisible by the number of heads {num_heads}")
-        self.dim = dim
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.dropout = dropout
+        super().__init__(dim, num_heads, dropout)
         self.query = Linear(dim, dim, bias=bias)
         self.key = Linear(dim, dim, bias=bias)
         self.value = Linear(dim, dim, bias=bias)
         self.output = Linear(dim, dim, bias=bias)
-
-    def _heads(self, x: Tensor) -> Tensor:
-        """(B, T, H) -> (B, N, T, D), a view (no copy)."""
-        b, t, _ = x.shape
-        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(
         self,
@@ -132,8 +145,7 @@ class MultiHeadAttention(nn.Module):
         out, probs = scaled_dot_product_attention(
             q, k, v, mask=mask, dropout_p=self.dropout, need_weights=need_weights, training=self.training
         )
-        b, _, t, _ = out.shape
-        return self.output(out.transpose(1, 2).reshape(b, t, self.dim)), probs
+        return self.output(self._merge_heads(out)), probs
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, num_heads={self.num_heads}, dropout={self.dropout}"

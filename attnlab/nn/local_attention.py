@@ -214,7 +214,7 @@ class LocalSelfAttention(MultiHeadAttention):
             q, k, v, self.window, self.causal, self.global_tokens,
             key_padding=key_padding_from_mask(mask, t), dropout_p=self.dropout, training=self.training,
         )  # fmt: skip
-        return self.output(out.transpose(1, 2).reshape(b, t, self.dim)), None
+        return self.output(self._merge_heads(out)), None
 
     def extra_repr(self) -> str:
         return (

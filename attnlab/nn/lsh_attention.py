@@ -41,6 +41,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab.nn.attention import HeadedAttention, MultiHeadAttention
 from attnlab.nn.linear import Linear
 
 MASKED = -1e9  # future keys (HF's float32 mask value)
@@ -106,7 +107,7 @@ def _check(
         )
 
 
-class LSHSelfAttention(nn.Module):
+class LSHSelfAttention(HeadedAttention):
     """Shared-QK LSH self-attention; ``query_key``, ``value``, ``output``: Linear without bias."""
 
     def __init__(
@@ -120,23 +121,16 @@ class LSHSelfAttention(nn.Module):
         dropout: float = 0.0,
         hash_seed: int | None = None,
     ) -> None:
-        super().__init__()
-        if dim % num_heads != 0:
-            raise ValueError(f"hidden size {dim} is not divisible by the number of heads {num_heads}")
+        super().__init__(dim, num_heads, dropout)
         if num_buckets < 2 or num_buckets % 2:
             raise ValueError(f"LSHSelfAttention: num_buckets must be even and >= 2, got {num_buckets}")
         if num_hashes < 1:
             raise ValueError(f"LSHSelfAttention: num_hashes must be >= 1, got {num_hashes}")
-        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
         self.chunk_length, self.num_buckets, self.num_hashes = chunk_length, num_buckets, num_hashes
-        self.causal, self.dropout, self.hash_seed = causal, dropout, hash_seed
+        self.causal, self.hash_seed = causal, hash_seed
         self.query_key = Linear(dim, dim, bias=False)
         self.value = Linear(dim, dim, bias=False)
         self.output = Linear(dim, dim, bias=False)
-
-    def _heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)  # (B, N, T, D)
 
     def rotations(self, rounds: int, dtype: torch.dtype, device: torch.device) -> Tensor:
         """(N, D, R, n_buckets / 2) Gaussian rotations, seeded by ``hash_seed`` or from the global RNG."""
@@ -194,7 +188,7 @@ class LSHSelfAttention(nn.Module):
             out = (out * torch.exp(lse - torch.logsumexp(lse, dim=2, keepdim=True))).sum(
                 dim=2
             )  # (B, N, T, D)
-        return self.output(out.transpose(1, 2).reshape(b, t, self.dim)), None
+        return self.output(self._merge_heads(out)), None
 
     def extra_repr(self) -> str:
         return (
@@ -208,25 +202,14 @@ def _unit(x: Tensor, eps: float = 1e-6) -> Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
-class LocalSelfAttention(nn.Module):
+class LocalSelfAttention(MultiHeadAttention):
     """Chunked local self-attention: chunks of ``chunk_length`` attend to themselves and the chunk before."""
 
     def __init__(
         self, dim: int, num_heads: int, chunk_length: int = 64, causal: bool = False, dropout: float = 0.0
     ) -> None:
-        super().__init__()
-        if dim % num_heads != 0:
-            raise ValueError(f"hidden size {dim} is not divisible by the number of heads {num_heads}")
-        self.dim, self.num_heads, self.head_dim = dim, num_heads, dim // num_heads
-        self.chunk_length, self.causal, self.dropout = chunk_length, causal, dropout
-        self.query = Linear(dim, dim, bias=False)
-        self.key = Linear(dim, dim, bias=False)
-        self.value = Linear(dim, dim, bias=False)
-        self.output = Linear(dim, dim, bias=False)
-
-    def _heads(self, x: Tensor) -> Tensor:
-        b, t, _ = x.shape
-        return x.view(b, t, self.num_heads, self.head_dim).transpose(1, 2)
+        super().__init__(dim, num_heads, dropout=dropout, bias=False)
+        self.chunk_length, self.causal = chunk_length, causal
 
     def forward(
         self,
@@ -247,4 +230,4 @@ class LocalSelfAttention(nn.Module):
             self.dropout,
             self.training,
         )  # fmt: skip
-        return self.output(out.transpose(1, 2).reshape(b, t, self.dim)), None
+        return self.output(self._merge_heads(out)), None

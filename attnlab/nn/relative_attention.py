@@ -127,7 +127,7 @@ class RelativeMultiHeadAttention(MultiHeadAttention):
             need_weights=need_weights,
             training=self.training,
         )
-        return self.output(out.transpose(1, 2).reshape(b, t, self.dim)), probs
+        return self.output(self._merge_heads(out)), probs
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", clamp={self.clamp}"
