@@ -32,7 +32,28 @@ cap keeps the script within 30 minutes on the shared 2-core machine; it is the r
     flock /work/notes/heavy.lock .venv/bin/python experiments/universal_transformer.py
 
 ACT difficulty: mean ponder steps per position of the UT at n = 5, 10, 20, 30, 40 (addition: also by the
-number of carries).
+number of carries). ``--no-act`` (a fixed-depth UT), ``--ut-steps`` and ``--ponder-weight`` change the UT.
+
+Measured (the defaults; run by the lead at 10:42 on a machine with one core idle, 1 thread, ~6.5 minutes in
+all: the 6-minute cap never bound, every model trained the full 2,000 steps; 51,073 UT and 51,328 vanilla
+parameters; log runs/universal_transformer.lead.log):
+
+    task      model     params  train s  char@20  char@40  seq@40  ponder steps at n=5/10/20/30/40
+    reverse   ut         51073       41    0.321    0.141   0.000  1.09/1.00/1.01/1.00/1.00
+    reverse   vanilla    51328       43    0.305    0.115   0.000  -
+    copy      ut         51073       34    0.342    0.108   0.000  1.08/1.13/1.25/1.19/1.07
+    copy      vanilla    51328       43    0.783    0.097   0.000  -
+    addition  ut         51073      134    0.130    0.115   0.000  3.29/3.31/2.89/3.12/2.73
+    addition  vanilla    51328      115    0.125    0.113   0.000  -
+    UT - vanilla at n=40: reverse +2.6, copy +1.1, addition +0.2 points -> target (>= 10) FAIL
+
+Reading: both models are undertrained (in distribution, n = 20, they reach 13-78% of characters; at n = 40
+both are near the 10% of a guess), so the comparison says little yet. ACT collapsed to about one step on
+copy and reverse (the ponder cost's gradient reaches the halting unit only through the remainder, and
+halting at the first step is its minimum), so that UT is in effect a one-layer model; on addition it ponders
+~3 steps, slightly *fewer* at n = 40 than at n = 5: no sign yet of more steps on harder inputs. The whole run
+took 6.5 of its 30 minutes; the next run to make is longer and also fixed-depth (not yet measured):
+``--steps 8000 --no-act`` and the default ACT with ``--steps 8000``.
 """
 
 from __future__ import annotations
@@ -120,11 +141,13 @@ def batch(
     ]
 
 
-def build(kind: str, max_positions: int) -> TaggingModel:
+def build(kind: str, max_positions: int, args: argparse.Namespace) -> TaggingModel:
     if kind == "ut":
-        act = AdaptiveComputationTime(64, max_steps=6, threshold=0.99, bias_init=1.0)
-        stack = UniversalStack(make_layer(64, 4, 256), 64, 6, max_positions, act=act)
-        return TaggingModel(VOCAB, 64, stack, ponder_weight=1e-3)
+        act = None
+        if not args.no_act:
+            act = AdaptiveComputationTime(64, max_steps=args.ut_steps, threshold=0.99, bias_init=1.0)
+        stack = UniversalStack(make_layer(64, 4, 256), 64, args.ut_steps, max_positions, act=act)
+        return TaggingModel(VOCAB, 64, stack, ponder_weight=args.ponder_weight)
     if kind == "vanilla":
         layers = [make_layer(32, 4, 128) for _ in range(4)]
         return TaggingModel(VOCAB, 32, VanillaStack(layers, 32, max_positions))
@@ -166,7 +189,7 @@ def evaluate(model: TaggingModel, task: str, n: int, examples: int, seed: int) -
 def train(kind: str, task: str, args: argparse.Namespace, steps: int, minutes: float | None = None) -> dict:
     """Train ``steps`` steps, or until ``minutes`` have passed (then the steps done are reported)."""
     torch.manual_seed(args.seed)
-    model = build(kind, seq_len(task, TEST_LEN) * 2 + 8)
+    model = build(kind, seq_len(task, TEST_LEN) * 2 + 8, args)
     params = count_parameters(model)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 200))
@@ -209,6 +232,9 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--minutes-per-task", type=float, default=6.0, help="the first model's training time cap")
     p.add_argument("--no-offsets", action="store_true", help="positions start at 0 in training too")
+    p.add_argument("--ut-steps", type=int, default=6, help="the UT's depth (ACT's maximum)")
+    p.add_argument("--no-act", action="store_true", help="the UT runs --ut-steps steps, no halting")
+    p.add_argument("--ponder-weight", type=float, default=1e-3, help="tau, the ponder cost's weight")
     p.add_argument("--log-every", type=int, default=250)
     p.add_argument("--output", default="runs/universal_transformer.json")
     args = p.parse_args()
@@ -228,7 +254,7 @@ def main() -> None:
           f"{'seq@40':>7s}  ponder steps at n=5/10/20/30/40")  # fmt: skip
     for r in results:
         ponder = "-"
-        if r["model"] == "ut":
+        if r["model"] == "ut" and "ponder_steps" in r["n5"]:
             ponder = "/".join(f"{r[f'n{n}']['ponder_steps']:.2f}" for n in (5, 10, 20, 30, 40))
         n20, n40 = r["n20"], r["n40"]
         print(f"{r['task']:9s} {r['model']:8s} {r['parameters']:7d} {r['train_seconds']:8.0f} "
@@ -241,7 +267,7 @@ def main() -> None:
             print(f"{task}: UT - vanilla at n=40 = {gap:+.1f} points of character accuracy")
             best = gap if best is None else max(best, gap)
             if task == "addition":
-                table = by[task, "ut"]["n40"]["steps_by_carries"]
+                table = by[task, "ut"]["n40"].get("steps_by_carries", {})
                 print("addition, UT mean ponder steps at n=40 by number of carries: "
                       + ", ".join(f"{k}: {v:.2f}" for k, v in table.items()))  # fmt: skip
     if best is not None:
