@@ -1,6 +1,6 @@
 """DistilBERT in miniature: distil a small BERT pre-trained on the books into half its layers, then GLUE.
 
-    flock /work/notes/heavy.lock .venv/bin/python experiments/distillation.py          # ~55 min on 2 cores
+    .venv/bin/python experiments/distillation.py          # ~55 min on 2 cores
     .venv/bin/python experiments/distillation.py --distill-minutes 0.3 --finetune-steps 10 \\
         --lr-grid 3e-4 --output runs/distill-smoke                                      # a smoke run
 

@@ -36,7 +36,7 @@ Untying is the one change beyond the seed spread, on both seeds: with 65 charact
 (Press & Wolf 2017 motivate tying by large vocabularies). It is `GPTConfig.tie_word_embeddings=False`.
 The validation text was then scored once, for this choice:
 
-    flock /work/notes/heavy.lock env OMP_NUM_THREADS=1 .venv/bin/python experiments/gpt_tinyshakespeare.py \\
+    env OMP_NUM_THREADS=1 .venv/bin/python experiments/gpt_tinyshakespeare.py \\
         --threads 1 --output-dir runs/shakespeare-char-untied
     -> validation loss 1.876 nats/char (2.71 bits; target <= 1.90), last-200-train-batches 1.703;
        818,176 parameters; Trainer 76.9 s (19,971 tokens/s), plain PyTorch loop 77.0 s (ratio 1.00; the same

@@ -1,7 +1,7 @@
 """K-BERT in miniature: Chinese medical NER with and without Medical.spo, and sentiment with HowNet.
 
-    flock /work/notes/heavy.lock .venv/bin/python experiments/kbert.py          # about 25 min on 2 cores
-    flock /work/notes/heavy.lock .venv/bin/python experiments/kbert.py --skip-sentiment   # NER only
+    .venv/bin/python experiments/kbert.py          # about 25 min on 2 cores
+    .venv/bin/python experiments/kbert.py --skip-sentiment   # NER only
     .venv/bin/python experiments/kbert.py --ner-epochs 1 --sentiment-epochs 1 --max-train-examples 300 \\
         --output runs/kbert-smoke                                                 # a smoke run, ~2 min
 

@@ -19,7 +19,7 @@ full attention 100%; the model trained with LSH-4 evaluated with 8 / 4 / 2 / 1 h
 91.9%
 (the figures the issue quotes). This miniature is 8x shorter, with a small alphabet and a few minutes of CPU.
 
-    flock /work/notes/heavy.lock env OMP_NUM_THREADS=2 .venv/bin/python experiments/reformer_duplication.py \\
+    env OMP_NUM_THREADS=2 .venv/bin/python experiments/reformer_duplication.py \\
         --threads 2
 
 Measured with that command (one seed; load 2.2 at the start, 2.4 at the end; 256 s and 523 s of training):

@@ -32,7 +32,7 @@ against the vanilla sliding window of the same attention length 64 + M (a GPT of
 table is that long: the weights do not change the time), both at batch 1 per stream, windows batched 64 at a
 time for the vanilla model (its best case); runs interleaved, best of 2.
 
-    flock /work/notes/heavy.lock env OMP_NUM_THREADS=2 .venv/bin/python experiments/transformer_xl.py \\
+    env OMP_NUM_THREADS=2 .venv/bin/python experiments/transformer_xl.py \\
         --threads 2
 
 Measured with that command (one seed; load 6.5 at the start, 3.2 at the end; 45 minutes on the shared machine,

@@ -29,7 +29,7 @@ until ``--steps`` (2,000) or ``--minutes-per-task`` (6) runs out, whichever is f
 trains the same number of steps on the same batches (it is cheaper per step; wall times printed). The time
 cap keeps the script within 30 minutes on the shared 2-core machine; it is the reason for the small budget.
 
-    flock /work/notes/heavy.lock .venv/bin/python experiments/universal_transformer.py
+    .venv/bin/python experiments/universal_transformer.py
 
 ACT difficulty: mean ponder steps per position of the UT at n = 5, 10, 20, 30, 40 (addition: also by the
 number of carries). ``--no-act`` (a fixed-depth UT), ``--ut-steps`` and ``--ponder-weight`` change the UT.
