@@ -6,6 +6,7 @@ import json
 import random
 
 import pytest
+import torch
 
 from attnlab.cli import main
 from attnlab.pretraining.elmo import WordVocab, split_words
@@ -84,10 +85,13 @@ def test_embed_layers_mix_and_bad_input(trained, capsys):
     two = ["embed", "--model", model, "--text", "the bank .", "--text", "the bank ."]
     assert main(two) == 0
     alone = [json.loads(line)["vectors"] for line in capsys.readouterr().out.splitlines()]
-    assert alone[0] == alone[1]  # stateless: the same sentence, the same vectors
+    # stateless: the same sentence, the same vectors (printed to 5 decimals; two rows of one batch may round
+    # a last digit apart when the intra-op threads split the reductions differently)
+    close = lambda a, b: torch.allclose(torch.tensor(a), torch.tensor(b), atol=2e-5, rtol=0)  # noqa: E731
+    assert close(alone[0], alone[1])
     assert main([*two, "--stateful"]) == 0
     carried = [json.loads(line)["vectors"] for line in capsys.readouterr().out.splitlines()]
-    assert carried[0] == alone[0] and carried[1] != alone[1]  # the second continues from the first
+    assert close(carried[0], alone[0]) and not close(carried[1], alone[1])  # the second continues
     assert main(["embed", "--model", model, "--text", "a", "--text", " "]) == 2
     assert "--text 2: empty sentence" in capsys.readouterr().err
     assert main(["embed", "--model", model, "--text", "a", "--layer", "7"]) == 2
