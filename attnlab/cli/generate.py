@@ -120,40 +120,10 @@ def _encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False).ids)
 
 
-class _Streamer:
-    """Prints one row's text as it grows: decodes all ids so far and prints the new suffix, holding back an
-    incomplete UTF-8 character (U+FFFD at the end) and any tail that could still become a stop string; text
-    from a stop string on is never printed."""
-
-    def __init__(self, decode: Any, stops: list[str]) -> None:
-        self.decode = decode
-        self.stops = stops
-        self.ids: list[int] = []
-        self.printed = 0
-        self.hold = max((len(s) for s in stops), default=1) - 1
-
-    def step(self, token: int, done: bool) -> None:
-        if done and not self.ids:
-            return
-        self.ids.append(token)
-        text = self.decode(self.ids)
-        cut = _cut_at_stop(text, self.stops)
-        safe = len(cut) if len(cut) < len(text) else len(text) - self.hold
-        if text.endswith("\ufffd"):
-            safe = min(safe, len(text) - 1)
-        if safe > self.printed:
-            sys.stdout.write(text[self.printed : safe])
-            sys.stdout.flush()
-            self.printed = safe
-
-    def finish(self, final: str) -> None:
-        sys.stdout.write(final[self.printed :] + "\n")
-        sys.stdout.flush()
-
-
-def _cut_at_stop(text: str, stops: list[str]) -> str:
-    cut = min((i for s in stops if (i := text.find(s)) >= 0), default=len(text))
-    return text[:cut]
+def _print_piece(token: int, piece: str) -> None:
+    """`TextStream`'s emit for the terminal: one row's new text as it comes."""
+    sys.stdout.write(piece)
+    sys.stdout.flush()
 
 
 def _prompts(args: argparse.Namespace) -> list[str]:
@@ -172,6 +142,7 @@ def run_generate(args: argparse.Namespace) -> int:
     import torch
 
     from attnlab.generation import GenerationConfig, generate, left_pad
+    from attnlab.generation.text_stream import TextStream, cut_at_stop
 
     try:
         prompts = _prompts(args)
@@ -203,7 +174,7 @@ def run_generate(args: argparse.Namespace) -> int:
                 return any(s in text for s in stops)
 
         stream = len(prompts) == 1 and args.beams == 1 and not args.json
-        streamer = _Streamer(decode, args.stop) if stream else None
+        streamer = TextStream(decode, args.stop, _print_piece) if stream else None
         on_step = (lambda toks, done: streamer.step(int(toks[0]), bool(done[0]))) if streamer else None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -217,9 +188,10 @@ def run_generate(args: argparse.Namespace) -> int:
         return _fail("generate", e)
     except torch.cuda.OutOfMemoryError as e:  # pragma: no cover - GPU only
         return _fail("generate", e)
-    texts = [_cut_at_stop(decode(seq), args.stop) for seq in out.sequences]
+    texts = [cut_at_stop(decode(seq), args.stop) for seq in out.sequences]
     if streamer is not None:
-        streamer.finish(texts[0])
+        sys.stdout.write(texts[0][streamer.sent :] + "\n")  # what was held back, up to a stop string
+        sys.stdout.flush()
         return 0
     if args.json:
         rows = [{"prompt": p, "text": t, "tokens": s} for p, t, s in zip(prompts, texts, out.sequences)]

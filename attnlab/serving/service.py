@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from attnlab.generation.text_stream import TextStream, cut_at_stop
 from attnlab.serving import schemas
 
 ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
@@ -299,7 +300,9 @@ class ModelService:
 
         stops = list(r.stop)
         stop = (lambda row, toks: any(s in decode(toks) for s in stops)) if stops else None
-        stream = _TextStream(decode, stops, emit) if emit is not None else None
+        stream = None
+        if emit is not None:
+            stream = TextStream(decode, stops, lambda token, piece: emit({"token": token, "text": piece}))
         on_step = (lambda toks, done: stream.step(int(toks[0]), bool(done[0]))) if stream else None
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -330,34 +333,6 @@ class ModelService:
         except RequestError:
             pass  # a vocabulary without these letters: the first request warms up instead
 
-
-def cut_at_stop(text: str, stops: Sequence[str]) -> str:
-    cut = min((i for s in stops if (i := text.find(s)) >= 0), default=len(text))
-    return text[:cut]
-
-
-class _TextStream:
-    """Turns generated ids into text events: decodes all ids so far and emits the new suffix, holding back an
-    incomplete UTF-8 character (U+FFFD at the end) and any tail that could still become a stop string."""
-
-    def __init__(self, decode: Callable[[list[int]], str], stops: list[str], emit: Callable[[dict], None]):
-        self.decode, self.stops, self.emit = decode, stops, emit
-        self.ids: list[int] = []
-        self.sent = 0
-        self.hold = max((len(s) for s in stops), default=1) - 1
-
-    def step(self, token: int, done: bool) -> None:
-        if done and not self.ids:
-            return
-        self.ids.append(token)
-        text = self.decode(self.ids)
-        cut = cut_at_stop(text, self.stops)
-        safe = len(cut) if len(cut) < len(text) else len(text) - self.hold
-        if text.endswith("\ufffd"):
-            safe = min(safe, len(text) - 1)
-        if safe > self.sent:
-            self.emit({"token": token, "text": text[self.sent : safe]})
-            self.sent = safe
 
 
 # ---------------------------------------------------------------------------------------------- loading
