@@ -1,6 +1,6 @@
 """DistilBERT in miniature: distil a small BERT pre-trained on the books into half its layers, then GLUE.
 
-    .venv/bin/python experiments/distillation.py          # ~55 min on 2 cores
+    .venv/bin/python experiments/distillation.py          # ~20 min teacher + ~35 min, 2 cores
     .venv/bin/python experiments/distillation.py --distill-minutes 0.3 --finetune-steps 10 \\
         --lr-grid 3e-4 --output runs/distill-smoke                                      # a smoke run
 
@@ -9,9 +9,12 @@ MRPC, STS-B, CoLA, RTE) while running >= 1.6x faster, and the paper's Table 4 or
 initialised student scores lowest, and removing the cosine loss or the soft-target loss lowers the score.
 
 What it does:
-1. The teacher: ``--teacher`` (default runs/ptf-30/pretrain/model: a pre-LN bert-mini, 4 layers of 256,
-   pre-trained here for 30 minutes on ../shared/data/books/en by ``experiments/pretrain_then_finetune.py``;
-   38.1% held-out MLM accuracy). It is loaded and checked first.
+1. The teacher: ``--teacher`` (default OUT/teacher/model). Where that directory holds no model, it is
+   pre-trained first for ``--teacher-minutes`` (default 20) on the books by ``attnlab pretrain --corpus BOOKS
+   --format text --preset bert-mini --max-length 128 --vocab-size 8192 --set lr=1e-3`` (the command's
+   30-to-60-minute budget settings: a pre-LN bert-mini, 4 layers of 256, 40% masking, no dropout). A teacher
+   pre-trained elsewhere (e.g. runs/ptf-30/pretrain/model of ``experiments/pretrain_then_finetune.py``, 30
+   minutes, 38.1% held-out MLM accuracy) is passed with ``--teacher``.
 2. Four students of 2 layers, each by ``attnlab distill --teacher T --corpus BOOKS --format text --minutes
    DISTILL_MINUTES --max-length 128 --batch-size 32 --set lr=5e-4`` (the command's budget settings
    otherwise: pre-LN as the teacher, 40% masking, no dropout; lr 5e-4 is DistilBERT's, the same for all):
@@ -115,6 +118,20 @@ def distill(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     run = json.loads((target / "run.json").read_text())
     run["minutes"] = (time.monotonic() - t0) / 60
     return run
+
+
+def pretrain_teacher(args: argparse.Namespace, target: Path) -> None:
+    """The teacher by `attnlab pretrain` on the books at the command's 30-to-60-minute budget settings."""
+    from attnlab.cli import main
+
+    argv = [
+        "pretrain", "--corpus", *args.corpus, "--format", "text", "--minutes", f"{args.teacher_minutes:g}",
+        "--preset", "bert-mini", "--max-length", "128", "--vocab-size", "8192", "--set", "lr=1e-3",
+        "--output-dir", str(target), "--no-progress", "--overwrite", "--seed", "0",
+    ]  # fmt: skip
+    log(f"\n== teacher: attnlab {' '.join(argv)}  [{uptime()}]")
+    if main(argv) != 0:
+        raise SystemExit("attnlab pretrain failed for the teacher")
 
 
 # ------------------------------------------------------------------------------------------- speed
@@ -291,8 +308,9 @@ def report(results: dict[str, Any], tasks: list[str]) -> list[str]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--teacher", type=Path, default=ROOT / "runs/ptf-30/pretrain/model")
-    p.add_argument("--corpus", nargs="+", default=["/work/shared/data/books/en"])
+    p.add_argument("--teacher", type=Path, help="default OUT/teacher/model (pre-trained if absent)")
+    p.add_argument("--teacher-minutes", type=float, default=20.0)
+    p.add_argument("--corpus", nargs="+", default=[str(ROOT.parent / "shared/data/books/en")])
     p.add_argument("--glue", default=str(ROOT.parent / "shared/data/glue"))
     p.add_argument("--tasks", nargs="+", default=list(TASK_DIRS), choices=list(TASK_DIRS))
     p.add_argument("--students", nargs="+", default=list(STUDENTS), choices=list(STUDENTS))
@@ -310,6 +328,10 @@ def main() -> int:
 
     from attnlab.pretraining.distillation import load_teacher
 
+    if args.teacher is None:
+        args.teacher = out / "teacher" / "model"
+        if not (args.teacher / "config.json").is_file():
+            pretrain_teacher(args, out / "teacher")
     teacher, _ = load_teacher(args.teacher)
     c = teacher.config
     log(f"teacher {args.teacher}: {c.num_layers} layers x {c.hidden_size}, vocab {c.vocab_size}, "
@@ -348,7 +370,10 @@ def main() -> int:
                 f"{r['seconds']:.0f}s)")  # fmt: skip
         (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
 
-    log("\n== held-out MLM accuracy on the books (15% masked; the teacher: 38.1% in its pre-training run)")
+    log("\n== held-out MLM accuracy on the books (15% masked)")
+    teacher_run = args.teacher.parent / "run.json"
+    if teacher_run.is_file():
+        results["distill"] = {"teacher": json.loads(teacher_run.read_text()), **results["distill"]}
     for name, r in results["distill"].items():
         e = r.get("eval") or {}
         log(f"  {name:<16} {100 * e.get('eval_mlm_accuracy', float('nan')):5.1f}%  ({r.get('steps')} steps)")
