@@ -221,8 +221,12 @@ def finetune_score(
 
 
 def select_lr(model_dir: Path, args: argparse.Namespace, out: Path, kind: str) -> tuple[float, dict]:
-    """The learning rate of ``--lr-grid`` with the best SST-2 accuracy on held-out TRAIN sentences."""
+    """The learning rate of ``--lr-grid`` with the best SST-2 accuracy on held-out TRAIN sentences (a grid of
+    one value is taken as it is)."""
     from attnlab.tasks.finetune import get_task, load_split
+
+    if len(args.lr_grid) == 1:
+        return args.lr_grid[0], {}
 
     train = load_split(get_task("sst2"), Path(args.glue) / "SST-2", "train")
     train = list(train)

@@ -333,30 +333,13 @@ def test_distill_command_errors(corpus_and_teacher, tmp_path, capsys):
 @pytest.mark.slow
 def test_distill_under_torchrun_two_processes(corpus_and_teacher, tmp_path):
     """DDP from outside: two CPU processes (gloo) distil together; the student alone is synchronised."""
-    import os
-    import signal
-    import subprocess
-    import sys
+    from torchrun import run_cli_under_torchrun, trainer_state
 
     root, corpus, _ = corpus_and_teacher
     out = tmp_path / "ddp"
-    launcher = tmp_path / "attnlab_cli.py"
-    launcher.write_text("import sys\nfrom attnlab.cli import main\nsys.exit(main())\n")
     argv = [a if a != "8" else "3" for a in _argv(root, corpus, out)]  # 3 steps
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(launcher), *argv, "--workers", "1", "--eval-examples", "8"]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    try:
-        stdout, stderr = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    assert proc.returncode == 0, stderr[-3000:]
+    stdout = run_cli_under_torchrun(tmp_path, [*argv, "--workers", "1", "--eval-examples", "8"])
     assert stdout.count("held-out MLM accuracy") == 1  # rank 0 only
-    state = json.loads((out / "train" / "checkpoints" / "step-000003" / "trainer_state.json").read_text())
+    state = trainer_state(out, 3)
     assert state["world_size"] == 2 and state["examples_seen"] == 3 * 4 * 2
     assert json.loads((out / "model" / "config.json").read_text())["config"]["num_layers"] == 2

@@ -163,30 +163,12 @@ def test_gpt_pretrain_byte_level_bpe_by_default(tmp_path, capsys):
 def test_gpt_pretrain_under_torchrun_two_processes(tmp_path):
     """The DDP path of the other recipes (tests/test_pretraining_ddp.py): rank 0 prepares and prints, both
     train on their shard of the blocks."""
-    import os
-    import signal
-    import subprocess
-    import sys
+    from torchrun import run_cli_under_torchrun, trainer_state
 
     corpus = write_corpus(tmp_path / "corpus.txt")
     out = tmp_path / "run"
-    launcher = tmp_path / "attnlab_cli.py"
-    launcher.write_text("import sys\nfrom attnlab.cli import main\nsys.exit(main())\n")
-    argv = gpt_argv(corpus, out, steps=3)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           str(launcher), *argv, "--workers", "1"]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
-    try:
-        stdout, stderr = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    assert proc.returncode == 0, stderr[-3000:]
+    stdout = run_cli_under_torchrun(tmp_path, [*gpt_argv(corpus, out, steps=3), "--workers", "1"])
     assert stdout.count("held-out loss") == 1  # printed by rank 0 only
-    state = json.loads((out / "train" / "checkpoints" / "step-000003" / "trainer_state.json").read_text())
+    state = trainer_state(out, 3)
     assert state["world_size"] == 2 and state["examples_seen"] == 3 * 4 * 2
     assert load_causal_lm(out / "model").config.num_layers == 1
