@@ -146,10 +146,10 @@ def test_builtin_corpus_is_deterministic_prose():
 
 @pytest.mark.slow
 def test_builtin_pretraining_run(tmp_path):
-    """The README's main job, shortened to 1,500 steps (a step count, not minutes: one minute was 2,000 steps on
-    one 2-core machine and a sixth of that on a slower one under load; --minutes 20 only picks the budget's
-    small model and recipe and is never reached): stdlib docstrings, WordPiece, held-out accuracy against the
-    unigram guess, fill-mask."""
+    """The README's main job, shortened to 1,500 steps (a step count, not minutes: one minute was 2,000
+    steps on one 2-core machine and a sixth of that on a slower one under load; --minutes 20 only picks the
+    budget's small model and recipe and is never reached): stdlib docstrings, WordPiece, held-out accuracy
+    against the unigram guess, fill-mask."""
     proc = subprocess.run(
         [sys.executable, "-c", "import sys; from attnlab.cli import main; sys.exit(main())", "pretrain",
          "--minutes", "20", "--max-steps", "1500", "--output", str(tmp_path / "r"), "--no-progress"],
