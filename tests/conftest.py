@@ -6,13 +6,28 @@
 - No process started by a test outlives the test session: a child left running (a DDP rank stuck in
   a collective, say) keeps the output pipe of whoever ran pytest open, so CI would wait for it long
   after pytest had reported.
+- A Python without the project installed (``pytest`` from outside ``.venv``) stops at once with one line
+  saying what is missing and the command to use, instead of 76 collection errors.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
+import sys
 
-from hypothesis import settings
+import pytest
+
+_MISSING = [m for m in ("torch", "attnlab", "hypothesis") if importlib.util.find_spec(m) is None]
+if _MISSING:
+    pytest.exit(
+        f"{sys.executable} has no {', '.join(_MISSING)}: the tests run in the project's venv. Use "
+        "`make test` (creates .venv and installs attnlab with its test extras), then "
+        "`.venv/bin/python -m pytest -m slow` or `-m browser`.",
+        returncode=4,
+    )
+
+from hypothesis import settings  # noqa: E402
 
 settings.register_profile("default", derandomize=True)
 settings.register_profile("explore", derandomize=False)
