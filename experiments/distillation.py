@@ -121,13 +121,15 @@ def distill(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 
 def pretrain_teacher(args: argparse.Namespace, target: Path) -> None:
-    """The teacher by `attnlab pretrain` on the books at the command's 30-to-60-minute budget settings."""
+    """The teacher by `attnlab pretrain` on the books at the command's 30-to-60-minute budget settings; an
+    interrupted one continues from its newest checkpoint (``--resume``) instead of starting again."""
     from attnlab.cli import main
 
+    again = "--resume" if (target / "train" / "checkpoints").is_dir() else "--overwrite"
     argv = [
         "pretrain", "--corpus", *args.corpus, "--format", "text", "--minutes", f"{args.teacher_minutes:g}",
         "--preset", "bert-mini", "--max-length", "128", "--vocab-size", "8192", "--set", "lr=1e-3",
-        "--output-dir", str(target), "--no-progress", "--overwrite", "--seed", "0",
+        "--output-dir", str(target), "--no-progress", again, "--seed", "0",
     ]  # fmt: skip
     log(f"\n== teacher: attnlab {' '.join(argv)}  [{uptime()}]")
     if main(argv) != 0:
