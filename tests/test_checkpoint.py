@@ -54,8 +54,9 @@ MODELS = {
 
 
 def _save_unsealed(model, directory: Path) -> Path:
-    """A directory edited by hand (or from an older attnlab): no manifest; the loader's own checks speak."""
-    save_pretrained(model, directory)
+    """A directory edited by hand (or from an older attnlab): no manifest, attnlab's tensor names (the
+    layout of models without a HF form); the loader's own checks speak."""
+    save_pretrained(model, directory, hf_layout=False)
     (directory / "manifest.json").unlink()
     return directory
 
@@ -123,7 +124,7 @@ def test_config_json_names_architecture_options_and_config(tmp_path: Path) -> No
 
 def test_tied_weights_saved_once_and_retied(tmp_path: Path) -> None:
     model = _build("mlm")
-    save_pretrained(model, tmp_path)
+    save_pretrained(model, tmp_path, hf_layout=False)
     stored = load_file(tmp_path / "model.safetensors")
     assert "mlm_head.decoder.weight" not in stored
     assert "encoder.embeddings.word.weight" in stored
@@ -134,7 +135,7 @@ def test_tied_weights_saved_once_and_retied(tmp_path: Path) -> None:
 
 def test_untied_model_round_trips_untied(tmp_path: Path) -> None:
     model = ARCHITECTURES["EncoderForPreTraining"].from_config(TINY, tie_weights=False)
-    save_pretrained(model, tmp_path)
+    save_pretrained(model, tmp_path, hf_layout=False)
     assert "mlm_head.decoder.weight" in load_file(tmp_path / "model.safetensors")
     loaded = load_pretrained(tmp_path)
     assert loaded.mlm_head.decoder.weight is not loaded.encoder.embeddings.word.weight

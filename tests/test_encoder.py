@@ -121,7 +121,11 @@ def test_pre_ln_has_final_norm_post_ln_does_not() -> None:
     assert pre.final_norm is not None and all(r.norm_first for r in [*pre.attention, *pre.feed_forward])
     ids, _ = batch()
     out = pre(ids, output_hidden_states=True)
-    torch.testing.assert_close(out.last_hidden_state, pre.final_norm(out.hidden_states[-1]))
+    a, f = pre.layer_plan[-1]
+    last_layer = pre.feed_forward[f](pre.attention[a](out.hidden_states[-2])[0])
+    torch.testing.assert_close(out.last_hidden_state, pre.final_norm(last_layer))
+    # as HF's pre-LN classes (RoBERTa-PreLayerNorm, GPT-2): the last hidden state is the output itself
+    assert out.hidden_states[-1] is out.last_hidden_state
 
 
 # -- state-dict names (the model contract) ------------------------------------------------------------

@@ -3,7 +3,8 @@ model (H = 32, 2 layers) trained for 3 AdamW steps is saved both as an attnlab d
 (weights, tokenizer files, tokenizer_config.json, model card); ``transformers.pipeline(...)`` on the export
 must give attnlab's pipeline's labels, with scores within 1e-4, on the same inputs (multiple choice, which
 HF has no pipeline for: ``AutoModelForMultipleChoice`` logits), and the export reads back into attnlab with
-identical outputs. ELECTRA's and DistilBERT's pooled heads are exact through ``pooler_activation`` (gelu,
+identical outputs; the attnlab model directory itself passes the same HF checks (`attnlab.io.hf_layout`).
+ELECTRA's and DistilBERT's pooled heads are exact through ``pooler_activation`` (gelu,
 ReLU); a pooler whose activation the named family's head lacks is refused with the reason.
 """
 
@@ -45,7 +46,7 @@ PAIRS = [(TEXTS[0], TEXTS[1]), (TEXTS[2], TEXTS[3])]
 QUESTIONS = [("where does john live", TEXTS[2]), ("what falls from the cloud", TEXTS[3])]
 SENTIMENT = ["negative", "neutral", "positive"]
 TAGS = ["O", "B-LOC", "I-LOC", "B-PER", "B-ORG"]
-FAMILIES = ("bert", "roberta", "albert", "electra", "distilbert")
+FAMILIES = ("bert", "roberta", "albert", "electra", "distilbert", "roberta-prelayernorm")
 KINDS = ("classification", "regression", "token", "qa", "multiple_choice")
 
 
@@ -97,6 +98,8 @@ def _setup(family: str, tokenizers) -> tuple[EncoderConfig, object]:
         # writes the activation in summary_activation); DistilBERT's pre_classifier is followed by ReLU.
         "electra": dict(embedding_size=16, add_pooler=False, pooler_activation="gelu"),
         "distilbert": dict(type_vocab_size=0, add_pooler=False, pooler_activation="relu"),
+        # attnlab's pre-LN BERT (the budget recipes' encoder: WordPiece, positions from 0)
+        "roberta-prelayernorm": dict(norm_first=True),
     }[family]
     return EncoderConfig(**{**base, **extra}), tok
 
@@ -235,8 +238,9 @@ def _compare_qa(theirs: Path, model, tok, config) -> None:
             assert seq != 1 or (s, t) == (hs, ht)  # the passage's offsets, which answers are cut by
     with torch.no_grad():
         a, b = model(**batch), auto(**batch)
-    torch.testing.assert_close(a.start_logits, b.start_logits, atol=SCORE_TOL, rtol=0)
-    torch.testing.assert_close(a.end_logits, b.end_logits, atol=SCORE_TOL, rtol=0)
+    real = batch["attention_mask"].bool()  # RoBERTa-style classes give padding a position of its own
+    torch.testing.assert_close(a.start_logits[real], b.start_logits[real], atol=SCORE_TOL, rtol=0)
+    torch.testing.assert_close(a.end_logits[real], b.end_logits[real], atol=SCORE_TOL, rtol=0)
 
 
 def _compare_choices(theirs: Path, model, tok, config) -> None:
@@ -257,24 +261,26 @@ def _compare_choices(theirs: Path, model, tok, config) -> None:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fine_tuned_export_matches_hf_pipeline(family: str, kind: str, tokenizers, tmp_path: Path) -> None:
     model, tok, config, ours, theirs = _export(family, kind, tokenizers, tmp_path)
-    hf_config = json.loads((theirs / "config.json").read_text())
-    assert hf_config["model_type"] == family
-    if family == "electra" and kind == "multiple_choice":
-        assert hf_config["summary_activation"] == "gelu"  # HF's own default, here the pooler's activation
-    if kind == "classification":
-        assert hf_config["id2label"] == {"0": "negative", "1": "neutral", "2": "positive"}
-        assert hf_config["label2id"] == {"negative": 0, "neutral": 1, "positive": 2}
-        _compare_classification(ours, theirs, regression=False)
-    elif kind == "regression":
-        assert hf_config["problem_type"] == "regression"
-        _compare_classification(ours, theirs, regression=True)
-    elif kind == "token":
-        assert list(hf_config["id2label"].values()) == TAGS
-        _compare_tokens(ours, theirs)
-    elif kind == "qa":
-        _compare_qa(theirs, model, tok, config)
-    else:
-        _compare_choices(theirs, model, tok, config)
+    # HF reads both the export and the attnlab model directory itself (attnlab.io.hf_layout)
+    for hf_dir in (theirs, ours):
+        hf_config = json.loads((hf_dir / "config.json").read_text())
+        assert hf_config["model_type"] == family
+        if family == "electra" and kind == "multiple_choice":
+            assert hf_config["summary_activation"] == "gelu"  # HF's own default, here the pooler's activation
+        if kind == "classification":
+            assert hf_config["id2label"] == {"0": "negative", "1": "neutral", "2": "positive"}
+            assert hf_config["label2id"] == {"negative": 0, "neutral": 1, "positive": 2}
+            _compare_classification(ours, hf_dir, regression=False)
+        elif kind == "regression":
+            assert hf_config["problem_type"] == "regression"
+            _compare_classification(ours, hf_dir, regression=True)
+        elif kind == "token":
+            assert list(hf_config["id2label"].values()) == TAGS
+            _compare_tokens(ours, hf_dir)
+        elif kind == "qa":
+            _compare_qa(hf_dir, model, tok, config)
+        else:
+            _compare_choices(hf_dir, model, tok, config)
     # and back: attnlab reads the export as the same model
     back = load_model(theirs)
     assert type(back) is type(model)
@@ -287,7 +293,11 @@ def test_fine_tuned_export_matches_hf_pipeline(family: str, kind: str, tokenizer
     with torch.no_grad():
         a, b = model(**x), back(**x)
     field = "start_logits" if kind == "qa" else "logits"
-    torch.testing.assert_close(getattr(a, field), getattr(b, field), atol=1e-6, rtol=0)
+    got, want = getattr(a, field), getattr(b, field)
+    if kind in ("token", "qa"):  # per-token outputs: the real tokens' (see _compare_qa)
+        real = x["attention_mask"].bool()
+        got, want = got[real], want[real]
+    torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
     if kind in ("classification", "token"):
         assert back.options["labels"] == model.options["labels"]
 

@@ -85,6 +85,15 @@ CASES = {
         ["RobertaModel", "RobertaForMaskedLM"],
         EncoderConfig(**TINY, type_vocab_size=1, pad_token_id=1, position_offset=2, layer_norm_eps=1e-5),
     ),
+    "roberta-prelayernorm": (  # pre-LN, attnlab's budget encoder, as HF's RoBERTa-PreLayerNorm
+        lambda: _bert_like(
+            "RobertaPreLayerNormConfig", type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5
+        ),
+        ["RobertaPreLayerNormModel", "RobertaPreLayerNormForMaskedLM"],
+        EncoderConfig(
+            **TINY, type_vocab_size=1, pad_token_id=1, position_offset=2, layer_norm_eps=1e-5, norm_first=True
+        ),
+    ),
     "albert": (  # all-shared, ALBERT's default (num_hidden_groups = 1)
         lambda: _bert_like("AlbertConfig", embedding_size=EMB, hidden_act="gelu_new"),
         ["AlbertModel", "AlbertForMaskedLM", "AlbertForPreTraining"],
@@ -239,7 +248,7 @@ def test_attnlab_to_hf(name: str, hf_class: str, tmp_path: Path) -> None:
     torch.manual_seed(0)
     ours = ARCHITECTURES[architecture].from_config(config, **options).eval()
     _perturb(ours, seed=3)
-    family = name.split("-")[0]
+    family = name if name == "roberta-prelayernorm" else name.split("-")[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         save_hf(ours, tmp_path, family=family)

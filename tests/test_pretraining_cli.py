@@ -100,6 +100,50 @@ def test_overrides_from_yaml_and_set(tmp_path):
         collect_overrides(str(cfg), [])
 
 
+def _check_hf_reads_the_model_directories(out) -> None:
+    """A post-LN run's model directories load in HF transformers as they are (attnlab.io.hf_layout): the
+    discriminator with AutoModelForPreTraining, the generator with HF's fill-mask pipeline, whose top
+    token and score agree with attnlab's own fill-mask."""
+    transformers = pytest.importorskip("transformers")
+    from attnlab.tasks.pipelines import pipeline
+
+    hf = transformers.AutoModelForPreTraining.from_pretrained(out / "model")
+    assert type(hf).__name__ == "ElectraForPreTraining"
+    text = "the [MASK] reads a file."
+    theirs = transformers.pipeline("fill-mask", model=str(out / "generator"), device="cpu")(text, top_k=1)[0]
+    ours = pipeline("fill-mask", out / "generator")(text, top_k=1)[0]
+    assert theirs["token"] == ours["token_id"]
+    assert abs(theirs["score"] - ours["score"]) <= 1e-4
+
+
+def test_budget_recipe_model_directory_is_a_hf_fill_mask_model(tmp_path, capsys):
+    """The default (budget, pre-LN) masked-LM run writes a model directory HF's fill-mask pipeline loads as
+    it is (RoBERTa-PreLayerNorm, attnlab.io.hf_layout), agreeing with attnlab's fill-mask."""
+    transformers = pytest.importorskip("transformers")
+    from attnlab.tasks.pipelines import pipeline
+
+    rng = random.Random(2)
+    corpus = tmp_path / "c.txt"
+    lines = [" ".join(rng.choice(WORDS) for _ in range(10)) + "." for _ in range(160)]
+    corpus.write_text("\n\n".join("\n".join(lines[i : i + 20]) for i in range(0, 160, 20)))  # 8 documents
+    out = tmp_path / "run"
+    args = [
+        "pretrain", "--corpus", str(corpus), "--output", str(out), "--vocab-size", "80", "--max-steps", "3",
+        "--batch-size", "4", "--max-length", "32", "--workers", "1", "--no-progress", "--eval-examples", "8",
+        "--set", "model.hidden_size=32", "--set", "model.num_layers=1", "--set", "model.num_heads=2",
+        "--set", "model.intermediate_size=64", "--set", "trainer.tensorboard=false",
+    ]  # fmt: skip
+    assert main(args) == 0
+    raw = json.loads((out / "model" / "config.json").read_text())
+    assert raw["config"]["norm_first"] and raw["model_type"] == "roberta-prelayernorm"
+    text = "the [MASK] reads a file."
+    theirs = transformers.pipeline("fill-mask", model=str(out / "model"), device="cpu")(text, top_k=3)
+    ours = pipeline("fill-mask", out / "model")(text, top_k=3)
+    assert [t["token"] for t in theirs] == [o["token_id"] for o in ours]
+    for t, o in zip(theirs, ours):
+        assert abs(t["score"] - o["score"]) <= 1e-4
+
+
 def test_pretrain_cli_on_a_tiny_corpus(tmp_path, capsys):
     rng = random.Random(1)
     lines = []
@@ -114,7 +158,7 @@ def test_pretrain_cli_on_a_tiny_corpus(tmp_path, capsys):
         "--max-steps", "2", "--batch-size", "4", "--max-length", "32", "--workers", "1", "--no-progress",
         "--set", "model.hidden_size=32", "--set", "model.num_layers=1", "--set", "model.num_heads=2",
         "--set", "model.intermediate_size=64", "--set", "trainer.tensorboard=false", "--eval-examples", "8",
-        "--set", "model.norm_first=false",  # the budget default is pre-LN, which has no HF class
+        "--set", "model.norm_first=false",  # the budget default is pre-LN; HF's ELECTRA classes are post-LN
     ]  # fmt: skip
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -125,6 +169,7 @@ def test_pretrain_cli_on_a_tiny_corpus(tmp_path, capsys):
     assert json.loads((out / "hf" / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
     # the generator is a masked LM fill-mask can read
     assert main(["fill-mask", str(out / "generator"), "the [MASK] reads a file."]) == 0
+    _check_hf_reads_the_model_directories(out)
     # a second run reuses the tokenizer and the shards; it must say whether to resume or start again
     assert main(args) == 2
     assert "holds an earlier run" in capsys.readouterr().err

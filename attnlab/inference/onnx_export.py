@@ -55,8 +55,6 @@ class _Exportable(nn.Module):
         self.fields = fields
         self.add_hidden = add_hidden
         self.with_types = with_types
-        encoder = getattr(model, "encoder", model)
-        self.final_norm = encoder.final_norm
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None):
         out = self.model(
@@ -67,8 +65,7 @@ class _Exportable(nn.Module):
         )
         values = [getattr(out, name) for name in self.fields]
         if self.add_hidden:  # the last layer's output (after the final LayerNorm with pre-LN)
-            last = out.hidden_states[-1]
-            values.append(self.final_norm(last) if self.final_norm is not None else last)
+            values.append(out.hidden_states[-1])
         return tuple(values)
 
 

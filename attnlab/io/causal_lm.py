@@ -12,6 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import torch
+from torch import Tensor
+
 from attnlab import __version__
 from attnlab.atomic import write_json_atomic
 from attnlab.io.checkpoint import (
@@ -23,7 +26,8 @@ from attnlab.io.checkpoint import (
     tied_aliases,
     write_safetensors_atomic,
 )
-from attnlab.io.hf_gpt2 import load_gpt2
+from attnlab.io.hf_gpt2 import config_to_gpt2, load_gpt2, state_dict_from_gpt2, state_dict_to_gpt2
+from attnlab.io.hf_layout import HF_FAMILY_FIELD
 from attnlab.models.gpt import GPT, MODEL_TYPE, GPTConfig, build_gpt
 
 ARCHITECTURE = "GPT"
@@ -31,15 +35,42 @@ ARCHITECTURE = "GPT"
 _HF_ENCODERS = ("bert", "roberta", "albert", "electra", "distilbert", "xlm-roberta", "camembert")
 
 
+def gpt2_form(model: GPT) -> tuple[dict, dict[str, Tensor]] | str:
+    """``(GPT-2 config dict, GPT-2 state dict)`` when ``model`` has an exact HF GPT-2 form (pre-LN, full
+    attention, float32, and the weights come back bit for bit through `state_dict_from_gpt2`), else the
+    reason it has none."""
+    try:
+        hf_config = config_to_gpt2(model.config)
+    except ValueError as e:
+        return str(e)
+    state = model.state_dict()
+    if any(t.dtype != torch.float32 for t in state.values() if t.is_floating_point()):
+        return "not float32"
+    tensors = state_dict_to_gpt2(state, model.config)
+    back = state_dict_from_gpt2(tensors, model.config)
+    if set(back) != set(state) or any(not torch.equal(back[k], state[k]) for k in state):
+        return "the weights do not come back unchanged from GPT-2's layout"
+    return hf_config, tensors
+
+
 def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` into ``directory`` (atomically each)."""
+    """Write ``config.json`` + ``model.safetensors`` into ``directory`` (atomically each). A model with an
+    exact GPT-2 form (`gpt2_form`) is written in HF's GPT-2 layout with attnlab's fields beside HF's, so
+    ``transformers.AutoModelForCausalLM`` and ``pipeline("text-generation")`` load the directory as it is
+    (`attnlab.io.hf_layout` does the same for encoders)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     aliases = tied_aliases(model)
     tensors = {k: v for k, v in model.state_dict().items() if k not in aliases}
+    fields: dict = {}
+    form = gpt2_form(model)
+    if not isinstance(form, str):
+        fields, tensors = form
+        fields = {**fields, HF_FAMILY_FIELD: "gpt2"}
     write_safetensors_atomic(tensors, directory / "model.safetensors", metadata={"format": "pt"})
     write_json_atomic(
         {
+            **fields,
             "format": "attnlab",
             "format_version": 1,
             "attnlab_version": __version__,
@@ -79,7 +110,7 @@ def load_causal_lm(directory: str | os.PathLike) -> GPT:
     hint = wrong_model_hint(raw, path)
     if hint is not None:
         raise CheckpointError(hint)
-    if raw.get("model_type") == "gpt2":
+    if raw.get("model_type") == "gpt2" and raw.get("format") != "attnlab":
         return load_gpt2(directory)
     if raw.get("format") != "attnlab" or not isinstance(raw.get("config"), dict):
         raise CheckpointError(f'{path}: neither an attnlab GPT checkpoint ("format": "attnlab") nor HF GPT-2')
@@ -88,6 +119,13 @@ def load_causal_lm(directory: str | os.PathLike) -> GPT:
     except (TypeError, ValueError) as e:
         raise CheckpointError(str(e)) from e
     tensors, _ = read_safetensors(directory / "model.safetensors")
+    family = raw.get(HF_FAMILY_FIELD)
+    if family == "gpt2":  # written in GPT-2's layout (save_causal_lm)
+        tensors = state_dict_from_gpt2(tensors, config)
+    elif family is not None:
+        raise CheckpointError(
+            f"{path}: field {HF_FAMILY_FIELD!r} is {family!r}; a GPT directory takes 'gpt2'"
+        )
     model = build_gpt(config)
     load_state_checked(model, tensors, source=str(directory), architecture=ARCHITECTURE, config=config)
     return model.eval()

@@ -444,12 +444,15 @@ def save_pretrained(
     directory: str | os.PathLike,
     dtype: str | torch.dtype | None = None,
     run_id: str | None = None,
+    hf_layout: bool = True,
 ) -> Path:
     """Write ``model`` to ``directory`` (created if needed) as ``config.json`` + ``model.safetensors``,
     then ``manifest.json`` listing those two (with ``run_id``, the run that produced the model).
 
     ``dtype`` (float32 / bfloat16 / float16) casts floating-point tensors on the way out; None keeps
-    the model's dtype. Returns the directory.
+    the model's dtype. With ``hf_layout`` (the default) a model that has an exact HF form is written in
+    HF's layout too (HF config fields and tensor names, `attnlab.io.hf_layout`), so HF transformers loads
+    the directory as it is. Returns the directory.
     """
     target = resolve_dtype(dtype)
     config = getattr(model, "config", None)
@@ -487,16 +490,25 @@ def save_pretrained(
         if target is not None
         else (dtype_name(floats.pop()) if len(floats) == 1 else "mixed")
     )
+    from attnlab import __version__
+
+    fields: dict[str, Any] = {}  # HF's config fields, when the directory takes HF's layout
+    if hf_layout:
+        from attnlab.io.hf_layout import HF_FAMILY_FIELD, hf_form
+
+        form = hf_form(model, target)
+        if not isinstance(form, str):
+            fields, tensors, family = form
+            fields[HF_FAMILY_FIELD] = family
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     write_safetensors_atomic(
         tensors, directory / WEIGHTS_NAME, metadata={"format": "pt", "producer": FORMAT_NAME}
     )
-    from attnlab import __version__
-
     write_json_atomic(
         {
+            **fields,
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
             "attnlab_version": __version__,
@@ -563,6 +575,25 @@ def read_checkpoint_config(
     return raw["architecture"], options, config, raw
 
 
+def attnlab_tensors(
+    tensors: dict[str, Tensor], raw: Mapping[str, Any], model: nn.Module, source: str | os.PathLike
+) -> dict[str, Tensor]:
+    """The weights of a directory under ``model``'s state-dict names: as stored, or mapped back from HF's
+    names when ``config.json`` (``raw``) says the directory uses HF's layout (`attnlab.io.hf_layout`)."""
+    from attnlab.io.hf_layout import HF_FAMILY_FIELD, to_attnlab_names
+
+    family = raw.get(HF_FAMILY_FIELD)
+    if family is None:
+        return tensors
+    from attnlab.io.hf import FAMILIES
+
+    if family not in FAMILIES:
+        raise CheckpointError(
+            f"{source}: field {HF_FAMILY_FIELD!r} is {family!r}; valid: {', '.join(FAMILIES)}"
+        )
+    return to_attnlab_names(tensors, model, family)
+
+
 def load_pretrained(
     directory: str | os.PathLike, dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu"
 ) -> nn.Module:
@@ -572,7 +603,7 @@ def load_pretrained(
     The model is returned in eval mode on ``device``.
     """
     target = resolve_dtype(dtype)
-    architecture, options, config, _ = read_checkpoint_config(directory, allow_causal_lm=True)
+    architecture, options, config, raw = read_checkpoint_config(directory, allow_causal_lm=True)
     if architecture == CAUSAL_LM_ARCHITECTURE:  # a GPT directory: attnlab.io.causal_lm's loader
         from attnlab.io.causal_lm import load_causal_lm
 
@@ -587,6 +618,7 @@ def load_pretrained(
         raise FileNotFoundError(f"{weights}: missing weights file{hint}")
     tensors, _ = read_safetensors(weights)
     model = build_model(architecture, config, options, init=False)
+    tensors = attnlab_tensors(tensors, raw, model, Path(directory) / CONFIG_NAME)
     load_state_checked(model, tensors, source=str(weights), architecture=architecture, config=config)
     if target is None:
         floats = {t.dtype for t in tensors.values() if t.is_floating_point()}

@@ -107,6 +107,9 @@ class Family:
     hf_aliases: Mapping[str, str] = field(default_factory=dict)  # duplicate HF key -> the key it copies
     head_activation: str | None = None  # MLM-head activation HF hard-codes (None: follows hidden_act)
     position_offset_from_pad: bool = False  # RoBERTa: positions start at pad_token_id + 1
+    # RoBERTa-PreLayerNorm for attnlab's pre-LN BERT: a model whose positions start at 0 (BERT's) is written
+    # with pad_token_id + 1 rows in front of its table (`position_shift`), the same embedding per position
+    shift_positions: bool = False
     layer_groups: bool = False  # ALBERT: sharing expressed as num_hidden_groups / inner_group_num
     sinusoidal_field: str | None = None  # DistilBERT: sinusoidal_pos_embds
     embedding_size: bool = False  # the family may factorise E != H
@@ -123,6 +126,15 @@ def _bert_layers(base: str) -> dict[str, str]:
         "feed_forward.{j}.layer.up": f"{base}.{{j}}.intermediate.dense",
         "feed_forward.{j}.layer.down": f"{base}.{{j}}.output.dense",
         "feed_forward.{j}.norm": f"{base}.{{j}}.output.LayerNorm",
+    }
+
+
+def _pre_ln_layers(base: str) -> dict[str, str]:
+    """RoBERTa-PreLayerNorm's layers: BERT's names, each sub-layer's LayerNorm moved in front of it."""
+    return {
+        **_bert_layers(base),
+        "attention.{j}.norm": f"{base}.{{j}}.attention.LayerNorm",
+        "feed_forward.{j}.norm": f"{base}.{{j}}.intermediate.LayerNorm",
     }
 
 
@@ -200,6 +212,28 @@ FAMILIES: dict[str, Family] = {
         hf_aliases={"lm_head.decoder.bias": "lm_head.bias"},
         head_activation="gelu",  # RobertaLMHead calls gelu whatever hidden_act says
         position_offset_from_pad=True,
+    ),
+    # Pre-LN (Xiong et al. 2020): LayerNorm before each sub-layer and once after the last layer, the
+    # encoder of attnlab's budget recipes; HF holds it as RoBERTa-PreLayerNorm (Andreas Madsen's class).
+    "roberta-prelayernorm": Family(
+        model_type="roberta-prelayernorm",
+        prefix="roberta_prelayernorm",
+        classes={"base": "RobertaPreLayerNormModel", "mlm": "RobertaPreLayerNormForMaskedLM"},
+        layout={
+            **_BERT_EMBEDDINGS,
+            **_pre_ln_layers("encoder.layer"),
+            "final_norm": "LayerNorm",
+            "pooler.dense": "pooler.dense",
+        },
+        heads={"mlm": _BERT_LIKE_MLM["roberta"]},
+        config_fields=_BERT_FIELDS,
+        defaults={**_BERT_DEFAULTS, "pad_token_id": 1},
+        fixed={"norm_first": True},
+        pooler={"base": True, "mlm": False},
+        hf_aliases={"lm_head.decoder.bias": "lm_head.bias"},
+        head_activation="gelu",  # RobertaPreLayerNormLMHead calls gelu whatever hidden_act says
+        position_offset_from_pad=True,
+        shift_positions=True,
     ),
     "albert": Family(
         model_type="albert",
@@ -382,14 +416,16 @@ def key_map(family: Family, kind: str) -> KeyMap:
 
 
 def is_hf_directory(directory: str | os.PathLike) -> bool:
-    """True when ``directory/config.json`` is a HF transformers config (has ``model_type``)."""
+    """True when ``directory/config.json`` is a HF transformers config (has ``model_type``) and not an attnlab
+    directory in HF's layout (`attnlab.io.hf_layout`: attnlab reads those with its own config)."""
     path = Path(directory) / CONFIG_NAME
     if not path.is_file():
         return False
     try:
-        return "model_type" in read_json(path)
+        raw = read_json(path)
     except (CheckpointError, OSError):
         return False
+    return "model_type" in raw and raw.get("format") != "attnlab"
 
 
 def _family(model_type: Any, source: str) -> Family:
@@ -753,12 +789,15 @@ def _task_architectures() -> tuple[str, ...]:
 def infer_family(config: Any, kind: str) -> str:
     """The HF family an attnlab model exports to when none is named.
 
-    ELECTRA for the discriminator, ALBERT for cross-layer sharing, DistilBERT without segment
+    ELECTRA for the discriminator, RoBERTa-PreLayerNorm for pre-LN, ALBERT for cross-layer sharing,
+    DistilBERT without segment
     embeddings, RoBERTa with an offset; when E != H, ELECTRA for a gelu MLM model (the generator) and
     ALBERT otherwise; else BERT. Pass ``family`` to `save_hf` to choose another compatible one.
     """
     if kind == "rtd":
         return "electra"
+    if config.norm_first:
+        return "roberta-prelayernorm"
     if config.sharing != "none":
         return "albert"
     if config.type_vocab_size == 0:
@@ -771,6 +810,14 @@ def infer_family(config: Any, kind: str) -> str:
     return "bert"
 
 
+def position_shift(config: Any, family: Family) -> int:
+    """Rows HF's position table holds in front of attnlab's (`Family.shift_positions`): pad_token_id + 1
+    for a model whose positions start at 0, else 0."""
+    if family.shift_positions and config.position_offset == 0:
+        return config.pad_token_id + 1
+    return 0
+
+
 def export_problems(config: Any, family: Family, kind: str) -> list[str]:
     """Every reason ``config`` cannot be written as ``family``'s ``kind`` (empty when it can)."""
     problems = []
@@ -780,8 +827,10 @@ def export_problems(config: Any, family: Family, kind: str) -> list[str]:
             f"{' with a pair head' if kind == 'pretraining' else ''} "
             f"(it has: {', '.join(f'{family.classes[k]} = {KINDS[k][0]}' for k in family.classes)})"
         )
-    if config.norm_first:
-        problems.append("norm_first=True (HF families are post-LN)")
+    if config.norm_first and not family.fixed.get("norm_first"):
+        problems.append(
+            f"norm_first=True ({family.model_type} is post-LN; pre-LN exports as roberta-prelayernorm)"
+        )
     if getattr(config, "attention", "full") != "full":
         problems.append(f"attention={config.attention!r} ({family.model_type} attends to every key)")
     if config.sharing != "none" and not (family.layer_groups and config.sharing == "all"):
@@ -792,7 +841,7 @@ def export_problems(config: Any, family: Family, kind: str) -> list[str]:
     if config.position_embedding == "sinusoidal" and family.sinusoidal_field is None:
         problems.append(f"position_embedding='sinusoidal' ({family.model_type} has learned positions)")
     expected_offset = config.pad_token_id + 1 if family.position_offset_from_pad else 0
-    if config.position_offset != expected_offset:
+    if config.position_offset != expected_offset and not position_shift(config, family):
         problems.append(
             f"position_offset={config.position_offset} ({family.model_type} needs {expected_offset}"
             + (" = pad_token_id + 1)" if family.position_offset_from_pad else ")")
@@ -840,6 +889,7 @@ def config_to_hf(
         hf["inner_group_num"] = 1
     if family.sinusoidal_field:
         hf[family.sinusoidal_field] = config.position_embedding == "sinusoidal"
+    hf["max_position_embeddings"] = config.max_position_embeddings + position_shift(config, family)
     hf["tie_word_embeddings"] = tied
     hf["dtype"] = dtype_name(dtype)
     return hf
@@ -924,6 +974,11 @@ def export_tensors(
         tensors[mapped] = value.to(target) if target is not None and value.is_floating_point() else value
     if unmapped:
         raise CheckpointError(f"no HF {family_name} name for: {', '.join(sorted(unmapped))}")
+    shift = position_shift(config, FAMILIES[family_name])
+    if shift:  # HF counts positions from pad_token_id + 1: the same embedding per position, rows moved
+        key = table.to_hf(f"{prefix}embeddings.position.weight")
+        positions = tensors[key]
+        tensors[key] = torch.cat([positions.new_zeros(shift, positions.shape[1]), positions])
     if config.position_embedding == "sinusoidal":
         from attnlab.nn.embeddings import sinusoidal_table
 

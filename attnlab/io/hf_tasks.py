@@ -124,6 +124,14 @@ TASK_HEADS: dict[str, dict[str, TaskHead]] = {
             pooler=False,
         ),
     },
+    "roberta-prelayernorm": {
+        **_standard("RobertaPreLayerNorm"),
+        SEQ: TaskHead(
+            "RobertaPreLayerNormForSequenceClassification",
+            {"encoder.pooler.dense": "classifier.dense", "classifier": "classifier.out_proj"},
+            pooler=False,
+        ),
+    },
     "electra": {
         # ElectraClassificationHead: dropout -> dense -> gelu (hard-coded) -> dropout -> out_proj
         SEQ: TaskHead(
@@ -173,6 +181,7 @@ NOT_EXACT: dict[tuple[str, str], str] = {}
 _DROPOUT_FIELD = {
     "bert": "classifier_dropout",
     "roberta": "classifier_dropout",
+    "roberta-prelayernorm": "classifier_dropout",
     "electra": "classifier_dropout",
     "albert": "classifier_dropout_prob",
 }

@@ -523,6 +523,7 @@ def estimate_steps(
 
 
 def _save_tokenizer(tokenizer: Any, directory: Path, recipe: Recipe, max_length: int) -> None:
+    from attnlab.io.checkpoint import read_json
     from attnlab.io.hf_tokenizer import hf_tokenizer_config
     from attnlab.tokenizers.files import save_vocab_files
 
@@ -532,8 +533,11 @@ def _save_tokenizer(tokenizer: Any, directory: Path, recipe: Recipe, max_length:
         save_vocab_files(tokenizer, directory)
     except (ValueError, TypeError, AttributeError):
         pass  # a Unigram tokenizer has no vocab.txt / merges.txt form; tokenizer.json holds it
-    # the class HF rebuilds this exact tokenizer with (AlbertTokenizerFast for Unigram, ...), its options
-    config = hf_tokenizer_config(tokenizer, model_max_length=max_length)
+    # the class HF rebuilds this exact tokenizer with (AlbertTokenizerFast for Unigram, ...), its options;
+    # the WordPiece class follows the HF family the model directory took (attnlab.io.hf_layout), if any
+    model_config = directory / "config.json"
+    family = read_json(model_config).get("hf_family") if model_config.is_file() else None
+    config = hf_tokenizer_config(tokenizer, family, model_max_length=max_length)
     write_json_atomic(config, directory / "tokenizer_config.json", indent=1)
 
 
@@ -778,10 +782,7 @@ def save_final(
             save_hf(kept, out / "hf", tokenizer=tokenizer)  # with a tokenizer_config HF rebuilds it from
     except (ValueError, TypeError) as e:
         shutil.rmtree(out / "hf", ignore_errors=True)  # no stale export of an earlier run
-        reason = " ".join(str(e).split())
-        if config.norm_first:
-            reason = "pre-LN has no HF BERT class (train with --set model.norm_first=false for one)"
-        log(f"no HF transformers export: {reason}")
+        log(f"no HF transformers export: {' '.join(str(e).split())}")
     return model_dir
 
 

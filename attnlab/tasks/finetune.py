@@ -730,21 +730,24 @@ def save_model_dir(
     model: nn.Module, tokenizer: Any, directory: str | os.PathLike, run_id: str | None = None
 ) -> Path:
     """``save_pretrained`` plus the tokenizer's ``tokenizer.json`` (and vocab.txt / vocab.json when it has
-    them), so the directory serves `load_model` and `attnlab.tokenizers.load_tokenizer` alike. The
-    tokenizer files join the manifest (`attnlab.manifest`) once written; ``run_id`` names the run."""
+    them) and the ``tokenizer_config.json`` HF rebuilds it from, so the directory serves `load_model`,
+    `attnlab.tokenizers.load_tokenizer` and, for a model with an exact HF form (`attnlab.io.hf_layout`),
+    ``transformers.pipeline(...)`` alike. The tokenizer files join the manifest (`attnlab.manifest`) once
+    written; ``run_id`` names the run."""
     from attnlab.io import save_pretrained
+    from attnlab.io.checkpoint import read_json
+    from attnlab.io.hf_tokenizer import save_hf_tokenizer
     from attnlab.manifest import add_to_manifest
-    from attnlab.tokenizers.files import save_vocab_files
 
     directory = Path(directory)
     save_pretrained(model, directory, run_id=run_id)
     if tokenizer is not None:
-        written = [Path(tokenizer.save(directory / "tokenizer.json")).name]
-        try:
-            written += [Path(p).name for p in save_vocab_files(tokenizer, directory)]
-        except ValueError:
-            pass  # a Unigram model has no classic vocabulary file; tokenizer.json is enough
-        add_to_manifest(directory, written)
+        config = model.config
+        family = read_json(directory / "config.json").get("hf_family")
+        written = save_hf_tokenizer(
+            tokenizer, directory, family, config.max_sequence_length, config.type_vocab_size > 1
+        )
+        add_to_manifest(directory, [Path(p).name for p in written])
     return directory
 
 

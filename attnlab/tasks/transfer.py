@@ -50,6 +50,8 @@ from attnlab.io.checkpoint import (
     CONFIG_NAME,
     WEIGHTS_NAME,
     CheckpointError,
+    attnlab_tensors,
+    build_model,
     load_pretrained,
     load_state_checked,
     read_checkpoint_config,
@@ -101,8 +103,10 @@ _hf_labels = labels_from_hf  # (num_labels, names) of a HF config
 def _encoder_state(directory: Path) -> tuple[Any, dict[str, Tensor], str]:
     """``(EncoderConfig, encoder state dict, description)`` of an attnlab or HF directory."""
     if _is_attnlab_directory(directory):
-        arch, _, config, _ = read_checkpoint_config(directory)
+        arch, options, config, raw = read_checkpoint_config(directory)
         tensors, _ = read_safetensors(directory / WEIGHTS_NAME)
+        meta = build_model(arch, config, options, meta=True)
+        tensors = attnlab_tensors(tensors, raw, meta, directory / CONFIG_NAME)
         if arch == "Encoder":
             state = dict(tensors)
         else:
