@@ -134,6 +134,7 @@ def test_budget_recipe_model_directory_is_a_hf_fill_mask_model(tmp_path, capsys)
         "--set", "model.intermediate_size=64", "--set", "trainer.tensorboard=false",
     ]  # fmt: skip
     assert main(args) == 0
+    assert "transformers loads it as it is, RobertaPreLayerNormForMaskedLM" in capsys.readouterr().out
     raw = json.loads((out / "model" / "config.json").read_text())
     assert raw["config"]["norm_first"] and raw["model_type"] == "roberta-prelayernorm"
     text = "the [MASK] reads a file."

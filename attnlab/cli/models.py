@@ -84,10 +84,11 @@ def _describe(target: str) -> dict[str, Any]:
                 "encoder_parameters": count_parameters(config),
                 "stored_values": hf_parameter_count(path),
             }
-        architecture, options, config, _ = read_checkpoint_config(path)
+        architecture, options, config, raw = read_checkpoint_config(path)
         model = build_model(architecture, config, options, meta=True)
+        hf = f" in HF's layout ({raw['architectures'][0]})" if raw.get("architectures") else ""
         return {
-            "source": f"attnlab checkpoint {path}",
+            "source": f"attnlab checkpoint {path}{hf}",
             "architecture": architecture + (f" {json.dumps(options)}" if options else ""),
             "config": config.to_dict(),
             "encoder_parameters": count_parameters(config),

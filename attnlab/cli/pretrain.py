@@ -405,12 +405,23 @@ def check_overrides(recipe: Any, preset: str, overrides: dict[str, dict[str, Any
         raise ValueError(f"trainer: {e}") from None
 
 
+def _hf_note(model_dir: Path, out: Path) -> str:
+    """Where HF transformers finds the model: the model directory itself when it took HF's layout
+    (`attnlab.io.hf_layout`), else the run's ``hf/`` export when there is one."""
+    from attnlab.io.checkpoint import read_json
+
+    raw = read_json(Path(model_dir) / "config.json")
+    if "model_type" in raw:
+        return f"transformers loads it as it is, {(raw.get('architectures') or ['?'])[0]}; "
+    return f"HF layout: {out / 'hf'}; " if (out / "hf").is_dir() else ""
+
+
 def print_result(result: Any, preset: str, minutes: float | None) -> None:
     """What the model can do: held-out MLM accuracy and perplexity beside the unigram guess, and a plain
     word when the run learned little more than token frequencies."""
     m = result.eval_metrics
     out = result.output_dir
-    hf = f"HF layout: {out / 'hf'}; " if (out / "hf").is_dir() else ""
+    hf = _hf_note(result.model_dir, out)
     if "eval_mlm_accuracy" not in m:
         print(f"trained {result.steps} steps in {result.seconds / 60:.1f} min (no held-out MLM evaluation)")
         print(f"model: {result.model_dir}  ({hf}logs and loss_curve.png: {out / 'train'})")
