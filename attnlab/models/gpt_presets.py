@@ -38,7 +38,9 @@ def gpt() -> GPTConfig:
 
 
 def gpt_char_tiny() -> GPTConfig:
-    """The character-level Tiny Shakespeare model: 4 layers, 4 heads, 128 wide, context 64, no dropout.
+    """The character-level Tiny Shakespeare model: 4 layers, 4 heads, 128 wide, context 64, no dropout, the
+    output projection untied from the embedding (measured better on a held-out part of Tiny Shakespeare's
+    training text, -0.034 and -0.042 nats on two seeds: experiments/gpt_tinyshakespeare.py).
 
     ``vocab_size`` is a byte-sized default; set it to the corpus's character count."""
     return dataclasses.replace(
@@ -53,6 +55,7 @@ def gpt_char_tiny() -> GPTConfig:
         attention_dropout=0.0,
         bos_token_id=None,
         eos_token_id=None,
+        tie_word_embeddings=False,
     )
 
 
