@@ -157,6 +157,19 @@ def test_gpt_pretrain_byte_level_bpe_by_default(tmp_path, capsys):
     ids = torch.tensor([tok.encode(text, add_special_tokens=False).ids])
     ours = load_causal_lm(tmp_path / "run" / "model")
     torch.testing.assert_close(hf(ids).logits, ours(ids).logits, atol=1e-5, rtol=1e-5)
+    # the model directory itself is a GPT-2 directory for HF (attnlab.io.hf_layout): greedy text-generation
+    # through HF's pipeline continues the prompt as attnlab's greedy generate does
+    generator = transformers.pipeline("text-generation", model=str(tmp_path / "run" / "model"), device="cpu")
+    theirs = generator("The king", max_new_tokens=8, do_sample=False, return_full_text=False)[0]["generated_text"]
+    capsys.readouterr()
+    argv = ["generate", str(tmp_path / "run" / "model"), "--prompt", "The king", "--max-new-tokens", "8", "--json"]
+    assert run_here(argv) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert theirs == row["text"] and len(row["tokens"]) == 8
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "run" / "model"))
+    assert type(hf_tok).__name__.startswith("GPT2Tokenizer") and hf_tok.eos_token == EOS
+    for sample in (text, " The  king\nsings, naïve café! <|endoftext|>"):
+        assert hf_tok(sample)["input_ids"] == tok.encode(sample).ids  # GPT-2's: no <s> ... </s> template
 
 
 @pytest.mark.slow

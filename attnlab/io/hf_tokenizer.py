@@ -13,6 +13,7 @@ attnlab pipeline (``tokenizer.json``)                    ``tokenizer_class``
 WordPiece, BertNormalizer, BertPreTokenizer, [CLS]/[SEP]  BertTokenizerFast (ELECTRA: Electra...,
                                                           DistilBERT: DistilBert...)
 byte-level BPE, RobertaProcessing                         RobertaTokenizerFast
+byte-level BPE, no template (GPT-2's)                     GPT2TokenizerFast
 Unigram, ALBERT normaliser, Metaspace, [CLS] A [SEP]      AlbertTokenizerFast
 anything else                                             PreTrainedTokenizerFast
 =======================================================  ==========================================
@@ -28,6 +29,7 @@ from attnlab.atomic import write_json_atomic
 
 GENERIC_CLASS = "PreTrainedTokenizerFast"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
+GPT2_EOT = "<|endoftext|>"
 _WORDPIECE_CLASS = {"electra": "ElectraTokenizerFast", "distilbert": "DistilBertTokenizerFast"}
 # ALBERT's normaliser as HF builds it: quotes, NFKD, then StripAccents unless keep_accents, Lowercase
 # with do_lower_case.
@@ -98,6 +100,25 @@ def _roberta(data: dict[str, Any]) -> dict[str, Any] | None:
     return config
 
 
+def _gpt2(data: dict[str, Any]) -> dict[str, Any] | None:
+    """GPT-2's pipeline: byte-level BPE with no template (a causal LM's prompts take no ``<s>``/``</s>``);
+    its one special token, ``<|endoftext|>``, is BOS, EOS and UNK as in GPT-2's files."""
+    pre, post = data.get("pre_tokenizer") or {}, data.get("post_processor") or {}
+    if (
+        data["model"].get("type") != "BPE"
+        or data.get("normalizer")
+        or pre.get("type") != "ByteLevel"
+        or post.get("type", "ByteLevel") != "ByteLevel"
+    ):
+        return None
+    config: dict[str, Any] = {
+        "tokenizer_class": "GPT2TokenizerFast",
+        "add_prefix_space": bool(pre.get("add_prefix_space", False)),
+    }
+    config.update(_specials(data, bos=GPT2_EOT, eos=GPT2_EOT, unk=GPT2_EOT))
+    return config
+
+
 def _albert(data: dict[str, Any]) -> dict[str, Any] | None:
     norm, pre, post = (
         data.get("normalizer") or {},
@@ -145,7 +166,7 @@ def hf_tokenizer_config(
     from attnlab.tokenizers.files import tokenizer_to_json
 
     data = tokenizer_to_json(tokenizer)
-    config = _wordpiece(data, family) or _roberta(data) or _albert(data)
+    config = _wordpiece(data, family) or _roberta(data) or _gpt2(data) or _albert(data)
     if config is None:
         config = {"tokenizer_class": GENERIC_CLASS}
         config.update(_specials(data, unk="[UNK]", cls="[CLS]", sep="[SEP]", pad="[PAD]", mask="[MASK]"))

@@ -177,6 +177,7 @@ def causal_documents(paths: list[Any], fmt: str, piece_chars: int = 16_384) -> A
 def train_causal_tokenizer(kind: str, source: Any, vocab_size: int, sample_chars: int | None) -> Any:
     """A causal LM's tokenizer trained on (the first ``sample_chars`` characters of) ``source``: characters
     (`attnlab.tokenizers.char`) or byte-level BPE with ``<|endoftext|>`` as its first token (GPT-2's)."""
+    from attnlab.tokenizers import byte_level_bpe
     from attnlab.tokenizers.char import train_char_tokenizer
     from attnlab.tokenizers.trainers import train_tokenizer
 
@@ -190,4 +191,7 @@ def train_causal_tokenizer(kind: str, source: Any, vocab_size: int, sample_chars
         return train_char_tokenizer(texts)
     if kind != "byte_level_bpe":
         raise ValueError(f"a causal LM's tokenizer is 'byte_level_bpe' or 'char', not {kind!r}")
-    return train_tokenizer(kind, iter(texts), vocab_size, special_tokens=[EOS], show_progress=False)
+    trained = train_tokenizer(kind, iter(texts), vocab_size, special_tokens=[EOS], show_progress=False)
+    # GPT-2's pipeline around the trained vocabulary: no <s> ... </s> template, so a prompt encodes the same
+    # with or without special tokens (HF's text-generation pipeline adds them by default)
+    return byte_level_bpe(trained.model, template="gpt2", special_tokens=[EOS])
