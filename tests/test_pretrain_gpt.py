@@ -160,9 +160,19 @@ def test_gpt_pretrain_byte_level_bpe_by_default(tmp_path, capsys):
     # the model directory itself is a GPT-2 directory for HF (attnlab.io.hf_layout): greedy text-generation
     # through HF's pipeline continues the prompt as attnlab's greedy generate does
     generator = transformers.pipeline("text-generation", model=str(tmp_path / "run" / "model"), device="cpu")
-    theirs = generator("The king", max_new_tokens=8, do_sample=False, return_full_text=False)[0]["generated_text"]
+    theirs = generator("The king", max_new_tokens=8, do_sample=False, return_full_text=False)[0][
+        "generated_text"
+    ]
     capsys.readouterr()
-    argv = ["generate", str(tmp_path / "run" / "model"), "--prompt", "The king", "--max-new-tokens", "8", "--json"]
+    argv = [
+        "generate",
+        str(tmp_path / "run" / "model"),
+        "--prompt",
+        "The king",
+        "--max-new-tokens",
+        "8",
+        "--json",
+    ]
     assert run_here(argv) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert theirs == row["text"] and len(row["tokens"]) == 8

@@ -130,7 +130,9 @@ def check_seq2seq_dir(path: str | os.PathLike, option: str = "MODEL_DIR") -> Pat
         raise ValueError(f"{d / CONFIG}: not valid JSON ({e})") from None
     kind = raw.get("model_type") if isinstance(raw, dict) else None
     if kind != SEQ2SEQ_TYPE:
-        what = f"model_type {kind!r}" if kind else f"architecture {raw.get('architecture', '?')!r}"
+        what = f"architecture {raw.get('architecture', '?')!r}"  # attnlab's own, also when in HF's layout
+        if kind and raw.get("format") != "attnlab":
+            what = f"model_type {kind!r}"
         raise ValueError(
             f"{option} {d}: holds no translation model ({d / CONFIG} has {what}, not {SEQ2SEQ_TYPE!r}); "
             "pass the model directory of a translate-train run (RUN/model)"

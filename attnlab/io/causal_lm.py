@@ -25,6 +25,7 @@ from attnlab.io.checkpoint import (
     read_safetensors,
     tied_aliases,
     write_safetensors_atomic,
+    written_by_attnlab,
 )
 from attnlab.io.hf_gpt2 import config_to_gpt2, load_gpt2, state_dict_from_gpt2, state_dict_to_gpt2
 from attnlab.io.hf_layout import HF_FAMILY_FIELD
@@ -110,7 +111,7 @@ def load_causal_lm(directory: str | os.PathLike) -> GPT:
     hint = wrong_model_hint(raw, path)
     if hint is not None:
         raise CheckpointError(hint)
-    if raw.get("model_type") == "gpt2" and raw.get("format") != "attnlab":
+    if raw.get("model_type") == "gpt2" and not written_by_attnlab(raw):
         return load_gpt2(directory)
     if raw.get("format") != "attnlab" or not isinstance(raw.get("config"), dict):
         raise CheckpointError(f'{path}: neither an attnlab GPT checkpoint ("format": "attnlab") nor HF GPT-2')
@@ -121,7 +122,10 @@ def load_causal_lm(directory: str | os.PathLike) -> GPT:
     tensors, _ = read_safetensors(directory / "model.safetensors")
     family = raw.get(HF_FAMILY_FIELD)
     if family == "gpt2":  # written in GPT-2's layout (save_causal_lm)
-        tensors = state_dict_from_gpt2(tensors, config)
+        try:
+            tensors = state_dict_from_gpt2(tensors, config)
+        except CheckpointError as e:
+            raise CheckpointError(f"{directory / 'model.safetensors'}: {e}") from None
     elif family is not None:
         raise CheckpointError(
             f"{path}: field {HF_FAMILY_FIELD!r} is {family!r}; a GPT directory takes 'gpt2'"

@@ -527,6 +527,15 @@ def save_pretrained(
 CAUSAL_LM_ARCHITECTURE = "GPT"  # attnlab.io.causal_lm's directories (config.json "architecture")
 
 
+def written_by_attnlab(raw: Mapping[str, Any]) -> bool:
+    """Whether a ``config.json`` dict is attnlab's own: ``"format": "attnlab"`` and not re-written by HF
+    transformers. A directory in HF's layout (`attnlab.io.hf_layout`) that HF loaded and saved again keeps
+    attnlab's fields (HF keeps unknown config fields) but may have other weights or another head: HF's
+    ``save_pretrained`` adds ``transformers_version``, which attnlab never writes, and such a directory is
+    read as the HF checkpoint it now is."""
+    return raw.get("format") == FORMAT_NAME and "transformers_version" not in raw
+
+
 def read_checkpoint_config(
     directory: str | os.PathLike, *, allow_causal_lm: bool = False
 ) -> tuple[str, dict[str, Any], Any, dict[str, Any]]:
@@ -545,7 +554,7 @@ def read_checkpoint_config(
         )
     verify_directory(directory, [CONFIG_NAME])
     raw = read_json(path)
-    if raw.get("format") != FORMAT_NAME:
+    if not written_by_attnlab(raw):
         if "model_type" in raw:
             raise CheckpointError(
                 f"{path}: this is a HF transformers checkpoint (model_type={raw['model_type']!r}); "

@@ -58,6 +58,7 @@ from attnlab.io.checkpoint import (
     tied_aliases,
     write_json_atomic,
     write_safetensors_atomic,
+    written_by_attnlab,
 )
 
 LEGACY_WEIGHTS_NAME = "pytorch_model.bin"
@@ -425,7 +426,7 @@ def is_hf_directory(directory: str | os.PathLike) -> bool:
         raw = read_json(path)
     except (CheckpointError, OSError):
         return False
-    return "model_type" in raw and raw.get("format") != "attnlab"
+    return "model_type" in raw and not written_by_attnlab(raw)
 
 
 def _family(model_type: Any, source: str) -> Family:
@@ -901,7 +902,8 @@ def to_hf(
     """``(HF config.json dict, HF state dict)`` for ``model``, in memory; `save_hf` writes them.
 
     ``family`` ("bert", "roberta", "albert", "electra", "distilbert") defaults to `infer_family`.
-    Models HF cannot represent (pre-LN, ALBERT's attention-only or FFN-only sharing, ...) raise a
+    Models HF cannot represent (pre-LN outside RoBERTa-PreLayerNorm, ALBERT's attention-only or FFN-only
+    sharing, ...) raise a
     `CheckpointError` listing every reason. A pooler the HF class does not hold is left out with a
     warning. Tied weights appear once (HF re-ties the decoder on load).
     """

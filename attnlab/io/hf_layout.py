@@ -8,14 +8,21 @@ When a model has an exact HF form, `attnlab.io.checkpoint.save_pretrained` write
   ``tied``, and ``hf_family``); HF keeps unknown fields as plain attributes, attnlab reads its own ones, so
   nothing HF has no field for (pre-training options, dropout settings) is lost;
 - ``model.safetensors``: the tensors under HF's names (`attnlab.io.hf.to_hf`, the export every HF parity
-  test checks), plus any attnlab tensor HF's class has no place for under its attnlab name (the pooler a
-  masked LM or a token classifier keeps but does not read: HF reports it as an unused key and ignores it).
+  test checks), plus any attnlab tensor the HF class has no place for under the name the family's other
+  classes give it (the pooler a masked LM or a token classifier keeps but does not read: HF's class reports
+  it as unused, its sequence classifier reads it).
 
 "Exact" is checked, not assumed: the export must succeed without a warning other than the pooler kept
 aside (a pooler HF would initialise randomly, a substituted family: not the same model), and the tensors,
-mapped back by the same key table, must equal the model's state bit for bit. Otherwise (pre-LN, ALBERT's
-partial sharing, an activation HF hard-codes differently, ...) the directory keeps attnlab's names, as
-before; `hf_form` returns the reason.
+mapped back by the same key table, must equal the model's state bit for bit. Otherwise (ALBERT's partial
+sharing, a pre-LN model with E != H, an activation HF hard-codes differently, ...) the directory keeps
+attnlab's names, as before; `hf_form` returns the reason. The pre-LN encoder is HF's RoBERTa-PreLayerNorm,
+whose positions count the tokens that are not ``pad_token_id``: exact where that id marks padding only, as
+it does with every tokenizer here (BERT-style positions count every token).
+
+A directory HF loaded and saved again keeps attnlab's config fields (HF keeps unknown ones) but may hold
+other weights or another head; HF's ``transformers_version`` field marks it, and attnlab reads it as the HF
+checkpoint it now is (`attnlab.io.checkpoint.written_by_attnlab`).
 
 Reading (`to_attnlab_names`) maps HF names back to the state-dict names of the model rebuilt from
 attnlab's own config, and drops what HF alone keeps (a written-out sinusoidal table, an untied decoder's
@@ -31,7 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab.io.checkpoint import architecture_of, tied_aliases
+from attnlab.io.checkpoint import CheckpointError, architecture_of, tied_aliases
 
 HF_FAMILY_FIELD = "hf_family"  # config.json: present exactly when model.safetensors uses HF's names
 
@@ -85,11 +92,12 @@ def hf_form(
             return str(w.message)  # randomly, a substituted family) is not the same model
     state = {k: v for k, v in model.state_dict().items() if k not in tied_aliases(model)}
     stored = dict(tensors)
-    for key, value in state.items():  # what HF's class has no place for keeps its attnlab name
-        if names.get(key) not in tensors:
-            if key in stored:
-                return f"{key} is both an attnlab and a HF name"
-            stored[key] = value.to(dtype) if dtype is not None and value.is_floating_point() else value
+    for key, value in state.items():  # what the HF class has no place for: under the family's name for it
+        if names.get(key) not in tensors:  # (HF's other classes read it: a sequence classifier the pooler)
+            name = names.get(key, key)  # or, where the family has none, its attnlab name
+            if name in stored:
+                return f"{key} and another tensor share the name {name}"
+            stored[name] = value.to(dtype) if dtype is not None and value.is_floating_point() else value
     back = to_attnlab_names(stored, model, family)
     for key, value in state.items():
         expected = value.to(dtype) if dtype is not None and value.is_floating_point() else value
@@ -115,9 +123,20 @@ def to_attnlab_names(tensors: Mapping[str, Tensor], model: nn.Module, family: st
     for name, value in tensors.items():
         if name in ours_of:
             ours = ours_of[name]
-            out[ours] = value[shift:] if shift and ours == f"{prefix}embeddings.position.weight" else value
+            if shift and ours == f"{prefix}embeddings.position.weight":
+                if value.shape[0] != model.config.max_position_embeddings + shift:
+                    raise CheckpointError(
+                        f"{name}: {value.shape[0]} rows, expected max_position_embeddings "
+                        f"{model.config.max_position_embeddings} + {shift} (positions from pad_token_id + 1)"
+                    )
+                value = value[shift:]
         elif name in expected or name not in hf_only:
-            out[name] = value
+            ours = name
+        else:
+            continue
+        if ours in out:
+            raise CheckpointError(f"{ours} is stored twice (as {name} and under another name)")
+        out[ours] = value
     return out
 
 

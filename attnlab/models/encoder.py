@@ -257,7 +257,7 @@ class Encoder(nn.Module):
             token_type_ids: (B, T) segment ids (0 = sentence A, 1 = B); default 0.
             position_ids: (B, T) or (1, T); default ``arange(T)`` or RoBERTa's offset positions.
             output_hidden_states: also return the embeddings output and every layer's output (the last
-                one after ``final_norm`` with pre-LN, equal to ``last_hidden_state`` as in HF).
+                one after ``final_norm`` with pre-LN, equal to ``last_hidden_state`` as in HF 5).
             output_attentions: also return every layer's attention probabilities (explicit path).
         """
         self._check_inputs(input_ids, attention_mask, token_type_ids, position_ids)
@@ -274,8 +274,8 @@ class Encoder(nn.Module):
                 attentions.append(probs)
         if self.final_norm is not None:
             x = self.final_norm(x)
-            if hidden_states is not None:  # as HF's pre-LN classes (RoBERTa-PreLayerNorm, GPT-2): the last
-                hidden_states[-1] = x  # entry is the encoder's output, last_hidden_state
+            if hidden_states is not None:  # as HF 5's pre-LN classes (RoBERTa-PreLayerNorm, GPT-2): the
+                hidden_states[-1] = x  # last entry is the encoder's output, last_hidden_state
         return EncoderOutput(
             last_hidden_state=x,
             pooled_output=self.pooler(x) if self.pooler is not None else None,

@@ -58,6 +58,7 @@ from attnlab.io.checkpoint import (
     read_json,
     read_safetensors,
     resolve_dtype,
+    written_by_attnlab,
 )
 from attnlab.io.hf import is_hf_directory, load_hf
 from attnlab.io.hf_tasks import HF_TASK_SUFFIXES, UnsupportedHeadError, hf_task, labels_from_hf, load_hf_task
@@ -78,7 +79,7 @@ def _is_attnlab_directory(directory: Path) -> bool:
     if not path.is_file():
         return False
     try:
-        return read_json(path).get("format") == "attnlab"
+        return written_by_attnlab(read_json(path))
     except (CheckpointError, OSError):
         return False
 
