@@ -38,3 +38,16 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     for child in multiprocessing.active_children():
         child.kill()
         child.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module of tiny models: on a shared 2-core machine two spinning threads per
+    process are many times slower for small matrices (restored after the module). A module takes it with
+    ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -28,13 +28,7 @@ TINY = EncoderConfig(
 )  # fmt: skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: tiny matrices on a shared machine run many times faster than with two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _inputs(B: int = 3, T: int = 7, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -38,14 +38,7 @@ TINY = get_preset("bert-tiny", vocab_size=len(VOCAB), max_position_embeddings=32
 FAST = dict(batch_size=16, max_length=24, output_dir=None, progress_bar=False)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on a shared 2-core machine, two spinning threads per process are many times
-    slower for these tiny matrices."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _tok():

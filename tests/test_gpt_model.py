@@ -22,12 +22,7 @@ transformers = pytest.importorskip("transformers")
 V = 97
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def tiny_hf_config(**overrides) -> transformers.GPT2Config:

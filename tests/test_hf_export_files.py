@@ -32,12 +32,7 @@ CORPUS = [
 SAMPLES = ["The Quick café, Zürich!", "naïve FOX jumps: over 3 dogs", "  spaced   out  "]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _auto_tokenizer(directory: Path):

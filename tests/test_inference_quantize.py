@@ -13,17 +13,12 @@ from attnlab.inference.quantize import cpu_has_vnni
 from attnlab.models import EncoderForPreTraining, EncoderForSequenceClassification, get_preset
 from attnlab.nn.linear import Linear
 
-pytestmark = pytest.mark.skipif(
-    torch.backends.quantized.engine not in ("fbgemm", "x86", "onednn"), reason="no x86 quantized engine"
-)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = [
+    pytest.mark.skipif(
+        torch.backends.quantized.engine not in ("fbgemm", "x86", "onednn"), reason="no x86 quantized engine"
+    ),
+    pytest.mark.usefixtures("one_thread"),  # tests/conftest.py
+]
 
 
 @pytest.mark.parametrize("reduce_range", [False, True, None])

@@ -45,12 +45,7 @@ MODELS = {
 FIELDS = {"mlm": ["mlm_logits"], "cls": ["logits"], "ner": ["logits"], "qa": ["start_logits", "end_logits"]}
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 class _Exports(dict):

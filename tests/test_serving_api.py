@@ -9,7 +9,6 @@ import threading
 import time
 
 import pytest
-import torch
 
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
@@ -23,13 +22,7 @@ from attnlab.serving.server import BackgroundServer  # noqa: E402
 from attnlab.serving.service import load_service  # noqa: E402
 from attnlab.serving.settings import ServeSettings  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -22,14 +22,8 @@ from torch import nn
 from attnlab.train import NonFiniteLossError, ResumableLoader, Trainer, TrainerConfig, set_seed
 from attnlab.train.checkpoint import load_model
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Bit-exact comparisons need the same reduction order in every run: one intra-op thread.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# Bit-exact comparisons need the same reduction order in every run: one intra-op thread (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _assert_same_weights(a: nn.Module, b: nn.Module) -> None:

@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 transformers = pytest.importorskip("transformers")
 # transformers imports its model classes lazily, at first use (seconds on a loaded machine): resolve them at
@@ -49,13 +48,7 @@ def _load_benchmark():
 tp = _load_benchmark()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one intra-op thread is faster, and far faster on a loaded machine (restored after)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _gradient_failures(pair, sizes=tp.TINY) -> list[str]:

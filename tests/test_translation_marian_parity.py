@@ -20,13 +20,7 @@ PAD, EOS, V = 0, 1, 60
 MAX_NEW = 12
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one intra-op thread is faster, and far faster on a loaded machine (restored after)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def tiny_marian_config(activation: str = "relu") -> transformers.MarianConfig:
