@@ -192,7 +192,9 @@ def test_cli_end_to_end(tmp_path, monkeypatch, capsys) -> None:
     report = json.loads((out / "data_report.json").read_text())
     assert report["skipped_empty"] == 1 and report["pairs"] == 20 and report["steps"] == 4
     assert report["averaged"] == ["step-000002", "step-000004"] and "eval_loss" in report["eval"]
-    config = json.loads((out / "model" / "config.json").read_text())
+    raw = json.loads((out / "model" / "config.json").read_text())
+    config = raw["config"]  # attnlab's own config beside MarianMT's fields (attnlab.translation.hf_layout)
+    assert raw["model_type"] == "marian" and raw["encoder_layers"] == 1
     assert config["num_layers"] == 1 and config["d_model"] == 32 and config["vocab_size"] == 330
 
     monkeypatch.setattr("sys.stdin", io.StringIO("a dog runs .\n\nthe cat\n"))

@@ -169,9 +169,11 @@ def test_save_and_load_pretrained_translates_the_same(tmp_path) -> None:
     save_pretrained(model, tokenizer, tmp_path / "m")
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
         "config.json",
+        "generation_config.json",  # HF MarianMT's layout too (attnlab.translation.hf_layout)
         "manifest.json",
         "model.safetensors",
         "tokenizer.json",
+        "tokenizer_config.json",
     ]
     loaded, tok2 = load_pretrained(tmp_path / "m")
     assert isinstance(tok2, Tokenizer)

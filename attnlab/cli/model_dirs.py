@@ -128,8 +128,10 @@ def check_seq2seq_dir(path: str | os.PathLike, option: str = "MODEL_DIR") -> Pat
         raw = json.loads((d / CONFIG).read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{d / CONFIG}: not valid JSON ({e})") from None
+    from attnlab.translation.config import is_seq2seq_config
+
     kind = raw.get("model_type") if isinstance(raw, dict) else None
-    if kind != SEQ2SEQ_TYPE:
+    if not is_seq2seq_config(raw):
         what = f"architecture {raw.get('architecture', '?')!r}"  # attnlab's own, also when in HF's layout
         if kind and raw.get("format") != "attnlab":
             what = f"model_type {kind!r}"

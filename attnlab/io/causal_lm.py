@@ -86,13 +86,13 @@ def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
 
 def wrong_model_hint(raw: dict, path: Path) -> str | None:
     """The sentence that says which command fits a model directory that holds no causal decoder."""
+    if raw.get("model_type") == "attnlab-seq2seq" or raw.get("architecture") == "Seq2Seq":
+        return f"{path}: holds a translation encoder-decoder, not a causal decoder; use `attnlab translate`"
     if raw.get("format") == "attnlab" and raw.get("architecture") != ARCHITECTURE:
         return (
             f"{path}: holds an encoder (attnlab architecture {raw.get('architecture')!r}), not a causal "
             "decoder; use `attnlab fill-mask` or `attnlab predict` with it"
         )
-    if raw.get("model_type") == "attnlab-seq2seq":
-        return f"{path}: holds a translation encoder-decoder, not a causal decoder; use `attnlab translate`"
     if raw.get("model_type") in _HF_ENCODERS:
         return (
             f"{path}: holds a HF {raw['model_type']} encoder, not a causal decoder; use `attnlab fill-mask` "

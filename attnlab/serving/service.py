@@ -357,8 +357,9 @@ def load_service(
     `attnlab.inference.onnx_runner.OnnxRunner` with ``threads`` intra-op threads (encoders; no attention
     view: ONNX graphs return no attention probabilities).
     """
-    from attnlab.cli.model_dirs import SEQ2SEQ_TYPE, check_model_dir
+    from attnlab.cli.model_dirs import check_model_dir
     from attnlab.tokenizers import load_tokenizer
+    from attnlab.translation.config import is_seq2seq_config
 
     if backend not in ("torch", "onnxruntime"):
         raise ValueError(f"backend must be 'torch' or 'onnxruntime', got {backend!r}")
@@ -366,7 +367,7 @@ def load_service(
         torch.set_num_threads(threads)
     d = check_model_dir(directory, "MODEL_DIR")
     raw = _read_config(d)
-    if raw.get("model_type") == SEQ2SEQ_TYPE:
+    if is_seq2seq_config(raw):
         from attnlab.translation.recipe import load_pretrained
 
         if backend != "torch":

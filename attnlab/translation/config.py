@@ -146,12 +146,30 @@ class Seq2SeqConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> Seq2SeqConfig:
+        """From a ``config.json``: attnlab's own, or one in Marian's layout with attnlab's config in its
+        ``config`` field (`attnlab.translation.hf_layout`)."""
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
+        if is_seq2seq_config(data) and isinstance(data.get("config"), dict):
+            return cls.from_dict(data["config"], source=f"{path}: field 'config'")
         return cls.from_dict(data, source=str(path))
+
+
+MODEL_TYPE = "attnlab-seq2seq"  # config.json of attnlab's own layout
+ARCHITECTURE = "Seq2Seq"  # config.json "architecture" of a directory in Marian's layout
+
+
+def is_seq2seq_config(raw: Any) -> bool:
+    """Whether a ``config.json`` dict is an attnlab translation model's: attnlab's own layout, or Marian's
+    with attnlab's fields beside (`attnlab.translation.hf_layout`)."""
+    if not isinstance(raw, dict):
+        return False
+    return raw.get("model_type") == MODEL_TYPE or (
+        raw.get("format") == "attnlab" and raw.get("architecture") == ARCHITECTURE
+    )
 
 
 def _choice(name: str, value: str, valid: tuple[str, ...]) -> None:

@@ -128,3 +128,104 @@ def state_dict_to_marian(state: dict[str, Tensor], config: Seq2SeqConfig) -> dic
         out[name] = shared
     out["final_logits_bias"] = torch.zeros(1, config.vocab_size, dtype=shared.dtype)
     return out
+
+
+# ------------------------------------------------------------------- attnlab models in Marian's layout
+
+
+def config_to_marian(config: Seq2SeqConfig) -> dict[str, Any]:
+    """The MarianConfig dict (``config.json``) of a model Marian's class holds exactly; a `ValueError`
+    naming every field it cannot hold otherwise. The paper's interleaved sinusoids are held through
+    `residual_permutation`."""
+    problems = []
+    if config.norm_first:
+        problems.append("norm_first=True (Marian is post-LN)")
+    if config.position_embedding != "sinusoidal":
+        problems.append(
+            f"position_embedding={config.position_embedding!r} (Marian's positions are sinusoidal)"
+        )
+    if not config.share_embeddings:
+        problems.append("share_embeddings=False (Marian ties one matrix for both sides and the output)")
+    if config.layer_norm_eps != 1e-5:
+        problems.append(f"layer_norm_eps={config.layer_norm_eps} (Marian's LayerNorm uses 1e-5)")
+    if config.head_dim * config.num_heads != config.d_model or config.value_dim != config.head_dim:
+        problems.append("d_k/d_v other than d_model / num_heads")
+    activation = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new"}.get(config.activation)
+    if activation is None:
+        problems.append(f"activation={config.activation!r} (relu, gelu, gelu_tanh map to Marian's)")
+    if problems:
+        raise ValueError("no exact MarianMT form: " + "; ".join(problems))
+    return {
+        "model_type": "marian",
+        "architectures": ["MarianMTModel"],
+        "vocab_size": config.vocab_size,
+        "decoder_vocab_size": config.vocab_size,
+        "d_model": config.d_model,
+        "encoder_layers": config.num_layers,
+        "decoder_layers": config.decoder_layers,
+        "encoder_attention_heads": config.num_heads,
+        "decoder_attention_heads": config.num_heads,
+        "encoder_ffn_dim": config.d_ff,
+        "decoder_ffn_dim": config.d_ff,
+        "activation_function": activation,
+        "dropout": config.dropout,
+        "attention_dropout": config.attention_dropout,
+        "activation_dropout": config.activation_dropout,
+        "max_position_embeddings": config.max_positions,
+        "scale_embedding": config.scale_embedding,
+        "share_encoder_decoder_embeddings": True,
+        "tie_word_embeddings": True,
+        "pad_token_id": config.pad_token_id,
+        "eos_token_id": config.eos_token_id,
+        "decoder_start_token_id": config.start_token_id,
+        "forced_eos_token_id": None,
+        "bos_token_id": None,
+        "is_encoder_decoder": True,
+    }
+
+
+# The residual stream's axes in attnlab's state dict: (key suffix, axis). Every other axis (heads, FFN) is
+# internal to a sub-layer and keeps its order.
+_RESIDUAL_AXES = (
+    ("layer.query.weight", 1),
+    ("layer.key.weight", 1),
+    ("layer.value.weight", 1),
+    ("layer.output.weight", 0),
+    ("layer.output.bias", 0),
+    ("norm.weight", 0),
+    ("norm.bias", 0),
+    ("layer.up.weight", 1),
+    ("layer.down.weight", 0),
+    ("layer.down.bias", 0),
+    ("word.weight", 1),
+    ("generator.weight", 1),
+)
+
+
+def residual_permutation(config: Seq2SeqConfig) -> Tensor | None:
+    """The order of the d_model features that turns the paper's interleaved sinusoids (sin, cos, sin, ...)
+    into Marian's concatenated ones (all sines, then all cosines); None when the model is concatenated.
+
+    A Transformer computes the same function when every residual-stream axis of every weight is permuted
+    alike (LayerNorm's statistics and every matrix product over that axis do not depend on the order), so
+    an interleaved model is a Marian model with its features reordered, exactly up to float rounding."""
+    if config.sinusoidal_layout == "concatenated":
+        return None
+    d = config.d_model
+    return torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
+
+
+def permute_residual(state: dict[str, Tensor], order: Tensor) -> dict[str, Tensor]:
+    """``state`` with every residual-stream axis taken in ``order`` (tied tensors stay one tensor)."""
+    out: dict[str, Tensor] = {}
+    done: dict[tuple, Tensor] = {}
+    for name, value in state.items():
+        axis = next((a for suffix, a in _RESIDUAL_AXES if name.endswith(suffix)), None)
+        if axis is None:
+            out[name] = value
+            continue
+        key = (value.data_ptr(), value.storage_offset(), tuple(value.shape), axis)
+        if key not in done:
+            done[key] = value.index_select(axis, order).contiguous()
+        out[name] = done[key]
+    return out

@@ -173,14 +173,35 @@ def save_pretrained(
     model: Seq2Seq, tokenizer: Tokenizer, directory: str | Path, run_id: str | None = None
 ) -> Path:
     """Write ``config.json``, ``model.safetensors`` and ``tokenizer.json`` into ``directory`` (each
-    atomically), then their manifest with ``run_id``."""
+    atomically), then their manifest with ``run_id``.
+
+    A model HF's MarianMT holds exactly (`attnlab.translation.hf_layout`: post-LN, sinusoidal, shared
+    embeddings; the paper's interleaved sinusoids through a reordering of the features) is written in
+    Marian's layout, with attnlab's config beside Marian's fields and a ``tokenizer_config.json``, so
+    ``transformers.AutoModelForSeq2SeqLM`` and ``AutoTokenizer`` load the directory as it is."""
+    from .hf_layout import marian_directory_files
+
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(model.config.to_dict(), directory / CONFIG_FILE, indent=2)
-    with atomic_path(directory / MODEL_FILE) as tmp:
-        save_model(model, tmp)
-    tokenizer.save(str(directory / TOKENIZER_FILE))
-    write_manifest(directory, [CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE], run_id=run_id)
+    files = marian_directory_files(model, tokenizer)
+    if isinstance(files, str):  # no exact Marian form: attnlab's own layout
+        write_json_atomic(model.config.to_dict(), directory / CONFIG_FILE, indent=2)
+        with atomic_path(directory / MODEL_FILE) as tmp:
+            save_model(model, tmp)
+        tokenizer.save(str(directory / TOKENIZER_FILE))
+        write_manifest(directory, [CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE], run_id=run_id)
+        return directory
+    from attnlab.io.checkpoint import write_safetensors_atomic
+
+    config, tensors, hf_tokenizer, extra = files
+    write_json_atomic(config, directory / CONFIG_FILE, indent=2)
+    write_safetensors_atomic(
+        tensors, directory / MODEL_FILE, metadata={"format": "pt", "producer": "attnlab"}
+    )
+    hf_tokenizer.save(str(directory / TOKENIZER_FILE))
+    for name, content in extra.items():
+        write_json_atomic(content, directory / name, indent=2)
+    write_manifest(directory, [CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, *extra], run_id=run_id)
     return directory
 
 
@@ -193,13 +214,15 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
                 f"{directory}: missing {name} (expected a directory written by translate-train)"
             )
     verify_directory(directory)  # when it has a manifest (written by attnlab since issue 12)
+    from .hf_layout import attnlab_state
+
     config = Seq2SeqConfig.load(directory / CONFIG_FILE)
     model = build_model(config)
-    tensors = read_model_file(directory / MODEL_FILE)
     from attnlab.io.checkpoint import check_finite
 
+    tensors = read_model_file(directory / MODEL_FILE)
     check_finite(tensors, f"{directory} ({MODEL_FILE})")
-    model.load_state_dict(tensors, strict=True)
+    model.load_state_dict(attnlab_state(tensors, directory / CONFIG_FILE, config), strict=True)
     tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
     if tokenizer.vocab_size != config.vocab_size:
         raise ValueError(
