@@ -268,7 +268,8 @@ def test_original_gpt_logits_equal_hf_openai_gpt() -> None:
             elif "ln" in name and name.endswith("weight"):
                 p.normal_(1.0, 0.3)
     cfg = get_gpt_preset(
-        "gpt", vocab_size=V, max_positions=24, hidden_size=32, num_layers=2, num_heads=4, activation="gelu",
+        "gpt", vocab_size=V, max_positions=24, hidden_size=32, num_layers=2, num_heads=4,
+        activation="gelu_tanh",  # HF's afn="gelu" is the tanh approximation (gelu_new)
         dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0,
     )  # fmt: skip
     ours = build_gpt(cfg).eval()

@@ -297,9 +297,29 @@ def test_gpt_directory_loads_as_gpt2(tied: bool, tmp_path: Path) -> None:
     assert all(torch.equal(v, back.state_dict()[k]) for k, v in ours.state_dict().items())
 
 
-def test_post_ln_gpt_keeps_attnlab_names(tmp_path: Path) -> None:
-    """The original GPT is post-LN: GPT-2's class cannot hold it."""
-    ours = _gpt(norm_first=False)
+@pytest.mark.parametrize("tied", [True, False])
+def test_post_ln_gpt_directory_loads_as_openai_gpt(tied: bool, tmp_path: Path) -> None:
+    """The original GPT (post-LN, no final LayerNorm, tanh GELU): HF's OpenAIGPTLMHeadModel holds it."""
+    ours = _gpt(norm_first=False, tie_word_embeddings=tied)
+    with torch.no_grad():  # LayerNorm gains and biases off 1 / 0, so a wrong mapping shows
+        for name, p in ours.named_parameters():
+            p.add_(torch.randn_like(p) * (0.3 if "norm" in name else 0.05))
+    save_causal_lm(ours, tmp_path)
+    raw = json.loads((tmp_path / "config.json").read_text())
+    assert raw["model_type"] == "openai-gpt" and raw["hf_family"] == "openai-gpt" and raw["afn"] == "gelu"
+    hf, info = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert type(hf).__name__ == "OpenAIGPTLMHeadModel" and not any(info.values()), info
+    ids = torch.randint(0, 99, (2, 11), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        torch.testing.assert_close(hf.eval()(ids).logits, ours(ids).logits, rtol=0, atol=ATOL)
+    back = load_causal_lm(tmp_path)
+    assert all(torch.equal(v, back.state_dict()[k]) for k, v in ours.state_dict().items())
+
+
+def test_gpt_with_exact_gelu_keeps_attnlab_names(tmp_path: Path) -> None:
+    """HF's OpenAI GPT computes GELU with the tanh approximation: a post-LN model with the exact GELU has
+    no HF class that holds it."""
+    ours = _gpt(norm_first=False, activation="gelu")
     save_causal_lm(ours, tmp_path)
     assert "model_type" not in json.loads((tmp_path / "config.json").read_text())
     back = load_causal_lm(tmp_path)

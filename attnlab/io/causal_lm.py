@@ -27,7 +27,13 @@ from attnlab.io.checkpoint import (
     write_safetensors_atomic,
     written_by_attnlab,
 )
-from attnlab.io.hf_gpt2 import config_to_gpt2, load_gpt2, state_dict_from_gpt2, state_dict_to_gpt2
+from attnlab.io.hf_gpt2 import (
+    config_to_gpt2,
+    config_to_openai_gpt,
+    load_gpt2,
+    state_dict_from_gpt2,
+    state_dict_to_gpt2,
+)
 from attnlab.io.hf_layout import HF_FAMILY_FIELD
 from attnlab.models.gpt import GPT, MODEL_TYPE, GPTConfig, build_gpt
 
@@ -36,29 +42,30 @@ ARCHITECTURE = "GPT"
 _HF_ENCODERS = ("bert", "roberta", "albert", "electra", "distilbert", "xlm-roberta", "camembert")
 
 
-def gpt2_form(model: GPT) -> tuple[dict, dict[str, Tensor]] | str:
-    """``(GPT-2 config dict, GPT-2 state dict)`` when ``model`` has an exact HF GPT-2 form (pre-LN, full
-    attention, float32, and the weights come back bit for bit through `state_dict_from_gpt2`), else the
-    reason it has none."""
+def gpt2_form(model: GPT) -> tuple[dict, dict[str, Tensor], str] | str:
+    """``(HF config dict, HF state dict, family)`` when ``model`` has an exact HF form, else the reason it
+    has none: GPT-2's (``"gpt2"``) for a pre-LN model, OpenAI GPT's (``"openai-gpt"``) for a post-LN one; full
+    attention, float32, and the weights must come back bit for bit through `state_dict_from_gpt2`."""
+    family = "gpt2" if model.config.norm_first else "openai-gpt"
     try:
-        hf_config = config_to_gpt2(model.config)
+        hf_config = (config_to_gpt2 if family == "gpt2" else config_to_openai_gpt)(model.config)
     except ValueError as e:
         return str(e)
     state = model.state_dict()
     if any(t.dtype != torch.float32 for t in state.values() if t.is_floating_point()):
         return "not float32"
-    tensors = state_dict_to_gpt2(state, model.config)
-    back = state_dict_from_gpt2(tensors, model.config)
+    tensors = state_dict_to_gpt2(state, model.config, family)
+    back = state_dict_from_gpt2(tensors, model.config, family)
     if set(back) != set(state) or any(not torch.equal(back[k], state[k]) for k in state):
-        return "the weights do not come back unchanged from GPT-2's layout"
-    return hf_config, tensors
+        return f"the weights do not come back unchanged from {family}'s layout"
+    return hf_config, tensors, family
 
 
 def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
     """Write ``config.json`` + ``model.safetensors`` into ``directory`` (atomically each). A model with an
-    exact GPT-2 form (`gpt2_form`) is written in HF's GPT-2 layout with attnlab's fields beside HF's, so
-    ``transformers.AutoModelForCausalLM`` and ``pipeline("text-generation")`` load the directory as it is
-    (`attnlab.io.hf_layout` does the same for encoders)."""
+    exact HF form (`gpt2_form`: GPT-2 for pre-LN, OpenAI GPT for post-LN) is written in HF's layout with
+    attnlab's fields beside HF's, so ``transformers.AutoModelForCausalLM`` and ``pipeline("text-generation")``
+    load the directory as it is (`attnlab.io.hf_layout` does the same for encoders)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     aliases = tied_aliases(model)
@@ -66,8 +73,8 @@ def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
     fields: dict = {}
     form = gpt2_form(model)
     if not isinstance(form, str):
-        fields, tensors = form
-        fields = {**fields, HF_FAMILY_FIELD: "gpt2"}
+        fields, tensors, family = form
+        fields = {**fields, HF_FAMILY_FIELD: family}
     write_safetensors_atomic(tensors, directory / "model.safetensors", metadata={"format": "pt"})
     write_json_atomic(
         {
@@ -86,6 +93,8 @@ def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
 
 def wrong_model_hint(raw: dict, path: Path) -> str | None:
     """The sentence that says which command fits a model directory that holds no causal decoder."""
+    if raw.get("format") == "attnlab" and raw.get("architecture") == ARCHITECTURE:
+        return None  # attnlab's own GPT directory, in HF's layout or not
     if raw.get("model_type") == "attnlab-seq2seq" or raw.get("architecture") == "Seq2Seq":
         return f"{path}: holds a translation encoder-decoder, not a causal decoder; use `attnlab translate`"
     if raw.get("format") == "attnlab" and raw.get("architecture") != ARCHITECTURE:
@@ -121,14 +130,14 @@ def load_causal_lm(directory: str | os.PathLike) -> GPT:
         raise CheckpointError(str(e)) from e
     tensors, _ = read_safetensors(directory / "model.safetensors")
     family = raw.get(HF_FAMILY_FIELD)
-    if family == "gpt2":  # written in GPT-2's layout (save_causal_lm)
+    if family in ("gpt2", "openai-gpt"):  # written in HF's layout (save_causal_lm)
         try:
-            tensors = state_dict_from_gpt2(tensors, config)
+            tensors = state_dict_from_gpt2(tensors, config, family)
         except CheckpointError as e:
             raise CheckpointError(f"{directory / 'model.safetensors'}: {e}") from None
     elif family is not None:
         raise CheckpointError(
-            f"{path}: field {HF_FAMILY_FIELD!r} is {family!r}; a GPT directory takes 'gpt2'"
+            f"{path}: field {HF_FAMILY_FIELD!r} is {family!r}; a GPT directory takes 'gpt2' or 'openai-gpt'"
         )
     model = build_gpt(config)
     load_state_checked(model, tensors, source=str(directory), architecture=ARCHITECTURE, config=config)

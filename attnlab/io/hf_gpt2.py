@@ -176,10 +176,50 @@ def state_dict_from_gpt2(
     return out
 
 
-def state_dict_to_gpt2(state: dict[str, Tensor], config: GPTConfig) -> dict[str, Tensor]:
+def config_to_openai_gpt(config: GPTConfig) -> dict[str, Any]:
+    """An OpenAIGPTConfig dict for ``config.json``: the original GPT (post-LN, no final LayerNorm, an FFN of
+    4H, HF's ``afn="gelu"`` being the tanh approximation)."""
+    if config.norm_first:
+        raise ValueError("pre-LN models export to the GPT-2 layout; OpenAI GPT is post-LN")
+    afn = {"gelu_tanh": "gelu", "relu": "relu"}.get(config.activation)
+    if afn is None:
+        raise ValueError(f"activation {config.activation!r} has no OpenAI GPT equivalent (gelu_tanh, relu)")
+    if config.intermediate_size not in (None, 4 * config.hidden_size):
+        raise ValueError(f"intermediate_size {config.intermediate_size}: OpenAI GPT's FFN is 4 x hidden_size")
+    if getattr(config, "attention", "full") != "full":
+        raise ValueError(
+            f"attention={config.attention!r} has no OpenAI GPT equivalent (it attends to every key)"
+        )
+    hf: dict[str, Any] = {
+        "model_type": "openai-gpt",
+        "architectures": ["OpenAIGPTLMHeadModel"],
+        "vocab_size": config.vocab_size,
+        "n_positions": config.max_positions,
+        "n_embd": config.hidden_size,
+        "n_layer": config.num_layers,
+        "n_head": config.num_heads,
+        "afn": afn,
+        "resid_pdrop": config.dropout,
+        "embd_pdrop": config.embedding_dropout,
+        "attn_pdrop": config.attention_dropout,
+        "layer_norm_epsilon": config.layer_norm_eps,
+        "initializer_range": config.initializer_range,
+        "tie_word_embeddings": config.tie_word_embeddings,
+    }
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        if getattr(config, name) is not None:
+            hf[name] = getattr(config, name)
+    return hf
+
+
+def state_dict_to_gpt2(
+    state: dict[str, Tensor], config: GPTConfig, family: str = "gpt2"
+) -> dict[str, Tensor]:
     """GPT2LMHeadModel state dict (``transformer.`` names, Conv1D layout; ``lm_head.weight`` left out, as
-    transformers writes tied weights)."""
-    out = {"wte.weight": state["embed.word.weight"], "wpe.weight": state["embed.position.weight"]}
+    transformers writes tied weights); ``family="openai-gpt"``: OpenAIGPTLMHeadModel's (embeddings named
+    ``tokens_embed``/``positions_embed``, no ``ln_f``)."""
+    word, position = ("wte", "wpe") if family == "gpt2" else ("tokens_embed", "positions_embed")
+    out = {f"{word}.weight": state["embed.word.weight"], f"{position}.weight": state["embed.position.weight"]}
     for i in range(config.num_layers):
         hf, ours = f"h.{i}", f"decoder.layers.{i}"
         attn = f"{ours}.self_attn.layer"
@@ -195,8 +235,9 @@ def state_dict_to_gpt2(state: dict[str, Tensor], config: GPTConfig) -> dict[str,
         for hf_name, name in (("ln_1", "self_attn.norm"), ("ln_2", "feed_forward.norm")):
             out[f"{hf}.{hf_name}.weight"] = state[f"{ours}.{name}.weight"]
             out[f"{hf}.{hf_name}.bias"] = state[f"{ours}.{name}.bias"]
-    out["ln_f.weight"] = state["decoder.final_norm.weight"]
-    out["ln_f.bias"] = state["decoder.final_norm.bias"]
+    if family == "gpt2":
+        out["ln_f.weight"] = state["decoder.final_norm.weight"]
+        out["ln_f.bias"] = state["decoder.final_norm.bias"]
     hf_state = {f"transformer.{k}": v for k, v in out.items()}
     if not config.tie_word_embeddings:
         hf_state["lm_head.weight"] = state["lm_head.weight"]
