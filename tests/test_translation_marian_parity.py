@@ -228,6 +228,20 @@ def test_translation_directory_loads_in_transformers(layout: str, tmp_path) -> N
     mine = greedy_search(ours, src, max_length_offset=100, max_length=MAX_NEW)
     assert [h.tokens for h in mine] == hf_tokens(theirs)
 
+    # HF loads and saves it again: read as the MarianMT checkpoint it now is, the same translations
+    hf.save_pretrained(tmp_path / "resaved")
+    hf_tok.save_pretrained(tmp_path / "resaved")
+    again, _ = load_pretrained(tmp_path / "resaved")
+    assert again.config.sinusoidal_layout == "concatenated"  # Marian's own feature order
+    assert [h.tokens for h in greedy_search(again, src, max_length_offset=100, max_length=MAX_NEW)] == [
+        h.tokens for h in mine
+    ]
+    # an encoder command given a translation directory says what it holds
+    from attnlab.io import CheckpointError, load_pretrained as load_encoder
+
+    with pytest.raises(CheckpointError, match="holds a translation encoder-decoder"):
+        load_encoder(tmp_path / "m")
+
     pre_ln = build_model(dataclasses.replace(cfg, norm_first=True))
     save_pretrained(pre_ln, tok, tmp_path / "pre")
     assert "architecture" not in json.loads((tmp_path / "pre" / "config.json").read_text())

@@ -571,6 +571,10 @@ def read_checkpoint_config(
         raise CheckpointError(
             f"{path}: field 'config' must be an object, found {type(raw['config']).__name__}"
         )
+    if raw["architecture"] == "Seq2Seq":  # attnlab.translation.hf_layout's directories
+        raise CheckpointError(
+            f"{path}: holds a translation encoder-decoder, not an encoder; use `attnlab translate` with it"
+        )
     causal = raw["architecture"] == CAUSAL_LM_ARCHITECTURE
     if causal and not allow_causal_lm:
         raise CheckpointError(

@@ -154,6 +154,12 @@ class Seq2SeqConfig:
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
         if is_seq2seq_config(data) and isinstance(data.get("config"), dict):
+            if "transformers_version" in data and data.get("model_type") == "marian":
+                # HF loaded and saved it again: its own fields say what the weights are now (a resized
+                # vocabulary, say); read as the MarianMT checkpoint it is, in Marian's feature order
+                from .marian import config_from_marian
+
+                return config_from_marian(data)
             return cls.from_dict(data["config"], source=f"{path}: field 'config'")
         return cls.from_dict(data, source=str(path))
 

@@ -226,6 +226,6 @@ def permute_residual(state: dict[str, Tensor], order: Tensor) -> dict[str, Tenso
             continue
         key = (value.data_ptr(), value.storage_offset(), tuple(value.shape), axis)
         if key not in done:
-            done[key] = value.index_select(axis, order).contiguous()
+            done[key] = value.index_select(axis, order.to(value.device)).contiguous()
         out[name] = done[key]
     return out
