@@ -237,7 +237,8 @@ def test_translation_directory_loads_in_transformers(layout: str, tmp_path) -> N
         h.tokens for h in mine
     ]
     # an encoder command given a translation directory says what it holds
-    from attnlab.io import CheckpointError, load_pretrained as load_encoder
+    from attnlab.io import CheckpointError
+    from attnlab.io import load_pretrained as load_encoder
 
     with pytest.raises(CheckpointError, match="holds a translation encoder-decoder"):
         load_encoder(tmp_path / "m")
