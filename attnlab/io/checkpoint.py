@@ -604,7 +604,10 @@ def attnlab_tensors(
         raise CheckpointError(
             f"{source}: field {HF_FAMILY_FIELD!r} is {family!r}; valid: {', '.join(FAMILIES)}"
         )
-    return to_attnlab_names(tensors, model, family)
+    try:
+        return to_attnlab_names(tensors, model, family)
+    except CheckpointError as e:  # name the weights file beside the config
+        raise CheckpointError(f"{Path(source).parent / WEIGHTS_NAME}: {e}") from None
 
 
 def load_pretrained(

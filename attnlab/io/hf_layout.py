@@ -87,8 +87,8 @@ def hf_form(
         names = hf_names(model, family)
     except (ValueError, TypeError, KeyError) as e:
         return " ".join(str(e).split())
-    for w in caught:  # a pooler HF's class lacks is kept below under its attnlab name; anything else
-        if "attnlab pooler is not exported" not in str(w.message):  # (a pooler HF would initialise
+    for w in caught:  # a pooler HF's class lacks is kept below, under the family's name for it; anything
+        if "attnlab pooler is not exported" not in str(w.message):  # else (a pooler HF would initialise
             return str(w.message)  # randomly, a substituted family) is not the same model
     state = {k: v for k, v in model.state_dict().items() if k not in tied_aliases(model)}
     stored = dict(tensors)
