@@ -16,7 +16,9 @@ scores >= the top layer alone (the direction of the paper's Table 2).
 3. One tagger, three inputs, the same budget (``--epochs`` over the training set, Adam, the same seed):
    ``words``: a 100-d word embedding learned from CoNLL train only (words seen twice or more, lowercased,
    the rest <unk>); ``+ELMo top``: the same plus the top biLM layer; ``+ELMo mix``: the same plus a learned
-   scalar mix (softmax weights, gamma) over all three layers. Tagger: dropout 0.5 -> BiLSTM (1 layer,
+   scalar mix (softmax weights, gamma) over all three layers, with or without each layer normalised first
+   (the paper's section 3.2), chosen by ``--mix-layer-norm heldout`` on the last 10% of CoNLL train (both
+   mixes trained on the other 90%), never on dev. Tagger: dropout 0.5 -> BiLSTM (1 layer,
    200 per direction) -> dropout -> softmax over the IOB2 tags. Dev F1 by seqeval (attnlab.metrics.ner),
    read after the last epoch (no choice of epoch on dev).
 """
@@ -56,8 +58,10 @@ class Tagger(nn.Module):
     def __init__(self, n_words: int, n_tags: int, elmo: str | None, elmo_dim: int, n_layers: int) -> None:
         super().__init__()
         self.words = nn.Embedding(n_words, 100, padding_idx=0)
-        self.elmo = elmo
-        self.mix = ScalarMix(n_layers) if elmo == "mix" else None
+        self.elmo = "mix" if elmo == "mix-ln" else elmo
+        # "mix-ln": each layer normalised before weighting (the paper's section 3.2 remedy when the layers'
+        # scales differ: layer 0 here is the character CNN's [x; x], the LSTM layers are projected)
+        self.mix = ScalarMix(n_layers, layer_norm=elmo == "mix-ln") if elmo in ("mix", "mix-ln") else None
         width = 100 + (elmo_dim if elmo else 0)
         self.dropout = nn.Dropout(0.5)
         self.lstm = nn.LSTM(width, 200, batch_first=True, bidirectional=True)
@@ -147,6 +151,11 @@ def main(argv=None) -> int:
     parser.add_argument("--max-train", type=int, default=None, help="CoNLL training sentences (default all)")
     parser.add_argument("--max-dev", type=int, default=None, help="dev sentences (default all; smoke runs)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--mix-layer-norm", choices=("heldout", "no", "yes"), default="heldout",
+        help="layer-normalise each biLM layer in the scalar mix: chosen on held-out CoNLL train (default), "
+        "or fixed",
+    )  # fmt: skip
     parser.add_argument("--skip-pretrain", action="store_true", help="reuse OUTPUT/elmo/model")
     parser.add_argument("--output", default="runs/elmo_conll")
     args = parser.parse_args(argv)
@@ -216,8 +225,26 @@ def main(argv=None) -> int:
         w: i + 2 for i, w in enumerate(sorted(w for w, c in counts.items() if c >= 2))
     }  # 0 pad, 1 unk
     tags = sorted({t for ex in train for t in ex.tags})
+    mix_kind = {"no": "mix", "yes": "mix-ln"}.get(args.mix_layer_norm)
+    if mix_kind is None:  # "heldout": choose on the last 10% of CoNLL train, never on dev
+        order = torch.randperm(len(train), generator=torch.Generator().manual_seed(args.seed)).tolist()
+        cut = len(train) - len(train) // 10
+        fit, held = [train[i] for i in order[:cut]], [train[i] for i in order[cut:]]
+        feats_fit, feats_held = [feats_train[i] for i in order[:cut]], [feats_train[i] for i in order[cut:]]
+        held_f1 = {}
+        for kind in ("mix", "mix-ln"):
+            held_f1[kind], _ = run_tagger(
+                f"choice {kind} (held-out train)", kind, fit, held, feats_fit, feats_held, word_index, tags,
+                args, log,
+            )  # fmt: skip
+        mix_kind = max(held_f1, key=held_f1.get)
+        log(
+            f"scalar mix chosen on held-out CoNLL train ({len(held):,} sentences): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in held_f1.items())
+            + f" -> {mix_kind}"
+        )
     results = {}
-    for name, elmo in (("words", None), ("+ELMo top", "top"), ("+ELMo mix", "mix")):
+    for name, elmo in (("words", None), ("+ELMo top", "top"), ("+ELMo mix", mix_kind)):
         results[name] = run_tagger(
             name, elmo, train, dev, feats_train, feats_dev, word_index, tags, args, log
         )
@@ -225,7 +252,7 @@ def main(argv=None) -> int:
     lines = [
         "",
         f"CoNLL-2003 dev entity F1 (seqeval), one seed ({args.seed}), {args.epochs} tagger epochs each, "
-        f"{len(train):,} training sentences; biLM {args.preset}: {ppl}",
+        f"{len(train):,} training sentences; biLM {args.preset}: {ppl}; mix: {mix_kind}",
         f"{'input':<14}{'dev F1':>8}{'minutes':>9}",
         *[f"{k:<14}{v[0]:>8.2f}{v[1] / 60:>9.1f}" for k, v in results.items()],
         "",
