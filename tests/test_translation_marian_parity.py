@@ -35,6 +35,16 @@ def tiny_marian_config(activation: str = "relu") -> transformers.MarianConfig:
     )  # fmt: skip
 
 
+def perturb(model: torch.nn.Module) -> None:
+    """Biases and LayerNorm gains away from 0 and 1, so that a wrong mapping of either shows."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.1)
+            elif "norm.weight" in name:
+                p.normal_(1.0, 0.3)
+
+
 def pair(seed: int, activation: str = "relu"):
     """(attnlab model, MarianMTModel) with the same weights: attnlab's init, perturbed so that biases and
     LayerNorm gains are not trivial and EOS is likely enough to end some hypotheses."""
@@ -42,12 +52,8 @@ def pair(seed: int, activation: str = "relu"):
     hc = tiny_marian_config(activation)
     cfg = config_from_marian(hc.to_dict())
     ours = build_model(cfg).eval()
+    perturb(ours)
     with torch.no_grad():
-        for name, p in ours.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0.0, 0.1)
-            elif "norm.weight" in name:
-                p.normal_(1.0, 0.3)
         ours.src_embed.word.weight[EOS] *= 2.0
     hf = transformers.MarianMTModel(hc).eval()
     result = hf.load_state_dict(state_dict_to_marian(ours.state_dict(), cfg), strict=False)
@@ -202,12 +208,7 @@ def test_translation_directory_loads_in_transformers(layout: str, tmp_path) -> N
                         max_positions=64, dropout=0.0, sinusoidal_layout=layout)  # fmt: skip
     torch.manual_seed(0)
     ours = build_model(cfg).eval()
-    with torch.no_grad():
-        for name, p in ours.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0.0, 0.1)
-            elif "norm.weight" in name:
-                p.normal_(1.0, 0.3)
+    perturb(ours)
     save_pretrained(ours, tok, tmp_path / "m")
     raw = json.loads((tmp_path / "m" / "config.json").read_text())
     assert raw["model_type"] == "marian" and raw["architecture"] == "Seq2Seq"
