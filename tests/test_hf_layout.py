@@ -212,6 +212,16 @@ def test_automodel_loads_the_attnlab_directory(name: str, tmp_path: Path) -> Non
     assert set(expected) == set(got) and all(torch.equal(expected[k], got[k]) for k in expected)
 
 
+def _edit_weights(directory: Path, edit) -> None:
+    """``edit`` the tensors of ``directory``'s model.safetensors in place, as by hand (no manifest)."""
+    from safetensors.torch import save_file
+
+    (directory / "manifest.json").unlink(missing_ok=True)
+    tensors = load_file(directory / "model.safetensors")
+    edit(tensors)
+    save_file(tensors, directory / "model.safetensors")
+
+
 def test_bfloat16_directory_keeps_hf_layout_and_dtype(tmp_path: Path) -> None:
     model = _build("bert-mlm")
     save_pretrained(model, tmp_path, dtype="bfloat16")
@@ -262,13 +272,8 @@ def test_unknown_hf_family_field_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_damaged_hf_layout_weights_name_attnlab_keys(tmp_path: Path) -> None:
     """A missing tensor in a HF-layout file is named by the attnlab key the model expects."""
-    from safetensors.torch import save_file
-
     save_pretrained(_build("bert-mlm-nsp"), tmp_path)
-    (tmp_path / "manifest.json").unlink()
-    tensors = load_file(tmp_path / "model.safetensors")
-    del tensors["cls.seq_relationship.weight"]
-    save_file(tensors, tmp_path / "model.safetensors")
+    _edit_weights(tmp_path, lambda t: t.pop("cls.seq_relationship.weight"))
     with pytest.raises(CheckpointError, match="missing keys that EncoderForPreTraining expects: pair_head"):
         load_pretrained(tmp_path)
 
@@ -354,24 +359,19 @@ def test_a_directory_hf_saved_again_is_read_as_hf(resave: str, tmp_path: Path) -
 
 
 def test_gpt2_layout_errors_name_the_weights_file(tmp_path: Path) -> None:
-    from safetensors.torch import save_file
-
     save_causal_lm(_gpt(), tmp_path)
-    tensors = load_file(tmp_path / "model.safetensors")
-    del tensors["transformer.h.1.attn.c_attn.weight"]
-    save_file(tensors, tmp_path / "model.safetensors")
+    _edit_weights(tmp_path, lambda t: t.pop("transformer.h.1.attn.c_attn.weight"))
     with pytest.raises(CheckpointError, match=r"model\.safetensors: gpt2 state dict has no 'h\.1\.attn"):
         load_causal_lm(tmp_path)
 
 
 def test_a_tensor_stored_twice_is_refused(tmp_path: Path) -> None:
     """HF's name and attnlab's name for one weight in the same file: which one is meant is unknowable."""
-    from safetensors.torch import save_file
-
     save_pretrained(_build("bert-mlm"), tmp_path)
-    (tmp_path / "manifest.json").unlink()
-    tensors = load_file(tmp_path / "model.safetensors")
-    tensors["encoder.embeddings.norm.weight"] = tensors["bert.embeddings.LayerNorm.weight"].clone()
-    save_file(tensors, tmp_path / "model.safetensors")
+
+    def both_names(t):
+        t["encoder.embeddings.norm.weight"] = t["bert.embeddings.LayerNorm.weight"].clone()
+
+    _edit_weights(tmp_path, both_names)
     with pytest.raises(CheckpointError, match="encoder.embeddings.norm.weight is stored twice"):
         load_pretrained(tmp_path)

@@ -189,6 +189,20 @@ _BERT_LIKE_MLM = {
     },
 }
 
+_ROBERTA = Family(
+    model_type="roberta",
+    prefix="roberta",
+    classes={"base": "RobertaModel", "mlm": "RobertaForMaskedLM"},
+    layout={**_BERT_EMBEDDINGS, **_bert_layers("encoder.layer"), "pooler.dense": "pooler.dense"},
+    heads={"mlm": _BERT_LIKE_MLM["roberta"]},
+    config_fields=_BERT_FIELDS,
+    defaults={**_BERT_DEFAULTS, "pad_token_id": 1},
+    pooler={"base": True, "mlm": False},
+    hf_aliases={"lm_head.decoder.bias": "lm_head.bias"},
+    head_activation="gelu",  # RobertaLMHead calls gelu whatever hidden_act says
+    position_offset_from_pad=True,
+)
+
 FAMILIES: dict[str, Family] = {
     "bert": Family(
         model_type="bert",
@@ -201,22 +215,12 @@ FAMILIES: dict[str, Family] = {
         pooler={"base": True, "mlm": False, "pretraining": True},
         hf_aliases={"cls.predictions.decoder.bias": "cls.predictions.bias"},
     ),
-    "roberta": Family(
-        model_type="roberta",
-        prefix="roberta",
-        classes={"base": "RobertaModel", "mlm": "RobertaForMaskedLM"},
-        layout={**_BERT_EMBEDDINGS, **_bert_layers("encoder.layer"), "pooler.dense": "pooler.dense"},
-        heads={"mlm": _BERT_LIKE_MLM["roberta"]},
-        config_fields=_BERT_FIELDS,
-        defaults={**_BERT_DEFAULTS, "pad_token_id": 1},
-        pooler={"base": True, "mlm": False},
-        hf_aliases={"lm_head.decoder.bias": "lm_head.bias"},
-        head_activation="gelu",  # RobertaLMHead calls gelu whatever hidden_act says
-        position_offset_from_pad=True,
-    ),
+    "roberta": _ROBERTA,
     # Pre-LN (Xiong et al. 2020): LayerNorm before each sub-layer and once after the last layer, the
-    # encoder of attnlab's budget recipes; HF holds it as RoBERTa-PreLayerNorm (Andreas Madsen's class).
-    "roberta-prelayernorm": Family(
+    # encoder of attnlab's budget recipes. HF holds it as RoBERTa-PreLayerNorm: RoBERTa's record with the
+    # norms moved, a final LayerNorm, and BERT-style positions (from 0) shifted behind pad_token_id + 1 rows.
+    "roberta-prelayernorm": dataclasses.replace(
+        _ROBERTA,
         model_type="roberta-prelayernorm",
         prefix="roberta_prelayernorm",
         classes={"base": "RobertaPreLayerNormModel", "mlm": "RobertaPreLayerNormForMaskedLM"},
@@ -226,14 +230,7 @@ FAMILIES: dict[str, Family] = {
             "final_norm": "LayerNorm",
             "pooler.dense": "pooler.dense",
         },
-        heads={"mlm": _BERT_LIKE_MLM["roberta"]},
-        config_fields=_BERT_FIELDS,
-        defaults={**_BERT_DEFAULTS, "pad_token_id": 1},
         fixed={"norm_first": True},
-        pooler={"base": True, "mlm": False},
-        hf_aliases={"lm_head.decoder.bias": "lm_head.bias"},
-        head_activation="gelu",  # RobertaPreLayerNormLMHead calls gelu whatever hidden_act says
-        position_offset_from_pad=True,
         shift_positions=True,
     ),
     "albert": Family(
