@@ -54,9 +54,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     p.add_argument(
         "--cpu-gemm",
-        choices=("onednn", "default"),
-        default="onednn",
-        help="attnlab's float32 CPU matmuls: oneDNN (its default) or F.linear as HF uses",
+        choices=("auto", "onednn", "default"),
+        default="auto",
+        help="attnlab's float32 CPU matmuls: auto (its default: oneDNN with AVX-512, else F.linear), oneDNN, "
+        "or F.linear as HF uses",
     )
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument(

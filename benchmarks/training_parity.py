@@ -791,9 +791,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument(
         "--cpu-gemm",
-        choices=("onednn", "default"),
-        default="onednn",
-        help="attnlab's float32 CPU matmuls: oneDNN (its default) or F.linear as HF uses",
+        choices=("auto", "onednn", "default"),
+        default="auto",
+        help="attnlab's float32 CPU matmuls: auto (its default: oneDNN with AVX-512, else F.linear), oneDNN, "
+        "or F.linear as HF uses",
     )
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--layers", type=int, default=d.layers)

@@ -159,9 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
     p.add_argument(
         "--cpu-gemm",
-        choices=("onednn", "default"),
-        default="onednn",
-        help="attnlab's float32 CPU matmuls: oneDNN (its default) or F.linear as HF uses",
+        choices=("auto", "onednn", "default"),
+        default="auto",
+        help="attnlab's float32 CPU matmuls: auto (its default: oneDNN with AVX-512, else F.linear), oneDNN, "
+        "or F.linear as HF uses",
     )
     args = p.parse_args(argv)
     if args.threads:

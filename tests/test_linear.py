@@ -86,8 +86,17 @@ def test_path_selection() -> None:
         assert linear(big_x, big_w).dtype == torch.bfloat16  # autocast still applies
     traced = torch.jit.trace(Linear(512, 512), big_x)  # a traced graph keeps the portable aten::linear
     assert "mkldnn" not in str(traced.graph) and "linear" in str(traced.graph)
-    with pytest.raises(ValueError, match="'onednn' or 'default'"):
+    with pytest.raises(ValueError, match="'auto', 'onednn' or 'default'"):
         set_cpu_gemm("mkl")
+
+
+def test_auto_picks_onednn_only_with_avx512() -> None:
+    assert lin_mod.auto_cpu_gemm("AVX512") == "onednn"
+    assert lin_mod.auto_cpu_gemm("AVX2") == "default"
+    assert lin_mod.auto_cpu_gemm("DEFAULT") == "default"
+    set_cpu_gemm("auto")
+    expected = lin_mod.auto_cpu_gemm() if lin_mod._OP is not None else "default"
+    assert cpu_gemm() == expected
 
 
 def test_linear_module_is_an_nn_linear_with_the_same_state_dict() -> None:
@@ -112,4 +121,4 @@ def test_a_wrong_environment_value_is_named() -> None:
         env={**os.environ, "ATTNLAB_CPU_GEMM": "mkl"},
     )  # fmt: skip
     assert proc.returncode != 0
-    assert "ATTNLAB_CPU_GEMM must be 'onednn' or 'default', got 'mkl'" in proc.stderr
+    assert "ATTNLAB_CPU_GEMM must be 'auto', 'onednn' or 'default', got 'mkl'" in proc.stderr

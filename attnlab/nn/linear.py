@@ -13,8 +13,11 @@ products through a custom autograd function) when all of these hold, and is ``F.
   and neither ``torch.compile`` (inductor picks its own kernels) nor ``torch.jit.trace`` is tracing;
 - the product has at least ``2**20`` multiply-adds (below that oneDNN's ~8 us call overhead loses);
 - PyTorch was built with oneDNN and has the operator (a private one, so its presence is checked);
-- ``ATTNLAB_CPU_GEMM`` is not ``default`` (set it to ``default`` to use ``F.linear`` everywhere), and
-  `set_cpu_gemm` has not switched it off.
+- the choice is ``onednn``: ``ATTNLAB_CPU_GEMM`` (or `set_cpu_gemm`) is ``onednn``, or ``auto`` (the
+  default) on a CPU with AVX-512. On AVX2-only CPUs (the later sessions' AMD EPYC without AVX-512) oneDNN's
+  float32 kernels are the slower ones: ``benchmarks/gemm.py --threads 1`` measured oneDNN / MKL 0.42-1.19
+  over the same shapes, 0.42-0.68 for the backward products, so ``auto`` keeps ``F.linear`` there. The
+  choice is a function of the machine, so a run resumed on the same machine computes exactly as before.
 
 The module keeps ``nn.Linear``'s parameters, names and initialisation, so checkpoints and HF key mappings
 are unchanged and ``isinstance(m, nn.Linear)`` still holds.
@@ -29,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "small_rows", "transposed_copy"]
+__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "transposed_copy"]
 
 MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
 # Rows (M) at or below which a no-grad product under oneDNN's size reads a contiguous W^T (decoding steps)
@@ -46,15 +49,26 @@ _OP = _onednn_op()
 _ENABLED = False
 
 
+def auto_cpu_gemm(capability: str | None = None) -> str:
+    """What ``"auto"`` picks: ``"onednn"`` on a CPU whose PyTorch kernels run AVX-512 (or newer), else
+    ``"default"`` (see the module docstring); ``capability`` is what
+    ``torch.backends.cpu.get_cpu_capability()`` returns."""
+    cap = torch.backends.cpu.get_cpu_capability() if capability is None else capability
+    return "onednn" if cap.upper().startswith(("AVX512", "AMX")) else "default"
+
+
 def set_cpu_gemm(kind: str, what: str = "set_cpu_gemm: kind") -> None:
-    """``"onednn"`` (the default where available) or ``"default"`` (PyTorch's ``F.linear``)."""
+    """``"auto"`` (the default: oneDNN where the CPU has AVX-512), ``"onednn"`` or ``"default"`` (PyTorch's
+    ``F.linear``)."""
     global _ENABLED
-    if kind not in ("onednn", "default"):
-        raise ValueError(f"{what} must be 'onednn' or 'default', got {kind!r}")
+    if kind not in ("auto", "onednn", "default"):
+        raise ValueError(f"{what} must be 'auto', 'onednn' or 'default', got {kind!r}")
+    if kind == "auto":
+        kind = auto_cpu_gemm()
     _ENABLED = kind == "onednn" and _OP is not None
 
 
-set_cpu_gemm(os.environ.get("ATTNLAB_CPU_GEMM", "onednn").lower(), "environment variable ATTNLAB_CPU_GEMM")
+set_cpu_gemm(os.environ.get("ATTNLAB_CPU_GEMM", "auto").lower(), "environment variable ATTNLAB_CPU_GEMM")
 
 
 def cpu_gemm() -> str:
