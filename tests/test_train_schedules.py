@@ -10,6 +10,7 @@ import torch
 from attnlab.train import TrainerConfig, build_schedule, resolve_warmup
 from attnlab.train.schedules import (
     constant_schedule,
+    cosine_schedule,
     inverse_sqrt_schedule,
     linear_schedule,
     transformer_factor,
@@ -40,6 +41,17 @@ def test_linear_warmup_then_decay_at_known_steps() -> None:
 def test_linear_without_warmup_decays_from_the_first_update() -> None:
     # the peak sits at "update 0"; 4 equal decrements of 1/5 leave update 4 with 0.2, never 0
     assert _lrs(lambda o: linear_schedule(o, 0, 4), 4) == pytest.approx([0.8, 0.6, 0.4, 0.2])
+
+
+def test_cosine_warmup_then_half_a_cosine_at_known_steps() -> None:
+    lrs = _lrs(lambda o: cosine_schedule(o, warmup_steps=2, total_steps=9), 9)
+    # warm-up over updates 1-2, then the linear schedule's progress k / 8 (k = 1..7) through half a cosine
+    expected = [0.5, 1.0] + [0.5 * (1 + math.cos(math.pi * k / 8)) for k in range(1, 8)]
+    assert lrs == pytest.approx(expected, rel=1e-12)
+    assert lrs[5] == pytest.approx(0.5)  # halfway (k = 4 of 8)
+    assert 0 < lrs[-1] < 0.05  # the last update still moves
+    config = TrainerConfig(max_steps=9, schedule="cosine", warmup=2, output_dir=".")
+    assert _lrs(lambda o: build_schedule(o, config, 9), 9) == pytest.approx(expected, rel=1e-12)
 
 
 def test_inverse_sqrt_at_known_steps() -> None:

@@ -249,7 +249,7 @@ def test_bad_batches_and_outputs_are_reported(tmp_path) -> None:
     "field,value,match",
     [
         ("precision", "fp8", "precision"),
-        ("schedule", "cosine", "schedule"),
+        ("schedule", "polynomial", "schedule"),
         ("optimizer", "sgd", "optimizer"),
         ("grad_accum_steps", 0, "grad_accum_steps"),
         ("warmup", -3, "warmup"),

@@ -3,10 +3,12 @@
 attnlab generate runs/gpt/model --prompt "ROMEO:" --max-new-tokens 200 --sample --top-p 0.9 --seed 1
 echo "Once upon a time" | attnlab generate path/to/hf-gpt2 --beams 4
 attnlab perplexity path/to/hf-gpt2 --file ../shared/data/wikitext-2/raw/test.txt --stride 512
+attnlab perplexity runs/pretrain-transfo-xl/model --file input.txt --mem-len 256   # Transformer-XL
 
-MODEL is an attnlab GPT directory or a HF GPT-2 directory, with its tokenizer files. One prompt is streamed to
-the terminal as it is generated (greedy and sampling); several prompts (``--prompt`` repeated, or
-``--lines`` on standard input) run as one left-padded batch and print one continuation per prompt.
+MODEL is an attnlab GPT directory or a HF GPT-2 directory, with its tokenizer files (``perplexity`` also
+reads an attnlab Transformer-XL directory, `attnlab.io.transfo_xl`, in segments with its memory). One prompt
+is streamed to the terminal as it is generated (greedy and sampling); several prompts (``--prompt`` repeated,
+or ``--lines`` on standard input) run as one left-padded batch and print one continuation per prompt.
 """
 
 from __future__ import annotations
@@ -86,12 +88,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "perplexity",
         help="perplexity of a text file under a causal language model (sliding window with stride)",
         description="Perplexity with a sliding window: windows of --max-length tokens every --stride tokens, "
-        "each scoring only the tokens no earlier window scored (HF's method for fixed-length models).",
+        "each scoring only the tokens no earlier window scored (HF's method for fixed-length models). A "
+        "Transformer-XL reads the text in segments of --max-length tokens with a memory of --mem-len (state "
+        "reuse, Dai et al. 2019): no window is recomputed.",
     )
     ppl.add_argument("model", metavar="MODEL")
     ppl.add_argument("--file", required=True, help="UTF-8 text file (read whole, joined as written)")
     ppl.add_argument("--max-length", type=positive_int, help="window length (default: the model's context)")
-    ppl.add_argument("--stride", type=positive_int, default=512)
+    ppl.add_argument("--stride", type=positive_int, default=512, help="GPT: window step (default 512)")
+    ppl.add_argument(
+        "--mem-len", type=non_negative_int,
+        help="Transformer-XL: memory in tokens (default: the training memory; the paper evaluates with a "
+        "longer one)",
+    )  # fmt: skip
     ppl.add_argument("--max-tokens", type=positive_int, help="score only the first N tokens of the file")
     ppl.add_argument("--json", action="store_true")
     ppl.set_defaults(func=run_perplexity)
@@ -113,6 +122,18 @@ def load_model_and_tokenizer(directory: str) -> tuple[Any, Any]:
         raise ValueError(
             f"{directory}: no usable tokenizer files (tokenizer.json, or vocab.json + merges.txt): {e}"
         ) from e
+    return model, tokenizer
+
+
+def load_transfo_xl_and_tokenizer(directory: str) -> tuple[Any, Any]:
+    from attnlab.io.transfo_xl import load_transfo_xl
+    from attnlab.tokenizers.files import load_tokenizer
+
+    model = load_transfo_xl(directory)
+    try:
+        tokenizer = load_tokenizer(directory)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{directory}: no usable tokenizer files (tokenizer.json): {e}") from e
     return model, tokenizer
 
 
@@ -203,7 +224,8 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_perplexity(args: argparse.Namespace) -> int:
-    from attnlab.generation.perplexity import sliding_window_perplexity
+    from attnlab.generation.perplexity import sliding_window_perplexity, state_reuse_perplexity
+    from attnlab.io.transfo_xl import is_transfo_xl_directory
 
     try:
         path = Path(args.file)
@@ -215,18 +237,33 @@ def run_perplexity(args: argparse.Namespace) -> int:
             raise ValueError(f"--file {path}: not UTF-8 text (byte {e.start})") from None
         if not text.strip():
             raise ValueError(f"--file {path}: the file is empty")
-        model, tokenizer = load_model_and_tokenizer(args.model)
+        xl = is_transfo_xl_directory(args.model)
+        if args.mem_len is not None and not xl:
+            raise ValueError(f"--mem-len is a Transformer-XL's memory; {args.model} holds no Transformer-XL")
+        load = load_transfo_xl_and_tokenizer if xl else load_model_and_tokenizer
+        model, tokenizer = load(args.model)
         ids = _encode(tokenizer, text)
         if args.max_tokens is not None:
             ids = ids[: args.max_tokens]
-        result = sliding_window_perplexity(model, ids, args.max_length, args.stride)
+        if xl:
+            result = state_reuse_perplexity(model, ids, args.max_length, args.mem_len)
+            how = {"segment_length": args.max_length or model.config.segment_length}
+            how["mem_len"] = model.config.mem_len if args.mem_len is None else args.mem_len
+        else:
+            result = sliding_window_perplexity(model, ids, args.max_length, args.stride)
+            how = {"stride": args.stride}
     except USER_ERRORS as e:
         return _fail("perplexity", e)
     if args.json:
-        print(json.dumps({"file": str(args.file), "stride": args.stride, **result.__dict__}, indent=2))
+        print(json.dumps({"file": str(args.file), **how, **result.__dict__}, indent=2))
     else:
+        unit = (
+            f"{result.windows} segments of {how['segment_length']}, memory {how['mem_len']}"
+            if xl
+            else f"{result.windows} windows, stride {args.stride}"
+        )
         print(
             f"perplexity {result.perplexity:.4f} (mean NLL {result.nll:.4f} nats/token over "
-            f"{result.tokens:,} tokens, {result.windows} windows, stride {args.stride})"
+            f"{result.tokens:,} tokens, {unit})"
         )
     return 0

@@ -6,10 +6,13 @@ attnlab pretrain --recipe electra --corpus wiki.txt --config e.yaml --set lr=1e-
 attnlab pretrain --recipe bert --corpus wiki.txt --output runs/bert --resume
 attnlab pretrain --recipe gpt --corpus ../shared/data/tinyshakespeare --format text --tokenizer-kind char
 attnlab generate runs/pretrain-gpt/model --prompt "ROMEO:" --sample --top-k 40
+attnlab pretrain --recipe transfo-xl --corpus ../shared/data/tinyshakespeare --format text --mem-len 64
+attnlab perplexity runs/pretrain-transfo-xl/model --file ../shared/data/tinyshakespeare/input.txt
 attnlab fill-mask runs/pretrain-bert/model "The function returns a [MASK] of strings." --top-k 5
 
 ``--set`` and ``--config`` (YAML) name recipe fields (``lr``, ``warmup``, ``max_steps``, ``batch_size``,
-``dupe_factor``, ...), ``masking.FIELD`` (MaskingConfig), ``model.FIELD`` (EncoderConfig) and
+``dupe_factor``, ...), ``masking.FIELD`` (MaskingConfig), ``model.FIELD`` (EncoderConfig; GPTConfig or
+TransfoXLConfig for the causal recipes) and
 ``trainer.FIELD`` (TrainerConfig: ``log_every``, ``save_every``, ``eval_every``, ``precision``,
 ``num_workers``, ...). A YAML file holds the same as nested mappings:
 ``{lr: 1e-3, masking: {rate: 0.2}, model: {num_layers: 6}}``.
@@ -46,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser(
         "pretrain",
-        help="pre-train a BERT-family model (mlm, bert, roberta, albert, spanbert, electra recipes) or a GPT "
-        "(gpt: a causal LM for attnlab generate)",
+        help="pre-train a BERT-family model (mlm, bert, roberta, albert, spanbert, electra recipes), a GPT "
+        "(gpt: a causal LM for attnlab generate) or a Transformer-XL (transfo-xl: segment recurrence)",
         description="Prepare shards, train a tokenizer if none is given, pre-train with the shared Trainer, "
         "save the model and tokenizer (attnlab and HF layouts) and print held-out MLM accuracy and "
         "perplexity beside the unigram guess. Without --paper, the recipe runs at the sizes that learn "
@@ -134,6 +137,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--global-tokens", type=non_negative_int, help="local attention: leading global positions ([CLS] = 1)"
     )
+    p.add_argument(
+        "--mem-len", type=non_negative_int,
+        help="transfo-xl: memory kept between segments, in tokens (default: the segment length, as the "
+        "paper; 0: none)",
+    )  # fmt: skip
     p.set_defaults(func=run_pretrain)
 
     f = subparsers.add_parser(
@@ -258,6 +266,12 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     recipe = get_recipe(args.recipe)
     if args.tokenizer_kind is not None:
         recipe = recipe.override(tokenizer=args.tokenizer_kind)
+    if args.mem_len is not None:  # model.mem_len (TransfoXLConfig)
+        if not recipe.segment_recurrence:
+            raise ValueError(
+                f"--mem-len is Transformer-XL's memory (--recipe transfo-xl), not {recipe.name}'s"
+            )
+        overrides["model"]["mem_len"] = args.mem_len
     causal = recipe.objective == "clm"
     minutes = args.minutes if args.minutes is not None else (4.0 if builtin else None)
     if args.paper:
@@ -269,7 +283,7 @@ def _run_pretrain(args: argparse.Namespace) -> int:
         budget = None
     else:
         # the sizes and optimisation that learn most in the time given (attnlab.pretraining.budget)
-        budget = budget_for(minutes, recipe.objective)
+        budget = budget_for(minutes, recipe.objective, recurrent=recipe.segment_recurrence)
         recipe = for_budget(
             recipe, budget, max_steps=1000 if args.max_steps is None else args.max_steps,
             batch_size=args.batch_size,
@@ -339,11 +353,12 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     barrier(ctx)
     if not ctx.is_main:
         tokenizer, train_corpus, heldout = prepare()
-    data = (
-        "blocks of the token stream"
-        if causal
-        else f"{recipe.instance_format}, {recipe.masking.strategy} masking"
-    )
+    if recipe.segment_recurrence:
+        data = "segments of parallel streams in order, memory carried"
+    elif causal:
+        data = "blocks of the token stream"
+    else:
+        data = f"{recipe.instance_format}, {recipe.masking.strategy} masking"
     log(
         f"recipe {recipe.name} ({recipe.objective}, {data}), "
         f"preset {preset}, batch {recipe.batch_size}, lengths {[s.max_length for s in recipe.stages]}"
@@ -373,7 +388,26 @@ def check_overrides(recipe: Any, preset: str, overrides: dict[str, dict[str, Any
     from attnlab.models import EncoderConfig, get_preset
     from attnlab.models.gpt import GPTConfig
     from attnlab.models.gpt_presets import GPT_PRESETS, get_gpt_preset
+    from attnlab.models.transfo_xl import TRANSFO_XL_PRESETS, TransfoXLConfig
 
+    if recipe.segment_recurrence:
+        if preset not in TRANSFO_XL_PRESETS:
+            raise ValueError(
+                f"--preset {preset!r} is not a Transformer-XL preset; valid: {', '.join(TRANSFO_XL_PRESETS)}"
+            )
+        known = {f.name for f in dataclasses.fields(TransfoXLConfig)}
+        unknown = sorted(set(overrides["model"]) - known)
+        if unknown:
+            raise ValueError(
+                f"model: unknown TransfoXLConfig field(s) {', '.join(unknown)}; "
+                f"valid: {', '.join(sorted(known))}"
+            )
+        try:
+            dataclasses.replace(TRANSFO_XL_PRESETS[preset](), **overrides["model"])
+        except TypeError as e:
+            raise ValueError(f"model: {e}") from None
+        recipe.trainer_config(output_dir=".", **overrides["trainer"])
+        return
     if recipe.objective == "clm":
         if preset not in GPT_PRESETS:
             raise ValueError(f"--preset {preset!r} is not a GPT preset; valid: {', '.join(GPT_PRESETS)}")
@@ -450,9 +484,10 @@ def print_result(result: Any, preset: str, minutes: float | None) -> None:
 
 def print_causal_result(result: Any, heldout: Any, samples: int = 3) -> None:
     """What a causal LM can do: held-out next-token loss and perplexity beside the unigram model's, then a
-    few sampled continuations of held-out text."""
+    few sampled continuations of held-out text (Transformer-XL: token by token with its memory)."""
     from attnlab.data.blocks import TokenBlocks
     from attnlab.pretraining.causal_lm import eos_id_of, sample_continuations
+    from attnlab.pretraining.transfo_xl import SegmentRecurrence, sample_with_memory
 
     m, out = result.eval_metrics, result.output_dir
     print(f"trained {result.steps} steps in {result.seconds / 60:.1f} min", end="")
@@ -468,25 +503,41 @@ def print_causal_result(result: Any, heldout: Any, samples: int = 3) -> None:
         print(" (no held-out evaluation)")
     print(f"model: {result.model_dir}  (logs and loss_curve.png: {out / 'train'})")
     gpt, tokenizer = result.model, result.tokenizer
+    if isinstance(gpt, SegmentRecurrence):
+        xl, eos = gpt.model, eos_id_of(tokenizer)
+        context = xl.config.segment_length
+        blocks = TokenBlocks(heldout, context, eos, shift=False)
+        prompts = _prompts(blocks, tokenizer, eos, max(4, context // 8), samples)
+        print("samples (held-out text, then the model's continuation with its memory; top-k 40, temp. 0.8):")
+        for prompt, text in zip(prompts, sample_with_memory(xl, tokenizer, prompts, context)):
+            print(f"--- {prompt!r}\n{text}")
+        print(f"more: attnlab perplexity {result.model_dir} --file FILE (segments with the memory carried)")
+        return
     if getattr(gpt.config, "attention", "full") == "lsh":  # LSH attention has no cache and needs whole chunks
         print("no samples: a model with attention='lsh' is trained and scored here, not used to generate")
         return
     context = gpt.config.max_positions
     blocks = TokenBlocks(heldout, context, eos_id_of(tokenizer), shift=False)
     prompt_tokens = max(4, context // 8)
+    prompts = _prompts(blocks, tokenizer, gpt.config.eos_token_id, prompt_tokens, samples)
+    print("samples (held-out text, then the model's continuation; top-k 40, temperature 0.8):")
+    for prompt, text in zip(prompts, sample_continuations(gpt, tokenizer, prompts, context - prompt_tokens)):
+        print(f"--- {prompt!r}\n{text}")
+    print(f'more: attnlab generate {result.model_dir} --prompt "..." --sample --top-k 40')
+
+
+def _prompts(blocks: Any, tokenizer: Any, eos: int | None, prompt_tokens: int, samples: int) -> list[str]:
+    """Up to ``samples`` prompts: the first ``prompt_tokens`` of blocks spread over the held-out text."""
     step = max(1, len(blocks) // samples)
     prompts = []
     for i in range(0, len(blocks), step):
-        ids = [int(t) for t in blocks[i]["input_ids"][:prompt_tokens] if int(t) != gpt.config.eos_token_id]
+        ids = [int(t) for t in blocks[i]["input_ids"][:prompt_tokens] if int(t) != eos]
         text = tokenizer.decode(ids, skip_special_tokens=True)
         if text.strip():
             prompts.append(text)
         if len(prompts) == samples:
             break
-    print("samples (held-out text, then the model's continuation; top-k 40, temperature 0.8):")
-    for prompt, text in zip(prompts, sample_continuations(gpt, tokenizer, prompts, context - prompt_tokens)):
-        print(f"--- {prompt!r}\n{text}")
-    print(f'more: attnlab generate {result.model_dir} --prompt "..." --sample --top-k 40')
+    return prompts
 
 
 def print_demo(mlm: Any, tokenizer: Any) -> None:

@@ -10,6 +10,9 @@ corpus seen for several epochs is not cut at the same places every time, while a
 function of (seed, epoch, index) alone -- the condition for exact resume. The number of blocks is the same
 in every epoch (``(N - T + 1) // T`` for a stream of N tokens).
 
+`TokenStream` reads the stream; `TokenBlocks` cuts it into blocks (GPT); `attnlab.data.streams` cuts it into
+parallel streams read segment after segment (Transformer-XL).
+
 Shapes: T block length, B batch. An item is ``{"input_ids": (T,) int64}``; `BlockCollator` stacks a batch
 and sets ``labels`` to the inputs: the model shifts them (position t predicts token t + 1, as HF's
 ``GPT2LMHeadModel`` and `attnlab.models.gpt.GPT` do).
@@ -23,6 +26,47 @@ import numpy as np
 import torch
 
 from attnlab.data.shards import ShardedCorpus
+
+
+class TokenStream:
+    """A prepared corpus read as one token stream: every document's tokens, then ``eos_id`` (see the module
+    docstring); nothing is copied into memory. ``len(stream)`` tokens; ``stream.read(start, stop)``."""
+
+    def __init__(self, corpus: ShardedCorpus, eos_id: int) -> None:
+        self.corpus, self.eos_id = corpus, int(eos_id)
+        # Per shard: stream positions of its end-of-text tokens, (n_docs,) int64; document d's tokens are
+        # ids[start_d:end_d] and sit at stream positions start_d + d .. end_d + d - 1, its EOS at end_d + d.
+        self._eos_at: list[np.ndarray] = []
+        starts = [0]
+        for shard in corpus.shards:
+            ends = np.asarray(shard.sent_offsets)[np.asarray(shard.doc_offsets)[1:]]  # token end of each doc
+            self._eos_at.append(ends + np.arange(ends.size))
+            starts.append(starts[-1] + shard.ids.size + ends.size)
+        self._shard_start = np.asarray(starts, dtype=np.int64)  # (n_shards + 1,) stream offset of each shard
+        self.length = int(starts[-1])
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Tokens ``[start, stop)`` of the stream, (stop - start,) int64."""
+        out = np.empty(stop - start, dtype=np.int64)
+        first = int(np.searchsorted(self._shard_start, start, side="right")) - 1
+        pos = start
+        for k in range(first, len(self.corpus.shards)):
+            if pos >= stop:
+                break
+            lo, hi = pos - self._shard_start[k], min(stop, self._shard_start[k + 1]) - self._shard_start[k]
+            q = np.arange(lo, hi)  # stream positions inside shard k
+            eos_at = self._eos_at[k]
+            before = np.searchsorted(eos_at, q, side="left")  # EOS tokens strictly before q
+            is_eos = eos_at[np.minimum(before, eos_at.size - 1)] == q
+            ids = self.corpus.shards[k].ids
+            values = np.full(q.size, self.eos_id, dtype=np.int64)
+            values[~is_eos] = ids[(q - before)[~is_eos]]
+            out[pos - start : pos - start + q.size] = values
+            pos += q.size
+        return out
 
 
 class TokenBlocks:
@@ -42,16 +86,8 @@ class TokenBlocks:
             raise ValueError(f"TokenBlocks.block_size: expected >= 2, got {block_size}")
         self.corpus, self.block_size, self.eos_id = corpus, block_size, int(eos_id)
         self.seed, self.shift = seed, shift
-        # Per shard: stream positions of its end-of-text tokens, (n_docs,) int64; document d's tokens are
-        # ids[start_d:end_d] and sit at stream positions start_d + d .. end_d + d - 1, its EOS at end_d + d.
-        self._eos_at: list[np.ndarray] = []
-        starts = [0]
-        for shard in corpus.shards:
-            ends = np.asarray(shard.sent_offsets)[np.asarray(shard.doc_offsets)[1:]]  # token end of each doc
-            self._eos_at.append(ends + np.arange(ends.size))
-            starts.append(starts[-1] + shard.ids.size + ends.size)
-        self._shard_start = np.asarray(starts, dtype=np.int64)  # (n_shards + 1,) stream offset of each shard
-        self.stream_length = int(starts[-1])
+        self.tokens = TokenStream(corpus, eos_id)
+        self.stream_length = len(self.tokens)
         self._length = max(0, (self.stream_length - block_size + 1) // block_size)
         if self._length == 0:
             raise ValueError(
@@ -69,23 +105,7 @@ class TokenBlocks:
 
     def stream(self, start: int, stop: int) -> np.ndarray:
         """Tokens ``[start, stop)`` of the stream, (stop - start,) int64."""
-        out = np.empty(stop - start, dtype=np.int64)
-        first = int(np.searchsorted(self._shard_start, start, side="right")) - 1
-        pos = start
-        for k in range(first, len(self.corpus.shards)):
-            if pos >= stop:
-                break
-            lo, hi = pos - self._shard_start[k], min(stop, self._shard_start[k + 1]) - self._shard_start[k]
-            q = np.arange(lo, hi)  # stream positions inside shard k
-            eos_at = self._eos_at[k]
-            before = np.searchsorted(eos_at, q, side="left")  # EOS tokens strictly before q
-            is_eos = eos_at[np.minimum(before, eos_at.size - 1)] == q
-            ids = self.corpus.shards[k].ids
-            values = np.full(q.size, self.eos_id, dtype=np.int64)
-            values[~is_eos] = ids[(q - before)[~is_eos]]
-            out[pos - start : pos - start + q.size] = values
-            pos += q.size
-        return out
+        return self.tokens.read(start, stop)
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
         if not 0 <= index < self._length:

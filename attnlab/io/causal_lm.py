@@ -97,6 +97,11 @@ def wrong_model_hint(raw: dict, path: Path) -> str | None:
         return None  # attnlab's own GPT directory, in HF's layout or not
     if raw.get("model_type") == "attnlab-seq2seq" or raw.get("architecture") == "Seq2Seq":
         return f"{path}: holds a translation encoder-decoder, not a causal decoder; use `attnlab translate`"
+    if raw.get("format") == "attnlab" and raw.get("architecture") == "TransfoXL":
+        return (
+            f"{path}: holds a Transformer-XL (attnlab.io.transfo_xl); `attnlab perplexity` reads it with "
+            "its memory; `attnlab generate` does not (samples: `attnlab pretrain --recipe transfo-xl`)"
+        )
     if raw.get("format") == "attnlab" and raw.get("architecture") != ARCHITECTURE:
         return (
             f"{path}: holds an encoder (attnlab architecture {raw.get('architecture')!r}), not a causal "

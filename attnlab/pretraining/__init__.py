@@ -3,7 +3,8 @@
 - `ElectraPreTrainer` (electra.py): generator + discriminator with shared embeddings (Clark et al. 2020).
 - `MaskedLMPreTrainer` (masked_lm.py): BERT/RoBERTa/ALBERT's step, MLM logits only where predicted.
 - `SpanBoundaryHead`, `SpanBertForPreTraining` (span_boundary.py): SpanBERT's SBO (Joshi et al. 2020).
-- `Recipe`, `RECIPES` (recipes.py): bert, roberta, albert, spanbert, electra as named presets.
+- `Recipe`, `RECIPES` (recipes.py): bert, roberta, albert, spanbert, electra, gpt, transfo-xl as presets.
+- `SegmentRecurrence` (transfo_xl.py): Transformer-XL's memory carried between steps (Dai et al. 2019).
 - `pretrain`, `prepare_corpus`, ... (run.py): corpus -> tokenizer -> shards -> Trainer -> saved model.
 - `fill_mask` (fill_mask.py), and the built-in stdlib-docstring corpus (builtin_corpus.py).
 """

@@ -67,7 +67,8 @@ def gpt_config(
 
 class CausalLMMetric:
     """Streaming held-out next-token loss (nats/token), perplexity and top-1 accuracy over every predicted
-    position (``labels[:, 1:]`` from ``logits[:, :-1]``, the positions GPT's loss scores)."""
+    position (``labels[:, 1:]`` from ``logits[:, :-1]``, the positions GPT's loss scores; with ``targets``
+    in the batch, every position's, as segment-recurrent data gives them: `attnlab.data.streams`)."""
 
     def __init__(self) -> None:
         self.reset()
@@ -76,8 +77,12 @@ class CausalLMMetric:
         self.nll, self.correct, self.count = 0.0, 0, 0
 
     def update(self, output: Any, batch: dict[str, torch.Tensor]) -> None:
-        logits = output.logits[:, :-1].float()  # (B, T - 1, V)
-        labels = batch["labels"][:, 1:].to(logits.device)  # (B, T - 1)
+        if "targets" in batch:  # targets[:, t] follows input_ids[:, t]
+            logits = output.logits.float()  # (B, T, V)
+            labels = batch["targets"].to(logits.device)  # (B, T)
+        else:
+            logits = output.logits[:, :-1].float()  # (B, T - 1, V)
+            labels = batch["labels"][:, 1:].to(logits.device)  # (B, T - 1)
         keep = labels != -100
         logits, labels = logits[keep], labels[keep]
         self.nll += float(torch.nn.functional.cross_entropy(logits, labels, reduction="sum"))

@@ -31,6 +31,12 @@ Each recipe is a frozen `Recipe`; they derive from each other with `dataclasses.
   re-planning of time-budgeted runs moves a linear schedule's end; on Tiny Shakespeare the two ended
   0.004 nats apart, experiments/gpt_tinyshakespeare.py). ``Recipe.tokenizer = "char"`` trains a character
   vocabulary instead (attnlab.tokenizers.char).
+- ``transfo-xl``: Transformer-XL (Dai et al. 2019): GPT's objective and tokenizer with segment recurrence
+  (section 3.2: parallel streams read segment after segment, each layer attending to its states of the
+  previous segment as memory, no gradient through it; attnlab.pretraining.transfo_xl) on a Transformer-XL
+  preset. The optimisation is the released code's enwik8 base run (``run_enwik8_base.sh``, Table 2): Adam
+  lr 2.5e-4, no weight decay, no warm-up, cosine decay to 0 over 400K steps, gradient clipping 0.25 (its
+  ``train.py`` default), batch 22, segments of 512 with a memory of 512, dropout 0.1, no attention dropout.
 """
 
 from __future__ import annotations
@@ -97,6 +103,9 @@ class Recipe:
     generator_fraction: float = 0.25  # ELECTRA: generator hidden/FFN/heads as a fraction of the discriminator
     rtd_weight: float = 50.0  # ELECTRA's lambda
     sbo_max_positions: int = 64  # SpanBERT: rows of the relative position table
+    # Transformer-XL (objective "clm"): stream-ordered segments with the previous segment's states as memory
+    # (attnlab.data.streams, attnlab.pretraining.transfo_xl); the model is a Transformer-XL preset
+    segment_recurrence: bool = False
     # --- optimisation (attnlab.train.TrainerConfig fields)
     optimizer: str = "adamw"
     lr: float = 1e-4
@@ -129,6 +138,8 @@ class Recipe:
             fail("masking", "strategy='span' for the span-boundary objective")
         if self.objective == "clm" and self.tokenizer not in ("byte_level_bpe", "char"):
             fail("tokenizer", "'byte_level_bpe' or 'char' for a causal LM (text decoded back as written)")
+        if self.segment_recurrence and self.objective != "clm":
+            fail("segment_recurrence", "False unless objective is 'clm' (a causal LM)")
         if self.objective in ("sbo", "electra", "clm") and self.instance_format in PAIR_FORMATS:
             fail("instance_format", f"a single-segment format for objective {self.objective!r} (no NSP/SOP)")
         if not self.stages or abs(sum(s.fraction for s in self.stages) - 1.0) > 1e-6:
@@ -396,7 +407,31 @@ GPT = dataclasses.replace(
     batch_size=512,
 )
 
-RECIPES: dict[str, Recipe] = {r.name: r for r in (MLM, BERT, ROBERTA, ALBERT, SPANBERT, ELECTRA, GPT)}
+# Transformer-XL: GPT's objective, data and tokenizer with segment recurrence, the enwik8 base model and its
+# released optimisation (module docstring). The segment length is the stage's; the memory is as long
+# (attnlab.pretraining.transfo_xl.transfo_xl_config; --mem-len or model.mem_len to change it).
+TRANSFO_XL = dataclasses.replace(
+    GPT,
+    name="transfo-xl",
+    segment_recurrence=True,
+    stages=(LengthStage(512),),  # tgt_len 512
+    preset="transfo-xl-enwik8-12l",
+    dropout=0.1,
+    optimizer="adamw",  # with weight_decay 0: Adam (torch.optim.Adam and AdamW then take the same steps)
+    lr=2.5e-4,
+    betas=(0.9, 0.999),  # torch.optim.Adam's defaults, which train.py keeps
+    eps=1e-8,
+    weight_decay=0.0,
+    warmup=0,
+    schedule="cosine",
+    clip_norm=0.25,
+    max_steps=400_000,
+    batch_size=22,
+)
+
+RECIPES: dict[str, Recipe] = {
+    r.name: r for r in (MLM, BERT, ROBERTA, ALBERT, SPANBERT, ELECTRA, GPT, TRANSFO_XL)
+}
 
 
 def get_recipe(name: str, **overrides: Any) -> Recipe:

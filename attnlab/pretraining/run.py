@@ -5,6 +5,8 @@
            ─► PretrainingInstances ─► MaskedDataset ─► PretrainingCollator ─► ResumableLoader
            ─► model (EncoderForPreTraining / SpanBertForPreTraining / ElectraPreTrainer)
     (a causal LM, objective "clm": shards ─► TokenBlocks ─► BlockCollator ─► GPT; pretraining.causal_lm)
+    (with segment recurrence, Transformer-XL: shards ─► StreamSegments ─► SegmentCollator, read in order
+     ─► SegmentRecurrence(TransfoXL), the memory carried between steps; pretraining.transfo_xl)
            ─► attnlab.train.Trainer, once per length stage (BERT's 128 -> 512)
            ─► OUTPUT/model (attnlab checkpoint + tokenizer files), OUTPUT/hf (HF transformers layout)
 
@@ -15,14 +17,16 @@ Output directory::
     train/ (train/stage-N with several length stages)   the Trainer's checkpoints, log.jsonl,
                           TensorBoard events and loss_curve.png
     model/                the final model (ELECTRA: the discriminator; GPT: a causal-LM directory for
-                          `attnlab generate`) and tokenizer files
+                          `attnlab generate`; Transformer-XL: attnlab.io.transfo_xl's directory for
+                          `attnlab perplexity`) and tokenizer files
     generator/            ELECTRA only: the generator, a masked LM usable by fill-mask
     hf/                   the same model in HF transformers' layout, where it can be exported
     run.json              recipe, model config, steps, held-out metrics
 
 Held-out evaluation: every ``heldout_every``-th document is set aside before preparation; the held-out
 instances are masked once (static, seeded) and scored for MLM accuracy and perplexity over masked tokens
-(a causal LM: next-token loss, perplexity and accuracy over the held-out blocks).
+(a causal LM: next-token loss, perplexity and accuracy over the held-out blocks; Transformer-XL: over the
+held-out stream read in order, segment after segment with the memory carried, every token scored once).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from attnlab.data import (
     read_documents,
 )
 from attnlab.data.blocks import BlockCollator, TokenBlocks
+from attnlab.data.streams import SegmentCollator, StreamSegments
 from attnlab.manifest import new_run_id, write_manifest
 from attnlab.models import (
     EncoderConfig,
@@ -65,6 +70,7 @@ from attnlab.models import (
     get_preset,
 )
 from attnlab.models.gpt import GPT, GPTConfig, build_gpt
+from attnlab.models.transfo_xl import TransfoXLConfig, build_transfo_xl
 from attnlab.pretraining.baselines import unigram_baseline, unigram_counts
 from attnlab.pretraining.causal_lm import (
     CausalLMMetric,
@@ -78,6 +84,7 @@ from attnlab.pretraining.electra import ElectraPreTrainer, generator_config
 from attnlab.pretraining.masked_lm import MaskedLMPreTrainer
 from attnlab.pretraining.recipes import Recipe
 from attnlab.pretraining.span_boundary import SpanBertForPreTraining
+from attnlab.pretraining.transfo_xl import SegmentRecurrence, save_transfo_xl_run, transfo_xl_config
 from attnlab.train import ResumableLoader, Trainer, TrainerConfig, latest_checkpoint, set_seed
 from attnlab.train.config import resolve_warmup
 from attnlab.train.distributed import all_gather_object, barrier, current_context
@@ -93,15 +100,20 @@ DocumentSource = Callable[[], Iterable[list[str]]]  # a fresh stream of document
 # ----------------------------------------------------------------------------------------- models
 
 
-def model_config(
-    recipe: Recipe, preset: str | EncoderConfig | GPTConfig, tokenizer: Any, **overrides: Any
-) -> EncoderConfig | GPTConfig:
+ModelConfig = EncoderConfig | GPTConfig | TransfoXLConfig
+
+
+def model_config(recipe: Recipe, preset: str | ModelConfig, tokenizer: Any, **overrides: Any) -> ModelConfig:
     """The encoder config: the preset with the tokenizer's vocabulary and padding id, the recipe's dropout,
     a pooler only for NSP/SOP, room for the longest stage, the recipe's architecture (ALBERT's sharing and
     factorised embeddings at any size), then ``overrides`` (EncoderConfig fields). A causal LM (objective
-    "clm"): the GPT preset's config (`attnlab.pretraining.causal_lm.gpt_config`)."""
+    "clm"): the GPT preset's config (`attnlab.pretraining.causal_lm.gpt_config`); with segment recurrence the
+    Transformer-XL preset's (`attnlab.pretraining.transfo_xl.transfo_xl_config`)."""
     from attnlab.data.protocol import vocab_size_of
 
+    if recipe.segment_recurrence:
+        segment = max(s.max_length for s in recipe.stages)
+        return transfo_xl_config(preset, tokenizer, segment, recipe.dropout, **overrides)  # type: ignore[arg-type]
     if recipe.objective == "clm":
         longest = max(s.max_length for s in recipe.stages)
         return gpt_config(preset, tokenizer, longest, recipe.dropout, **overrides)  # type: ignore[arg-type]
@@ -136,9 +148,11 @@ def model_config(
     return config
 
 
-def build_pretraining_model(recipe: Recipe, config: EncoderConfig | GPTConfig) -> nn.Module:
+def build_pretraining_model(recipe: Recipe, config: ModelConfig) -> nn.Module:
     """The module the Trainer runs for ``recipe.objective`` (BERT-initialised, GPT-2-initialised for a causal
     LM; seed before calling)."""
+    if isinstance(config, TransfoXLConfig):  # the memory between steps lives around the model
+        return SegmentRecurrence(build_transfo_xl(config))
     if isinstance(config, GPTConfig):  # objective "clm": GPT's own forward takes labels and returns the loss
         return build_gpt(config)
     if recipe.objective == "electra":
@@ -156,8 +170,8 @@ def final_model(model: nn.Module) -> nn.Module:
         return model.discriminator_only()
     if isinstance(model, SpanBertForPreTraining):
         return model.mlm_only()
-    if isinstance(model, (MaskedLMPreTrainer, DistillationPreTrainer)):
-        return model.model  # distillation: the student (the teacher is not kept)
+    if isinstance(model, (MaskedLMPreTrainer, DistillationPreTrainer, SegmentRecurrence)):
+        return model.model  # distillation: the student (the teacher is not kept); Transformer-XL: no memory
     return model
 
 
@@ -349,6 +363,22 @@ def masked_dataset(
         masking = dataclasses.replace(masking, rate=EVAL_MASK_RATE)
     masker = Masker(masking, special.mask, vocab_size_of(tokenizer), special.all)
     return MaskedDataset(instances, masker, seed=seed, static=static)
+
+
+def heldout_segments(
+    corpus: ShardedCorpus, tokenizer: Any, segment_length: int, streams: int, examples: int
+) -> torch.utils.data.Subset:
+    """Transformer-XL's held-out set: the held-out stream cut into at most ``streams`` parallel streams (as
+    many as hold a segment, at most ``examples``), their first segments up to ``examples`` in all, in
+    reading order (a loader of ``num_streams`` per batch reads segment k of every stream at batch k). Every
+    token after each stream's first is scored once, the memory carried from segment to segment."""
+    from attnlab.data.blocks import TokenStream
+
+    tokens = TokenStream(corpus, eos_id_of(tokenizer))
+    fit = max(1, (len(tokens) - 1) // (segment_length + 1))  # streams that hold a segment each
+    data = StreamSegments(tokens, min(streams, fit, examples), segment_length)
+    n = data.num_streams
+    return torch.utils.data.Subset(data, range(min(examples, len(data)) // n * n))
 
 
 def heldout_set(
@@ -604,15 +634,26 @@ def pretrain(
     for warning in size_warnings(train_corpus.n_tokens, config.vocab_size, count_parameters(model)):
         log(f"warning: {warning}")
     causal = recipe.objective == "clm"  # GPT: blocks of the token stream, next-token loss
+    recurrent = recipe.segment_recurrence  # Transformer-XL: the stream's segments in order, memory carried
     longest = max(s.max_length for s in recipe.stages)
-    if causal:
-        collate: Callable[[list[dict[str, Any]]], dict[str, torch.Tensor]] = BlockCollator()
+    if recurrent:
+        collate: Callable[[list[dict[str, Any]]], dict[str, torch.Tensor]] = SegmentCollator()
+    elif causal:
+        collate = BlockCollator()
     else:
         drop = [] if config.type_vocab_size > 0 else ["token_type_ids"]
         collate = BatchFilter(PretrainingCollator(SpecialIds.from_tokenizer(tokenizer).pad), drop)
     base = recipe.trainer_config(output_dir=out / "train", seed=seed, **trainer_overrides)
 
     def loader(stage: int) -> ResumableLoader:
+        if recurrent:  # in order: batch k is segment k of this rank's streams (attnlab.data.streams)
+            streams = base.batch_size * ctx.world_size
+            length = recipe.stages[stage].max_length
+            segments = StreamSegments(train_corpus, streams, length, eos_id_of(tokenizer))
+            return ResumableLoader(
+                segments, base.batch_size, collate, seed=seed, shuffle=False, drop_last=True,
+                rank=ctx.rank, world_size=ctx.world_size, num_workers=base.num_workers,
+            )  # fmt: skip
         if causal:
             length = recipe.stages[stage].max_length
             data: Any = TokenBlocks(train_corpus, length, eos_id_of(tokenizer), seed=seed)
@@ -649,19 +690,26 @@ def pretrain(
 
     def write_plan(**extra: Any) -> None:
         if ctx.is_main:
-            info.update(run_id=run_id, recipe=recipe.to_dict(), model_config=config.to_dict())
+            config_dict = config.to_dict() if hasattr(config, "to_dict") else dataclasses.asdict(config)
+            info.update(run_id=run_id, recipe=recipe.to_dict(), model_config=config_dict)
             info.update(**plan, **extra)
             write_json_atomic(json.loads(json.dumps(info, default=str)), run_path, indent=1)
 
     write_plan()
 
-    # eval data: held-out documents, masked once (a causal LM: their first blocks, cut at offset 0)
-    if causal:
+    # eval data: held-out documents, masked once (a causal LM: their first blocks, cut at offset 0;
+    # Transformer-XL: the first segments of the held-out stream's parallel streams, in order)
+    if recurrent:
+        eval_set: Any = heldout_segments(heldout_corpus, tokenizer, longest, base.batch_size, eval_examples)
+        eval_batch = eval_set.dataset.num_streams
+    elif causal:
         blocks = TokenBlocks(heldout_corpus, longest, eos_id_of(tokenizer), shift=False)
         eval_set = torch.utils.data.Subset(blocks, range(min(eval_examples, len(blocks))))
     else:
         eval_set = heldout_set(recipe, heldout_corpus, tokenizer, eval_examples, seed=seed)
-    eval_loader = ResumableLoader(eval_set, base.batch_size, collate, shuffle=False)
+    if not recurrent:
+        eval_batch = base.batch_size
+    eval_loader = ResumableLoader(eval_set, eval_batch, collate, shuffle=False)
     metric: Any = CausalLMMetric() if causal else MaskedLMMetric()
     callbacks = [time_limit(deadline)] if deadline is not None else []
     if replan and deadline is not None and recipe.max_steps >= 40:
@@ -717,7 +765,8 @@ def pretrain(
         if causal:  # every token is predicted (end-of-text too), from the second of each block on
             counts = unigram_counts(train_corpus, config.vocab_size)
             batches: Iterable[dict[str, Any]] = (
-                {"labels": b["labels"][:, 1:]} for b in eval_loader.iter_epoch(0)
+                {"labels": b["targets"] if recurrent else b["labels"][:, 1:]}
+                for b in eval_loader.iter_epoch(0)
             )
         else:
             counts = unigram_counts(train_corpus, config.vocab_size, SpecialIds.from_tokenizer(tokenizer).all)
@@ -754,18 +803,23 @@ def save_final(
     tokenizer: Any,
     recipe: Recipe,
     out: Path,
-    config: EncoderConfig | GPTConfig,
+    config: ModelConfig,
     log: Callable[[str], None] = print,
     *,
     run_id: str | None = None,
 ) -> Path:
     """OUTPUT/model (attnlab), OUTPUT/generator (ELECTRA) and OUTPUT/hf (HF transformers, where the model
     has an HF class; otherwise ``log`` says why not) with tokenizers. A GPT: OUTPUT/model as a causal-LM
-    directory (attnlab.io.causal_lm) and OUTPUT/hf as HF GPT-2 (attnlab.io.hf_gpt2)."""
+    directory (attnlab.io.causal_lm) and OUTPUT/hf as HF GPT-2 (attnlab.io.hf_gpt2). A Transformer-XL:
+    OUTPUT/model as attnlab.io.transfo_xl's directory (weights, no memory), no OUTPUT/hf."""
     from attnlab.io import save_hf, save_pretrained
 
     if isinstance(config, GPTConfig):
         return _save_final_gpt(model, tokenizer, out, log, run_id=run_id)
+    if isinstance(config, TransfoXLConfig):
+        shutil.rmtree(out / "hf", ignore_errors=True)  # no stale export of an earlier run
+        log("no HF transformers export: transformers 5 has no Transformer-XL class (attnlab.io.transfo_xl)")
+        return save_transfo_xl_run(model, tokenizer, out / "model", run_id=run_id)
 
     max_length = config.max_sequence_length
     kept = final_model(model)

@@ -13,6 +13,7 @@ from .optim import Lamb, build_optimizer, param_groups
 from .schedules import (
     build_schedule,
     constant_schedule,
+    cosine_schedule,
     inverse_sqrt_schedule,
     linear_schedule,
     transformer_schedule,
@@ -31,6 +32,7 @@ __all__ = [
     "build_schedule",
     "cleanup_distributed",
     "constant_schedule",
+    "cosine_schedule",
     "inverse_sqrt_schedule",
     "latest_checkpoint",
     "linear_schedule",

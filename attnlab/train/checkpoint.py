@@ -5,7 +5,8 @@ A checkpoint is a directory ``<output_dir>/checkpoints/step-000123/`` holding
 - ``model.safetensors``: the weights. Tensors that share storage (tied input/output embeddings) are
   stored once; the other names are listed in the metadata key ``attnlab.tied`` (alias -> stored name).
 - ``training_state.pt``: optimizer, scheduler, GradScaler, RNG states (python, numpy, torch CPU, CUDA),
-  data-loader state and step counters. Only tensors and primitive containers: it loads with
+  data-loader state and step counters (and, for a module that carries state between steps, every rank's
+  ``carried_state()``: Transformer-XL's memory). Only tensors and primitive containers: it loads with
   ``torch.load(weights_only=True)``, which never runs pickled code.
 - ``trainer_state.json``: the counters and config, for people and tools.
 - ``manifest.json`` (`attnlab.manifest`): SHA-256 and size of the three files above and the run id,

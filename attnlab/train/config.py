@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 OPTIMIZERS = ("adamw", "lamb")
-SCHEDULES = ("linear", "inverse_sqrt", "transformer", "constant")
+SCHEDULES = ("linear", "cosine", "inverse_sqrt", "transformer", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16")
 
 
@@ -42,9 +42,8 @@ class TrainerConfig:
     max_trust_ratio: float = 10.0  # LAMB only: upper clip of ||w|| / ||update||
 
     # --- schedule. warmup: an int is a number of steps, a float in [0, 1) a fraction of max_steps.
-    schedule: str = (
-        "linear"  # "linear" (BERT), "inverse_sqrt", "transformer" (Vaswani et al. 5.3), "constant"
-    )
+    # "linear" (BERT), "cosine" (Transformer-XL), "inverse_sqrt", "transformer" (Vaswani 5.3), "constant"
+    schedule: str = "linear"
     warmup: int | float = 0
     d_model: int | None = None  # schedule="transformer" only: the model width in d_model^-0.5
 

@@ -32,6 +32,19 @@ def linear_warmup_decay_factor(step: int, warmup_steps: int, total_steps: int) -
     return max(0.0, (total_steps - step + 1) / (total_steps - warmup_steps + 1))
 
 
+def cosine_factor(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Linear warm-up to 1 at update `warmup_steps`, then half a cosine from 1 towards 0 at `total_steps`
+    (Loshchilov & Hutter 2017 without restarts; Transformer-XL's ``--scheduler cosine`` with ``eta_min`` 0).
+
+    The progress is the linear schedule's (``1 - progress`` is its factor): the decay reaches 0 one update
+    after `total_steps`, so the last update keeps a small positive rate; past that the factor is 0.
+    """
+    if warmup_steps > 0 and step <= warmup_steps:
+        return step / warmup_steps
+    progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps + 1))
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
 def inverse_sqrt_factor(step: int, warmup_steps: int) -> float:
     """Linear warm-up to 1 at `warmup_steps`, then sqrt(warmup_steps / step); 1/sqrt(step) if no warm-up."""
     if warmup_steps > 0 and step <= warmup_steps:
@@ -63,6 +76,15 @@ def linear_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_s
     return _lambda_lr(optimizer, lambda s: linear_warmup_decay_factor(s, warmup_steps, total_steps))
 
 
+def cosine_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int) -> LambdaLR:
+    """Warm-up then cosine decay (Transformer-XL)."""
+    if total_steps < 1 or not 0 <= warmup_steps <= total_steps:
+        raise ValueError(
+            f"cosine schedule: need 0 <= warmup_steps ({warmup_steps}) <= total_steps ({total_steps})"
+        )
+    return _lambda_lr(optimizer, lambda s: cosine_factor(s, warmup_steps, total_steps))
+
+
 def inverse_sqrt_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> LambdaLR:
     """Warm-up then inverse square root decay, normalised to the peak lr."""
     if warmup_steps < 0:
@@ -88,6 +110,8 @@ def build_schedule(optimizer: torch.optim.Optimizer, config: TrainerConfig, tota
     warmup = resolve_warmup(config.warmup, total_steps)
     if config.schedule == "linear":
         return linear_schedule(optimizer, warmup, total_steps)
+    if config.schedule == "cosine":
+        return cosine_schedule(optimizer, warmup, total_steps)
     if config.schedule == "inverse_sqrt":
         return inverse_sqrt_schedule(optimizer, warmup)
     if config.schedule == "transformer":

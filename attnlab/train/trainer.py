@@ -13,6 +13,11 @@ One optimizer step (a "step" everywhere in this package) is ``grad_accum_steps``
 
 At step boundaries it logs (JSON lines, TensorBoard, progress bar), evaluates, saves checkpoints and
 honours SIGINT / SIGTERM (save, then return). Exact resume on CPU is tested bit for bit.
+
+A module may also carry state from one step to the next that is not a weight and belongs to its process
+(Transformer-XL's memory of the previous segment, `attnlab.pretraining.transfo_xl`): if it has
+``carried_state()`` and ``load_carried_state(state)``, every rank's state is saved in the checkpoint beside
+its RNG state and given back to the same rank on resume.
 """
 
 from __future__ import annotations
@@ -627,10 +632,16 @@ class Trainer:
     def save_checkpoint(self) -> Path:
         """Save ``checkpoints/step-NNNNNN`` and prune old ones (rank 0 writes; collective under DDP)."""
         rngs = all_gather_object(rng_state(), self.context)  # every rank's generators, in rank order
+        module = unwrap_model(self.model)
+        carried = None
+        if hasattr(module, "carried_state"):  # every rank's own (see the module docstring), in rank order
+            carried = all_gather_object(module.carried_state(), self.context)
         path = self.checkpoint_root / checkpoint_name(self.step)
         if self.context.is_main:
             state = self._training_state()
             state["rng"] = rngs
+            if carried is not None:
+                state["carried"] = carried
             trainer_state = {
                 "step": self.step,
                 "total_steps": self.total_steps,
@@ -735,6 +746,17 @@ class Trainer:
                 stacklevel=3,
             )
         set_rng_state(rngs[self.context.rank] if self.context.rank < len(rngs) else rngs[0])
+        module = unwrap_model(self.model)
+        if hasattr(module, "load_carried_state") and "carried" in state:
+            if len(state["carried"]) == self.context.world_size:
+                module.load_carried_state(state["carried"][self.context.rank])
+            else:  # another process's state does not fit this rank's data
+                warnings.warn(
+                    f"{path}: saved by {len(state['carried'])} process(es), resumed by "
+                    f"{self.context.world_size}: the state carried between steps ({type(module).__name__}) "
+                    "starts afresh; the run will not replay exactly",
+                    stacklevel=3,
+                )
         self.step = int(state["step"])
         self.examples_seen = int(state["examples_seen"])
         self.tokens_seen = int(state["tokens_seen"])

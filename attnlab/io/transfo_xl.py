@@ -1,0 +1,97 @@
+"""Transformer-XL model directories: what ``attnlab pretrain --recipe transfo-xl`` saves and ``attnlab
+perplexity`` reads.
+
+A directory is ``config.json`` (``{"format": "attnlab", "architecture": "TransfoXL", "config":
+<TransfoXLConfig>}``) + ``model.safetensors`` (`TransfoXL`'s state dict, the tied output layer stored once,
+under the embedding's name) + tokenizer files. No memory is stored: it is the state of a pass over a text, not
+of the model. The directory is attnlab's layout, not HF's: transformers 5 removed ``TransfoXLLMHeadModel``,
+and the CPU presets (pre-LN, GELU, a final LayerNorm) have no HF form; `attnlab.io.hf_transfo_xl` reads HF's
+saved directories.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from attnlab import __version__
+from attnlab.atomic import write_json_atomic
+from attnlab.io.checkpoint import (
+    CheckpointError,
+    check_directory,
+    load_state_checked,
+    read_json,
+    read_safetensors,
+    tied_aliases,
+    write_safetensors_atomic,
+)
+from attnlab.models.transfo_xl import TransfoXL, TransfoXLConfig, build_transfo_xl
+
+ARCHITECTURE = "TransfoXL"
+
+
+def config_to_dict(config: TransfoXLConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def config_from_dict(data: dict[str, Any], source: str = "config") -> TransfoXLConfig:
+    """A `TransfoXLConfig` from its fields; unknown names and bad values raise naming ``source``."""
+    known = {f.name for f in dataclasses.fields(TransfoXLConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise CheckpointError(f"{source}: unknown TransfoXLConfig field(s) {', '.join(unknown)}")
+    try:
+        return TransfoXLConfig(**data)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"{source}: {e}") from e
+
+
+def is_transfo_xl_directory(directory: str | os.PathLike) -> bool:
+    """Whether ``directory/config.json`` names attnlab's Transformer-XL."""
+    path = Path(directory) / "config.json"
+    if not path.is_file():
+        return False
+    raw = read_json(path)
+    return raw.get("format") == "attnlab" and raw.get("architecture") == ARCHITECTURE
+
+
+def save_transfo_xl(model: TransfoXL, directory: str | os.PathLike) -> Path:
+    """Write ``config.json`` + ``model.safetensors`` into ``directory`` (each atomically)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    aliases = tied_aliases(model)  # lm_head.weight -> embed.weight
+    tensors = {k: v for k, v in model.state_dict().items() if k not in aliases}
+    write_safetensors_atomic(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+    write_json_atomic(
+        {
+            "format": "attnlab",
+            "format_version": 1,
+            "attnlab_version": __version__,
+            "architecture": ARCHITECTURE,
+            "tied": aliases,
+            "config": config_to_dict(model.config),
+        },
+        directory / "config.json",
+    )
+    return directory
+
+
+def load_transfo_xl(directory: str | os.PathLike) -> TransfoXL:
+    """A `TransfoXL` in eval mode from a directory `save_transfo_xl` wrote."""
+    directory = check_directory(directory)
+    path = directory / "config.json"
+    raw = read_json(path)
+    if raw.get("format") != "attnlab" or raw.get("architecture") != ARCHITECTURE:
+        raise CheckpointError(
+            f"{path}: not an attnlab Transformer-XL directory (architecture {raw.get('architecture')!r}); "
+            "HF's saved Transformer-XL models load with attnlab.io.hf_transfo_xl.load_hf_transfo_xl"
+        )
+    if not isinstance(raw.get("config"), dict):
+        raise CheckpointError(f"{path}: field 'config' must be a mapping of TransfoXLConfig fields")
+    config = config_from_dict(raw["config"], source=f"{path}: field 'config'")
+    tensors, _ = read_safetensors(directory / "model.safetensors")
+    model = build_transfo_xl(config)
+    load_state_checked(model, tensors, source=str(directory), architecture=ARCHITECTURE, config=config)
+    return model.eval()
