@@ -246,8 +246,39 @@ def test_pretrain_killed_resumed_is_bit_identical_then_scores_a_file(tmp_path, c
     assert result["tokens"] == 199 and result["segment_length"] == 16 and result["mem_len"] == 8
     assert run_here(argv + ["--mem-len", "32"]) == 0
     assert json.loads(capsys.readouterr().out)["mem_len"] == 32
-    assert run_here(["generate", str(out / "model"), "--prompt", "The"]) == 2
-    assert "Transformer-XL" in capsys.readouterr().err
+    assert (
+        run_here(["generate", str(out / "model"), "--prompt", "The", "--max-new-tokens", "5", "--json"]) == 0
+    )
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["prompt"] == "The" and 1 <= len(row["tokens"]) <= 5
+    assert run_here(["generate", str(out / "model"), "--prompt", "The", "--no-cache"]) == 2
+    assert "always decodes with its memory" in capsys.readouterr().err
+
+
+def test_generate_with_memory_equals_a_manual_loop() -> None:
+    """Greedy `generate` on a Transformer-XL = feeding the prompt, then each new token, with the memory."""
+    from attnlab.generation import generate
+
+    torch.manual_seed(0)
+    cfg = TransfoXLConfig(vocab_size=30, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                          segment_length=8, mem_len=6, eos_token_id=None)  # fmt: skip
+    model = build_transfo_xl(cfg).eval()
+    prompt = torch.randint(0, 30, (2, 5))
+    out = generate(model, prompt, max_new_tokens=12)
+    with torch.no_grad():
+        step = model(prompt)
+        memory, rows = step.memory, [[] for _ in range(2)]
+        for _ in range(12):
+            nxt = step.logits[:, -1].argmax(-1)  # (B,)
+            for r, t in zip(rows, nxt.tolist()):
+                r.append(t)
+            step = model(nxt[:, None], memory=memory)
+            memory = step.memory
+    assert out.sequences == rows
+    beams = generate(model, prompt, max_new_tokens=6, num_beams=3)  # rows reorder the memory
+    assert all(len(s) == 6 for s in beams.sequences)
+    with pytest.raises(ValueError, match="no padding mask"):
+        generate(model, prompt, torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 1, 1]]), max_new_tokens=2)
 
 
 @pytest.mark.parametrize(

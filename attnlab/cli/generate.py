@@ -5,8 +5,9 @@ echo "Once upon a time" | attnlab generate path/to/hf-gpt2 --beams 4
 attnlab perplexity path/to/hf-gpt2 --file ../shared/data/wikitext-2/raw/test.txt --stride 512
 attnlab perplexity runs/pretrain-transfo-xl/model --file input.txt --mem-len 256   # Transformer-XL
 
-MODEL is an attnlab GPT directory or a HF GPT-2 directory, with its tokenizer files (``perplexity`` also
-reads an attnlab Transformer-XL directory, `attnlab.io.transfo_xl`, in segments with its memory). One prompt
+MODEL is an attnlab GPT directory, a HF GPT-2 directory, or an attnlab Transformer-XL directory
+(`attnlab.io.transfo_xl`; generated and scored with its memory, ``perplexity`` in segments), with its
+tokenizer files. One prompt
 is streamed to the terminal as it is generated (greedy and sampling); several prompts (``--prompt`` repeated,
 or ``--lines`` on standard input) run as one left-padded batch and print one continuation per prompt.
 """
@@ -175,7 +176,10 @@ def run_generate(args: argparse.Namespace) -> int:
             repetition_penalty=args.repetition_penalty, seed=args.seed, use_cache=not args.no_cache,
             truncate_prompt=args.truncate_prompt, ignore_eos=args.ignore_eos,
         )  # fmt: skip
-        model, tokenizer = load_model_and_tokenizer(args.model)
+        from attnlab.io.transfo_xl import is_transfo_xl_directory
+
+        xl = is_transfo_xl_directory(args.model)
+        model, tokenizer = (load_transfo_xl_and_tokenizer if xl else load_model_and_tokenizer)(args.model)
         eos = None if args.ignore_eos else model.config.eos_token_id
         ids = [_encode(tokenizer, p) for p in prompts]
         for i, row in enumerate(ids):

@@ -5,7 +5,9 @@ Shapes: B prompts, P padded prompt length (left padding: ``attention_mask`` 0 on
 Greedy and sampling run `attnlab.generation.search.search`; beam search runs the one
 `attnlab.generation.beam.beam_search` that translation uses too. The model is any module called as
 ``model(ids, attention_mask=..., cache=...)`` returning ``.logits`` with ``new_cache()`` and a ``config``
-holding ``max_positions`` and ``eos_token_id`` (`attnlab.models.gpt.GPT`).
+holding ``max_positions`` and ``eos_token_id`` (`attnlab.models.gpt.GPT`), or a Transformer-XL
+(`attnlab.models.transfo_xl.TransfoXL`: relative positions, no context limit, its memory instead of a
+cache; `attnlab.generation.state.MemoryState`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from attnlab.generation.beam import beam_search
 from attnlab.generation.config import GenerationConfig
 from attnlab.generation.processors import build_processors
 from attnlab.generation.search import StepCallback, StopCheck, search
-from attnlab.generation.state import CausalLMState
+from attnlab.generation.state import CausalLMState, DecodeState, MemoryState
+from attnlab.models.transfo_xl import TransfoXL
 
 
 @dataclass
@@ -106,17 +109,28 @@ def generate(
     model_cfg = model.config
     eos = cfg.eos_token_id if cfg.eos_token_id is not None else model_cfg.eos_token_id
     eos = None if cfg.ignore_eos else eos
-    pad = next((x for x in (cfg.pad_token_id, model_cfg.pad_token_id, eos) if x is not None), 0)
-    input_ids, attention_mask, max_new = fit_context(
-        input_ids, attention_mask, cfg.max_new_tokens, model_cfg.max_positions, cfg.truncate_prompt
+    pad = next(
+        (x for x in (cfg.pad_token_id, getattr(model_cfg, "pad_token_id", None), eos) if x is not None), 0
     )
+    recurrent = isinstance(model, TransfoXL)  # relative positions: no context to fit
+    if recurrent and not cfg.use_cache:
+        raise ValueError("use_cache=False: a Transformer-XL always decodes with its memory (state reuse)")
+    max_new = cfg.max_new_tokens
+    if not recurrent:
+        input_ids, attention_mask, max_new = fit_context(
+            input_ids, attention_mask, max_new, model_cfg.max_positions, cfg.truncate_prompt
+        )
     processors = build_processors(
         cfg.do_sample, cfg.temperature, cfg.top_k, cfg.top_p, cfg.repetition_penalty
     )
     was_training = model.training
     model.eval()
     try:
-        state = CausalLMState(model, attention_mask, use_cache=cfg.use_cache)
+        state: DecodeState = (
+            MemoryState(model, attention_mask)
+            if recurrent
+            else CausalLMState(model, attention_mask, use_cache=cfg.use_cache)
+        )
         b = input_ids.size(0)
         if cfg.num_beams > 1:
             hyps = beam_search(

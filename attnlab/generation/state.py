@@ -4,7 +4,8 @@ Shapes: R rows (sequences being extended; batch x beams in beam search), t token
 
 A `DecodeState` hides the model and its key/value cache from the loops in `attnlab.generation.search` and
 `attnlab.generation.beam`, so one greedy/sampling loop and one beam search serve a decoder-only model
-(`CausalLMState`, here) and the encoder-decoder (`attnlab.translation.decoding.Seq2SeqState`).
+(`CausalLMState`, here), a segment-recurrent one (`MemoryState`: Transformer-XL) and the encoder-decoder
+(`attnlab.translation.decoding.Seq2SeqState`).
 """
 
 from __future__ import annotations
@@ -59,3 +60,33 @@ class CausalLMState:
             self.mask = self.mask.index_select(0, rows)
         if self.cache is not None:
             reorder_cache(self.cache, rows)
+
+
+class MemoryState:
+    """A `DecodeState` for a segment-recurrent model (`attnlab.models.transfo_xl.TransfoXL`), called as
+    ``model(ids, memory=...)``: each call feeds the tokens not seen yet as one segment, attending to the
+    memory of the earlier calls (the model keeps its last ``mem_len`` positions per layer, so older tokens
+    leave the context, as in its training and evaluation; HF's ``TransfoXLLMHeadModel.generate`` passes
+    ``mems`` alike).
+
+    The model has no padding mask, so the prompts of a batch must be equally long (``attention_mask`` all 1).
+    """
+
+    def __init__(self, model: torch.nn.Module, attention_mask: Tensor | None) -> None:
+        if attention_mask is not None and not bool(attention_mask.all()):
+            raise ValueError(
+                "a Transformer-XL has no padding mask: prompts of one batch must have the same number of "
+                "tokens (give them one at a time)"
+            )
+        self.model = model
+        self.memory: list[Tensor] | None = None  # one (R, M, H) tensor per layer
+        self.seen = 0
+
+    def logits(self, tokens: Tensor) -> Tensor:
+        out = self.model(tokens[:, self.seen :], memory=self.memory)
+        self.memory, self.seen = out.memory, tokens.size(1)
+        return out.logits[:, -1].float()  # (R, V)
+
+    def select(self, rows: Tensor) -> None:
+        if self.memory is not None:
+            self.memory = [m.index_select(0, rows) for m in self.memory]

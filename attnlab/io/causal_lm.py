@@ -99,8 +99,8 @@ def wrong_model_hint(raw: dict, path: Path) -> str | None:
         return f"{path}: holds a translation encoder-decoder, not a causal decoder; use `attnlab translate`"
     if raw.get("format") == "attnlab" and raw.get("architecture") == "TransfoXL":
         return (
-            f"{path}: holds a Transformer-XL (attnlab.io.transfo_xl); `attnlab perplexity` reads it with "
-            "its memory; `attnlab generate` does not (samples: `attnlab pretrain --recipe transfo-xl`)"
+            f"{path}: holds a Transformer-XL (attnlab.io.transfo_xl), not a GPT; `attnlab generate` and "
+            "`attnlab perplexity` read it with its memory (attnlab.io.transfo_xl.load_transfo_xl)"
         )
     if raw.get("format") == "attnlab" and raw.get("architecture") != ARCHITECTURE:
         return (

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -71,6 +72,7 @@ class TransfoXLConfig:
     attention_dropout: float = 0.0
     layer_norm_eps: float = 1e-5
     initializer_range: float = 0.02
+    eos_token_id: int | None = None  # the end-of-text id between documents (generation stops at it)
 
     def __post_init__(self) -> None:
         for name in (
@@ -159,6 +161,20 @@ class TransfoXL(nn.Module):
         self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=True)
         self.lm_head.weight = embed.weight  # tied (the paper's code ties the adaptive softmax to the input)
         self.config = config
+
+    def set_evaluation(self, *, clamp_len: int | None = None, same_length: bool | None = None) -> None:
+        """Change the two settings the paper's code sets for evaluation only (its ``eval`` scripts: e.g.
+        enwik8 trained on segments and memories of 512, evaluated with ``--mem_len 2100 --clamp_len 820
+        --same_length``): ``clamp_len`` (distances beyond it share one sinusoid; 0 = none) and
+        ``same_length``. The weights do not change; the config records the new values."""
+        changes: dict[str, Any] = {}
+        if clamp_len is not None:
+            changes["clamp_len"] = clamp_len
+        if same_length is not None:
+            changes["same_length"] = same_length
+        self.config = dataclasses.replace(self.config, **changes)  # validates clamp_len
+        for layer in self.decoder.layers:
+            layer.self_attn.layer.clamp = self.config.clamp_len
 
     def attention_mask(self, t: int, past: int, mem_len: int, device: torch.device) -> Tensor:
         """Bool (1, 1, T, M + T): causal; with ``same_length`` also no key more than ``T + mem_len - 1`` back

@@ -55,11 +55,14 @@ def transfo_xl_config(
         raise ValueError(
             f"model: unknown TransfoXLConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
         )
+    from attnlab.pretraining.causal_lm import eos_id_of
+
     values = dict(
         vocab_size=vocab_size_of(tokenizer),
         segment_length=segment_length,
         mem_len=segment_length,
         dropout=dropout,
+        eos_token_id=eos_id_of(tokenizer),
     )
     return dataclasses.replace(preset, **{**values, **overrides})
 
