@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -158,3 +159,23 @@ def test_logits_and_memory_equal_hf_transfo_xl_across_two_segments():
     assert run.returncode == 0, run.stderr[-3000:]
     worst = float(run.stdout.split("WORST")[-1])
     assert worst < 1e-5, worst
+
+
+def test_set_evaluation_changes_clamp_and_same_length_only() -> None:
+    """``set_evaluation`` = a model built with those settings (same weights), and weights are untouched."""
+    torch.manual_seed(0)
+    cfg = TransfoXLConfig(vocab_size=20, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
+                          segment_length=6, mem_len=6)  # fmt: skip
+    model = build_transfo_xl(cfg).eval()
+    built = build_transfo_xl(dataclasses.replace(cfg, clamp_len=5, same_length=True)).eval()
+    built.load_state_dict(model.state_dict())
+    ids = torch.randint(0, 20, (2, 6))
+    memory = model(ids).memory
+    before = model(ids, memory=memory, mem_len=12).logits
+    model.set_evaluation(clamp_len=5, same_length=True)
+    assert model.config.clamp_len == 5 and model.config.same_length
+    after = model(ids, memory=memory, mem_len=12).logits
+    assert torch.equal(after, built(ids, memory=memory, mem_len=12).logits)
+    assert not torch.allclose(before, after)  # distances up to 11 exist: the clamp at 5 matters
+    with pytest.raises(ValueError, match="clamp_len"):
+        model.set_evaluation(clamp_len=-1)
