@@ -487,7 +487,7 @@ def print_causal_result(result: Any, heldout: Any, samples: int = 3) -> None:
     few sampled continuations of held-out text (Transformer-XL: token by token with its memory)."""
     from attnlab.data.blocks import TokenBlocks
     from attnlab.pretraining.causal_lm import eos_id_of, sample_continuations
-    from attnlab.pretraining.transfo_xl import SegmentRecurrence, sample_with_memory
+    from attnlab.pretraining.transfo_xl import SegmentRecurrence
 
     m, out = result.eval_metrics, result.output_dir
     print(f"trained {result.steps} steps in {result.seconds / 60:.1f} min", end="")
@@ -509,9 +509,12 @@ def print_causal_result(result: Any, heldout: Any, samples: int = 3) -> None:
         blocks = TokenBlocks(heldout, context, eos, shift=False)
         prompts = _prompts(blocks, tokenizer, eos, max(4, context // 8), samples)
         print("samples (held-out text, then the model's continuation with its memory; top-k 40, temp. 0.8):")
-        for prompt, text in zip(prompts, sample_with_memory(xl, tokenizer, prompts, context)):
+        for prompt, text in zip(prompts, sample_continuations(xl, tokenizer, prompts, context)):
             print(f"--- {prompt!r}\n{text}")
-        print(f"more: attnlab perplexity {result.model_dir} --file FILE (segments with the memory carried)")
+        print(
+            f"more: attnlab perplexity {result.model_dir} --file FILE (segments with the memory carried), "
+            f'attnlab generate {result.model_dir} --prompt "..." --sample --top-k 40'
+        )
         return
     if getattr(gpt.config, "attention", "full") == "lsh":  # LSH attention has no cache and needs whole chunks
         print("no samples: a model with attention='lsh' is trained and scored here, not used to generate")

@@ -104,17 +104,24 @@ class CausalLMMetric:
 def save_causal_lm_run(model: GPT, tokenizer: Any, directory: Path, *, run_id: str | None = None) -> Path:
     """OUTPUT/model: ``config.json`` + ``model.safetensors`` (attnlab.io.causal_lm) and the tokenizer files,
     with a manifest; `attnlab generate` and `attnlab perplexity` read it."""
-    from attnlab.atomic import write_json_atomic
     from attnlab.io.causal_lm import save_causal_lm
-    from attnlab.io.hf_tokenizer import hf_tokenizer_config
-    from attnlab.manifest import write_manifest
     from attnlab.train.checkpoint import unwrap_model
 
     gpt = unwrap_model(model)
     save_causal_lm(gpt, directory)
+    return finish_model_directory(directory, tokenizer, gpt.config.max_positions, run_id)
+
+
+def finish_model_directory(directory: Path, tokenizer: Any, max_length: int, run_id: str | None) -> Path:
+    """After the model files: the tokenizer files (``tokenizer_config.json`` too where HF has a class for
+    the tokenizer) and, last, the manifest over everything in ``directory``."""
+    from attnlab.atomic import write_json_atomic
+    from attnlab.io.hf_tokenizer import hf_tokenizer_config
+    from attnlab.manifest import write_manifest
+
     tokenizer.save(directory)
     try:
-        config = hf_tokenizer_config(tokenizer, model_max_length=gpt.config.max_positions)
+        config = hf_tokenizer_config(tokenizer, model_max_length=max_length)
         write_json_atomic(config, directory / "tokenizer_config.json", indent=1)
     except (ValueError, TypeError, AttributeError):
         pass  # a character tokenizer has no HF tokenizer class; tokenizer.json alone holds it
@@ -127,18 +134,24 @@ def sample_continuations(
     model: GPT, tokenizer: Any, prompts: list[str], max_new_tokens: int, *, seed: int = 0
 ) -> list[str]:
     """One sampled continuation per prompt (top-k 40, temperature 0.8, as the GPT-2 paper's samples used
-    top-k; seeded), decoded without special tokens."""
+    top-k; seeded), decoded without special tokens. ``model``: a GPT (prompt and continuation within its
+    context) or a Transformer-XL (no context limit: it generates with its memory, the prompt's last segment
+    read in one call)."""
     from attnlab.generation import GenerationConfig, generate
 
     model.eval()
     eos = model.config.eos_token_id
+    context = getattr(model.config, "max_positions", None)  # None: Transformer-XL, relative positions
     out = []
     for i, prompt in enumerate(prompts):
         ids = list(tokenizer.encode(prompt, add_special_tokens=False).ids)
         if not ids:
             continue
-        ids = ids[-(model.config.max_positions // 2) :]
-        room = min(max_new_tokens, model.config.max_positions - len(ids))
+        if context is None:
+            ids, room = ids[-model.config.segment_length :], max_new_tokens
+        else:
+            ids = ids[-(context // 2) :]
+            room = min(max_new_tokens, context - len(ids))
         cfg = GenerationConfig(max_new_tokens=room, do_sample=True, top_k=40, temperature=0.8, seed=seed + i)
         result = generate(model, torch.tensor([ids]), None, cfg)
         text = tokenizer.decode([t for t in result.sequences[0] if t != eos], skip_special_tokens=True)

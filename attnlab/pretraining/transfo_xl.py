@@ -132,52 +132,11 @@ def save_transfo_xl_run(
 ) -> Path:
     """OUTPUT/model: ``config.json`` + ``model.safetensors`` (`attnlab.io.transfo_xl`, weights only, no
     memory) and the tokenizer files, with a manifest; `attnlab perplexity` reads it."""
-    from attnlab.atomic import write_json_atomic
-    from attnlab.io.hf_tokenizer import hf_tokenizer_config
     from attnlab.io.transfo_xl import save_transfo_xl
-    from attnlab.manifest import write_manifest
+    from attnlab.pretraining.causal_lm import finish_model_directory
     from attnlab.train.checkpoint import unwrap_model
 
     xl = unwrap_model(model)
     xl = xl.model if isinstance(xl, SegmentRecurrence) else xl
     save_transfo_xl(xl, directory)
-    tokenizer.save(directory)
-    try:
-        config = hf_tokenizer_config(tokenizer, model_max_length=xl.config.segment_length)
-        write_json_atomic(config, directory / "tokenizer_config.json", indent=1)
-    except (ValueError, TypeError, AttributeError):
-        pass  # a character tokenizer has no HF tokenizer class; tokenizer.json alone holds it
-    write_manifest(directory, run_id=run_id)
-    return directory
-
-
-@torch.no_grad()
-def sample_with_memory(
-    model: TransfoXL, tokenizer: Any, prompts: list[str], max_new_tokens: int, *, seed: int = 0
-) -> list[str]:
-    """One sampled continuation per prompt (top-k 40, temperature 0.8, seeded, as the gpt recipe's samples):
-    the prompt read in one call, then one token per call attending to the memory (the paper's generation:
-    the memory, not a recomputed window, holds the context). Stops at end-of-text."""
-    from attnlab.pretraining.causal_lm import eos_id_of
-
-    model.eval()
-    eos = eos_id_of(tokenizer)
-    device = next(model.parameters()).device
-    out = []
-    for i, prompt in enumerate(prompts):
-        ids = list(tokenizer.encode(prompt, add_special_tokens=False).ids)[-model.config.segment_length :]
-        if not ids:
-            continue
-        generator = torch.Generator(device="cpu").manual_seed(seed + i)
-        step = model(torch.tensor([ids], device=device))  # the prompt: (1, P) -> logits (1, P, V)
-        new: list[int] = []
-        for _ in range(max_new_tokens):
-            logits = step.logits[0, -1].float().cpu() / 0.8  # (V,)
-            top = torch.topk(logits, min(40, logits.numel()))
-            token = int(top.indices[torch.multinomial(top.values.softmax(-1), 1, generator=generator)])
-            if token == eos:
-                break
-            new.append(token)
-            step = model(torch.tensor([[token]], device=device), memory=step.memory)  # (1, 1) + memory
-        out.append(prompt + tokenizer.decode(new, skip_special_tokens=True))
-    return out
+    return finish_model_directory(directory, tokenizer, xl.config.segment_length, run_id)
