@@ -15,8 +15,6 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab import __version__
-from attnlab.atomic import write_json_atomic
 from attnlab.io.checkpoint import (
     CheckpointError,
     check_directory,
@@ -24,7 +22,7 @@ from attnlab.io.checkpoint import (
     read_json,
     read_safetensors,
     tied_aliases,
-    write_safetensors_atomic,
+    write_model_files,
     written_by_attnlab,
 )
 from attnlab.io.hf_gpt2 import (
@@ -66,8 +64,6 @@ def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
     exact HF form (`gpt2_form`: GPT-2 for pre-LN, OpenAI GPT for post-LN) is written in HF's layout with
     attnlab's fields beside HF's, so ``transformers.AutoModelForCausalLM`` and ``pipeline("text-generation")``
     load the directory as it is (`attnlab.io.hf_layout` does the same for encoders)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     aliases = tied_aliases(model)
     tensors = {k: v for k, v in model.state_dict().items() if k not in aliases}
     fields: dict = {}
@@ -75,20 +71,7 @@ def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
     if not isinstance(form, str):
         fields, tensors, family = form
         fields = {**fields, HF_FAMILY_FIELD: family}
-    write_safetensors_atomic(tensors, directory / "model.safetensors", metadata={"format": "pt"})
-    write_json_atomic(
-        {
-            **fields,
-            "format": "attnlab",
-            "format_version": 1,
-            "attnlab_version": __version__,
-            "architecture": ARCHITECTURE,
-            "tied": aliases,
-            "config": model.config.to_dict(),
-        },
-        directory / "config.json",
-    )
-    return directory
+    return write_model_files(directory, tensors, ARCHITECTURE, model.config.to_dict(), aliases, fields)
 
 
 def wrong_model_hint(raw: dict, path: Path) -> str | None:

@@ -524,6 +524,38 @@ def save_pretrained(
     return directory
 
 
+def write_model_files(
+    directory: str | os.PathLike,
+    tensors: Mapping[str, Tensor],
+    architecture: str,
+    config: Mapping[str, Any],
+    aliases: Mapping[str, str],
+    hf_fields: Mapping[str, Any] | None = None,
+) -> Path:
+    """``model.safetensors`` (``tensors``, tied aliases already left out) and ``config.json`` (attnlab's
+    format fields, ``architecture``, ``tied`` = ``aliases``, ``config``; after ``hf_fields`` when the
+    directory takes HF's layout) into ``directory``, each atomically; the caller writes the manifest. For
+    the decoder directories (`attnlab.io.causal_lm`, `attnlab.io.transfo_xl`); encoders: `save_pretrained`."""
+    from attnlab import __version__
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_safetensors_atomic(dict(tensors), directory / WEIGHTS_NAME, metadata={"format": "pt"})
+    write_json_atomic(
+        {
+            **(hf_fields or {}),
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "attnlab_version": __version__,
+            "architecture": architecture,
+            "tied": dict(aliases),
+            "config": dict(config),
+        },
+        directory / CONFIG_NAME,
+    )
+    return directory
+
+
 CAUSAL_LM_ARCHITECTURE = "GPT"  # attnlab.io.causal_lm's directories (config.json "architecture")
 
 

@@ -16,8 +16,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from attnlab import __version__
-from attnlab.atomic import write_json_atomic
 from attnlab.io.checkpoint import (
     CheckpointError,
     check_directory,
@@ -25,7 +23,7 @@ from attnlab.io.checkpoint import (
     read_json,
     read_safetensors,
     tied_aliases,
-    write_safetensors_atomic,
+    write_model_files,
 )
 from attnlab.models.transfo_xl import TransfoXL, TransfoXLConfig, build_transfo_xl
 
@@ -59,23 +57,9 @@ def is_transfo_xl_directory(directory: str | os.PathLike) -> bool:
 
 def save_transfo_xl(model: TransfoXL, directory: str | os.PathLike) -> Path:
     """Write ``config.json`` + ``model.safetensors`` into ``directory`` (each atomically)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     aliases = tied_aliases(model)  # lm_head.weight -> embed.weight
     tensors = {k: v for k, v in model.state_dict().items() if k not in aliases}
-    write_safetensors_atomic(tensors, directory / "model.safetensors", metadata={"format": "pt"})
-    write_json_atomic(
-        {
-            "format": "attnlab",
-            "format_version": 1,
-            "attnlab_version": __version__,
-            "architecture": ARCHITECTURE,
-            "tied": aliases,
-            "config": config_to_dict(model.config),
-        },
-        directory / "config.json",
-    )
-    return directory
+    return write_model_files(directory, tensors, ARCHITECTURE, config_to_dict(model.config), aliases)
 
 
 def load_transfo_xl(directory: str | os.PathLike) -> TransfoXL:
