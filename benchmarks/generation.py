@@ -38,9 +38,15 @@ from attnlab.models.gpt import build_gpt  # noqa: E402
 from attnlab.models.gpt_presets import get_gpt_preset  # noqa: E402
 
 
-def timed(fn) -> tuple[float, object]:
+def timed(fn, device: torch.device | None = None) -> tuple[float, object]:
+    """(seconds, fn()), the GPU's queued work included."""
+    cuda = device is not None and device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
     start = time.perf_counter()
     out = fn()
+    if cuda:
+        torch.cuda.synchronize(device)
     return time.perf_counter() - start, out
 
 
@@ -53,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--skip-uncached", action="store_true")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (float32 on either)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     for preset in args.presets.split(","):
@@ -66,18 +73,21 @@ def bench(preset: str, args: argparse.Namespace, uncached: bool) -> None:
     torch.manual_seed(0)
     cfg = get_gpt_preset(preset, max_positions=max(512, args.prompt_len + args.new_tokens),
                          dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0)  # fmt: skip
+    device = torch.device(args.device)
     ours = build_gpt(cfg).eval()
     hf_cfg = transformers.GPT2Config(**{k: v for k, v in config_to_gpt2(cfg).items() if k != "model_type"})
     hf = transformers.GPT2LMHeadModel(hf_cfg).eval()
     missing = hf.load_state_dict(state_dict_to_gpt2(ours.state_dict(), cfg), strict=False)
     assert not missing.unexpected_keys and set(missing.missing_keys) <= {"lm_head.weight"}
     hf.tie_weights()
+    ours, hf = ours.to(device), hf.to(device)
     hf.generation_config.eos_token_id = None
     hf.generation_config.pad_token_id = 0
     print(
         f"# {preset} ({sum(p.numel() for p in ours.parameters()) / 1e6:.1f}M parameters), greedy, "
-        f"{args.prompt_len}-token prompts, {args.new_tokens} new tokens, float32 CPU, "
-        f"{torch.get_num_threads()} thread(s), torch {torch.__version__}, transformers "
+        f"{args.prompt_len}-token prompts, {args.new_tokens} new tokens, float32 "
+        + (torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU")
+        + f", {torch.get_num_threads()} thread(s), torch {torch.__version__}, transformers "
         f"{transformers.__version__}, median of {args.repeats}; load average "
         + " ".join(f"{x:.1f}" for x in os.getloadavg())
     )
@@ -85,7 +95,7 @@ def bench(preset: str, args: argparse.Namespace, uncached: bool) -> None:
     g = torch.Generator().manual_seed(1)
     uncached_row = None
     for b in [int(x) for x in args.batch_sizes.split(",")]:
-        ids = torch.randint(1, cfg.vocab_size, (b, args.prompt_len), generator=g)
+        ids = torch.randint(1, cfg.vocab_size, (b, args.prompt_len), generator=g).to(device)
         mask = torch.ones_like(ids)
 
         def run_ours(use_cache: bool = True, ids=ids, mask=mask):
@@ -103,16 +113,16 @@ def bench(preset: str, args: argparse.Namespace, uncached: bool) -> None:
         run_ours(), run_hf()  # warm-up
         t_ours, t_hf = [], []
         for _ in range(args.repeats):
-            dt, mine = timed(run_ours)
+            dt, mine = timed(run_ours, device)
             t_ours.append(dt)
-            dt, ref = timed(run_hf)
+            dt, ref = timed(run_hf, device)
             t_hf.append(dt)
         same = mine.sequences == ref[:, args.prompt_len :].tolist()
         tok = b * args.new_tokens
         mo, mh = statistics.median(t_ours), statistics.median(t_hf)
         print(f"{b:>3}  {tok / mo:>13.1f}  {tok / mh:>9.1f}  {mh / mo:>10.2f}  {same}")
         if b == 1 and uncached:
-            dt, slow = timed(lambda: run_ours(use_cache=False))
+            dt, slow = timed(lambda: run_ours(use_cache=False), device)
             uncached_row = (tok / dt, mo, dt, slow.sequences == mine.sequences)
     if uncached_row is not None:
         rate, cached_s, uncached_s, same = uncached_row

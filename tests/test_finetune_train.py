@@ -67,17 +67,19 @@ def test_toy_classification_learns_and_keeps_the_best_epoch(tmp_path):
     source = ModelSource(config=TINY, tokenizer=_tok())
     dev = _sentiment(64, 1)
     result = finetune_examples(
-        SPEC, source, _sentiment(160, 0), dev, _cfg(tmp_path, learning_rates=(2e-3,), epochs=3, seeds=(7,))
+        SPEC, source, _sentiment(160, 0), dev, _cfg(tmp_path, learning_rates=(2e-3,), epochs=3, seeds=(0,))
     )
+    # Seed 0 leaves chance after the first epoch on the CPU and on CUDA alike (dropout streams differ);
+    # seed 7 learned only in the third epoch on the CPU and not within three on an H200.
     (run,) = result.runs
-    assert run.seed == 7 and len(run.epochs) == 3  # evaluated after every epoch
+    assert run.seed == 0 and len(run.epochs) == 3  # evaluated after every epoch
     assert result.median == run.score("accuracy") == max(e["accuracy"] for e in run.epochs)
     assert result.median >= 0.9  # chance is 0.5
     # the kept model is the best epoch's: re-scoring it from disk gives the same accuracy
     again = evaluate_directory(SPEC, result.best_dir, dev, max_length=24)
     assert again["accuracy"] == pytest.approx(result.median)
     saved = json.loads((tmp_path / "results.json").read_text())
-    assert saved["runs"][0]["seed"] == 7 and saved["learning_rate"] == 2e-3
+    assert saved["runs"][0]["seed"] == 0 and saved["learning_rate"] == 2e-3
 
 
 def test_sweep_keeps_the_learning_rate_with_the_best_median(tmp_path):

@@ -319,7 +319,7 @@ def test_two_processes_read_their_own_streams_as_one_process_with_both(tmp_path)
     assert stdout.count("held-out loss") == 1
     state = trainer_state(tmp_path / "ddp", 3)
     assert state["world_size"] == 2 and state["examples_seen"] == 3 * 2 * 2
-    assert run_here(xl_argv(corpus, tmp_path / "one", steps=3)) == 0
+    assert run_here([*xl_argv(corpus, tmp_path / "one", steps=3), "--set", "trainer.device=cpu"]) == 0
     ddp = read_checkpoint(tmp_path / "ddp" / "train" / "checkpoints" / "step-000003")
     one = read_checkpoint(tmp_path / "one" / "train" / "checkpoints" / "step-000003")
     for key, value in one.tensors.items():

@@ -9,6 +9,7 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 from test_train_tiny import RegressionDataset, TinyMLP
@@ -24,6 +25,7 @@ def _config(out: Path, batch_size: int) -> TrainerConfig:
     return TrainerConfig(
         max_steps=STEPS, batch_size=batch_size, grad_accum_steps=ACCUM, lr=1e-2, warmup=1, clip_norm=1.0,
         save_every=2, log_every=1, output_dir=out, seed=3, tensorboard=False, progress_bar=False, plot=False,
+        device="cpu",  # gloo CPU processes, also on a machine with a GPU
     )  # fmt: skip
 
 
@@ -44,7 +46,7 @@ def _worker(rank: int, world_size: int, port: int, root: str) -> None:
         MASTER_PORT=str(port),
     )
     torch.set_num_threads(1)
-    context = setup_distributed(timeout_s=RANK_TIMEOUT_S)
+    context = setup_distributed(timeout_s=RANK_TIMEOUT_S, device="cpu")
     try:
         assert (context.rank, context.world_size, context.backend) == (rank, world_size, "gloo")
         set_seed(100 + rank)  # different initial weights per rank: DDP must broadcast rank 0's
@@ -73,7 +75,7 @@ def _signal_worker(rank: int, world_size: int, port: int, root: str, phase: str)
         MASTER_PORT=str(port),
     )
     torch.set_num_threads(1)
-    setup_distributed(timeout_s=RANK_TIMEOUT_S)
+    setup_distributed(timeout_s=RANK_TIMEOUT_S, device="cpu")
     try:
         set_seed(100)
         model = TinyMLP()
@@ -179,3 +181,25 @@ def test_a_signal_to_one_rank_stops_all_ranks_at_the_same_step_and_resume_contin
     load_model(resumed, tmp_path / "resumed.safetensors")
     diffs = [(a - b).abs().max().item() for a, b in zip(single.parameters(), resumed.parameters())]
     assert max(diffs) <= 1e-6, diffs
+
+
+def test_more_processes_than_gpus_is_a_clear_error_and_cpu_processes_use_gloo(monkeypatch) -> None:
+    """torchrun --nproc_per_node 2 on a one-GPU machine: NCCL would fail in the second process with "invalid
+    device ordinal"; setup_distributed says what to do instead. trainer.device=cpu there joins with gloo."""
+    import torch.distributed as dist
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    joined = []
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **kw: joined.append(backend))
+    with pytest.raises(RuntimeError, match="2 processes on this node but 1 GPU.*--nproc_per_node=1"):
+        setup_distributed()
+    assert joined == []
+    context = setup_distributed(device="cpu")
+    assert joined == ["gloo"] and (context.backend, context.rank, context.world_size) == ("gloo", 1, 2)

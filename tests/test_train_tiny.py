@@ -44,7 +44,7 @@ class TinyLM(nn.Module):
         if self.sleep:
             time.sleep(self.sleep)  # lets the signal test catch the run mid-way
         T = input_ids.shape[1]
-        causal = nn.Transformer.generate_square_subsequent_mask(T)
+        causal = nn.Transformer.generate_square_subsequent_mask(T, device=input_ids.device)
         h = self.norm(self.encoder(self.embed(input_ids), mask=causal, is_causal=True))  # (B, T, H)
         logits = self.head(h)  # (B, T, V)
         out = {"logits": logits}

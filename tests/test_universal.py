@@ -146,6 +146,6 @@ def test_universal_transformer_trains_with_the_projects_trainer(tmp_path):
     loader = ResumableLoader(Shifted(), batch_size=8, seed=1, shuffle=True, drop_last=True)
     batch = next(iter(torch.utils.data.DataLoader(Shifted(), batch_size=64)))
     before = model(**batch).loss.item()
-    Trainer(model, config, loader).train()
-    after = model(**batch).loss.item()
+    Trainer(model, config, loader).train()  # on the trainer's default device (cuda:0 where there is one)
+    after = model(**{k: v.to(next(model.parameters()).device) for k, v in batch.items()}).loss.item()
     assert after < before - 0.5, (before, after)

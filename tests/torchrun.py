@@ -13,8 +13,10 @@ from typing import Any
 
 
 def run_cli_under_torchrun(tmp_path: Path, argv: list[str], nproc: int = 2, timeout: float = 600) -> str:
-    """``torchrun --standalone --nproc_per_node NPROC attnlab ARGV`` with one thread per process; asserts the
-    exit code 0 (showing stderr's tail) and returns stdout."""
+    """``torchrun --standalone --nproc_per_node NPROC attnlab ARGV --set trainer.device=cpu`` with one thread
+    per process (CPU processes and gloo, also on a machine with a GPU); asserts the exit code 0 (showing
+    stderr's tail) and returns stdout."""
+    argv = [*argv, "--set", "trainer.device=cpu"]
     launcher = tmp_path / "attnlab_cli.py"
     launcher.write_text("import sys\nfrom attnlab.cli import main\nsys.exit(main())\n")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),

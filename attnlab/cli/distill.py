@@ -141,9 +141,9 @@ def _run_distill(args: argparse.Namespace) -> int:
             raise NotADirectoryError(f"{args.tokenizer}: --tokenizer expects a tokenizer directory")
         check_same_vocabulary(tokenizer, load_tokenizer(args.tokenizer), args.teacher, args.tokenizer)
 
-    ctx = setup_distributed()
-    log = print if ctx.is_main else (lambda message: None)
     overrides = collect_overrides(args.config, args.set)
+    ctx = setup_distributed(device=str(overrides["trainer"].get("device", "auto")))
+    log = print if ctx.is_main else (lambda message: None)
     recipe = DISTILBERT
     minutes = args.minutes
     if args.paper:

@@ -254,10 +254,11 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     from attnlab.train.distributed import barrier
     from attnlab.train.run_dir import prepare_run_directory, read_run_file
 
-    ctx = setup_distributed()  # one process unless launched by torchrun
+    overrides = collect_overrides(args.config, args.set)
+    # one process unless launched by torchrun; NCCL or gloo by the device the trainer will use
+    ctx = setup_distributed(device=str(overrides["trainer"].get("device", "auto")))
     log = print if ctx.is_main else (lambda message: None)
     builtin = not args.corpus
-    overrides = collect_overrides(args.config, args.set)
     # --attention/--window/--global-tokens are model.attention/attention_window/global_tokens
     for flag, field in (("attention", "attention"), ("window", "attention_window"), ("global_tokens",) * 2,
                         ("hashes", "lsh_num_hashes")):  # fmt: skip

@@ -102,8 +102,9 @@ def generate(
     )
     if input_ids.dim() != 2 or input_ids.size(1) == 0:
         raise ValueError(f"input_ids must be (batch, prompt length >= 1), got shape {tuple(input_ids.shape)}")
-    if attention_mask is None:
-        attention_mask = torch.ones_like(input_ids)
+    device = next(model.parameters()).device  # prompts made on the CPU decode on the model's device
+    input_ids = input_ids.to(device)
+    attention_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask.to(device)
     if bool((attention_mask.sum(dim=1) == 0).any()):
         raise ValueError("a prompt is empty (its attention_mask is all 0): give at least one token")
     model_cfg = model.config

@@ -46,11 +46,16 @@ class DistributedContext:
         return torch.device("cpu")
 
 
-def setup_distributed(backend: str | None = None, timeout_s: float = 1800.0) -> DistributedContext:
+def setup_distributed(
+    backend: str | None = None, timeout_s: float = 1800.0, device: str = "auto"
+) -> DistributedContext:
     """Join the process group described by torchrun's environment variables.
 
     Returns a single-process context when WORLD_SIZE is absent or 1. Idempotent: a second call returns
-    the context of the group already joined.
+    the context of the group already joined. ``device`` is the one the run will train on (the trainer's
+    ``device``): NCCL for "auto" where CUDA is available, one GPU per process on the node, gloo for "cpu"
+    (CPU processes on a GPU machine) or where CUDA is absent. A node with more processes than GPUs is a
+    clear error, not NCCL's "invalid device ordinal" from the second process.
     """
     if dist.is_available() and dist.is_initialized():
         return current_context()
@@ -65,8 +70,16 @@ def setup_distributed(backend: str | None = None, timeout_s: float = 1800.0) -> 
         )
     rank, world_size, local_rank = int(env["RANK"]), int(env["WORLD_SIZE"]), int(env["LOCAL_RANK"])
     if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        on_gpu = str(device) == "auto" and torch.cuda.is_available() or str(device).startswith("cuda")
+        backend = "nccl" if on_gpu else "gloo"
     if backend == "nccl":
+        local_world = int(env.get("LOCAL_WORLD_SIZE", world_size))
+        if local_world > torch.cuda.device_count():
+            raise RuntimeError(
+                f"setup_distributed: {local_world} processes on this node but {torch.cuda.device_count()} "
+                f"GPU(s): NCCL needs one GPU per process. Start torchrun with --nproc_per_node="
+                f"{max(torch.cuda.device_count(), 1)}, or train on the CPU (trainer.device=cpu: gloo)"
+            )
         torch.cuda.set_device(local_rank)
     dist.init_process_group(
         backend=backend,
