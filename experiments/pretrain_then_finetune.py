@@ -33,12 +33,15 @@ What it does, with the commands' own defaults (nothing about the model or the re
    init (one after the other, so that both meet the same load on a shared machine), with
    ``--max-train-examples``, ``--lr`` and ``--finetune-arg`` passed to both alike. SST-2 and CoNLL-2003 take
    ``--seeds`` (0 1 2), the other GLUE tasks ``--glue-seeds`` (0). The learning rate is the command's
-   default, 3e-5 (BERT's), for both starts: the command has the one default for a checkpoint and a random
-   preset, and the issue asks for the same fine-tuning budget. ``--lr A B ...`` runs the command's own
+   default for the encoder's width (3e-5, BERT's, from BERT-base's width up; 1e-4 below it), the same for
+   both starts: the issue asks for the same fine-tuning budget. ``--lr A B ...`` runs the command's own
    sweep for both instead: each start and task keeps the learning rate with the best median dev score
-   (BERT's selection; the table names the one chosen). As the command does, each run keeps its best dev
-   evaluation (after every epoch and when the time budget stops it); the dev scores are read from
-   OUT/finetune/START/T/results.json (``runs[i].best``, the runs of the chosen learning rate): accuracy
+   (BERT's selection; the table names the one chosen). With ``--selection-examples N`` the sweep and each
+   run's best evaluation are chosen on N held-out training examples instead (the same N for both starts),
+   and dev scores only the chosen models (``runs[i].dev`` in results.json): the reported figure chose
+   nothing. As the command does, each run keeps its best evaluation (after every epoch and when the time
+   budget stops it); the dev scores are read from OUT/finetune/START/T/results.json (``runs[i].best``, or
+   ``runs[i].dev`` with a selection split, the runs of the chosen learning rate): accuracy
    (SST-2, RTE), F1 and accuracy (MRPC), Spearman and Pearson (STS-B), Matthews correlation (CoLA), entity
    F1 (CoNLL-2003, seqeval). The first metric of each task is the one the command selects by, and the one
    the target is judged on.
@@ -148,7 +151,8 @@ def seed_scores(result: dict[str, Any], metric: str) -> list[float]:
     """The best dev ``metric`` of each seed's run at the learning rate the command chose, in seed order,
     from the ``results.json`` that ``attnlab finetune`` writes."""
     runs = [r for r in result["runs"] if r["learning_rate"] == result["learning_rate"]]
-    return [float(r["best"].get(metric, math.nan)) for r in sorted(runs, key=lambda r: r["seed"])]
+    scores = "dev" if result.get("selection_examples") else "best"  # best: chosen on dev itself
+    return [float(r[scores].get(metric, math.nan)) for r in sorted(runs, key=lambda r: r["seed"])]
 
 
 def mean_steps(result: dict[str, Any]) -> float:
@@ -308,6 +312,8 @@ def finetune(args: argparse.Namespace, task: str, model: Path, out: Path, log_pa
         command += ["--max-train-examples", str(args.max_train_examples)]
     if args.lr:
         command += ["--lr", *(f"{lr:g}" for lr in args.lr)]
+    if args.selection_examples:
+        command += ["--selection-examples", str(args.selection_examples)]
     for extra in args.finetune_arg:
         command += shlex.split(extra)
     run_command(command, log_path, show_tail=1)
@@ -375,6 +381,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--lr", type=float, nargs="+", default=None,
         help="fine-tuning learning rate(s) for both starts; several = the command's sweep, each start "
         "keeping its best (default: the command's, 3e-5)",
+    )  # fmt: skip
+    p.add_argument(
+        "--selection-examples", type=int, default=0,
+        help="attnlab finetune --selection-examples: held-out training rows choose the lr (default 0: dev)",
     )  # fmt: skip
     p.add_argument("--init-seed", type=int, default=0, help="seed of the random initialisation")
     p.add_argument("--skip-pretrain", action="store_true", help="reuse OUTPUT/pretrain")

@@ -4,6 +4,7 @@ option's default in ``--help``, and every numeric option range-checked where it 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 
@@ -164,3 +165,9 @@ def test_finetune_writes_tensorboard_and_a_loss_curve(tmp_path, capsys) -> None:
     (run,) = [p for p in out.iterdir() if (p / "log.jsonl").is_file()]
     assert (run / "loss_curve.png").stat().st_size > 0
     assert any((run / "tensorboard").iterdir())
+    # --selection-examples: held-out training rows choose, dev scores the chosen model (its own column)
+    capsys.readouterr()
+    assert main([*argv, "--overwrite", "--selection-examples", "4"]) == 0
+    printed = capsys.readouterr().out
+    assert "chosen on 4 held-out training examples" in printed and "dev accuracy" in printed.splitlines()[0]
+    assert json.loads((out / "results.json").read_text())["train_examples"] == 12

@@ -24,6 +24,7 @@ from attnlab.tasks.finetune import (
     finetune,
     finetune_examples,
     get_task,
+    split_selection,
 )
 from attnlab.tasks.transfer import load_model
 from attnlab.tokenizers import bert_wordpiece
@@ -90,6 +91,29 @@ def test_sweep_keeps_the_learning_rate_with_the_best_median(tmp_path):
     assert result.learning_rate == 2e-3
     scores = sorted(r.score("accuracy") for r in result.runs if r.learning_rate == 2e-3)
     assert result.median == pytest.approx(sum(scores) / 2)
+
+
+def test_a_selection_split_chooses_and_dev_only_scores_the_chosen_models(tmp_path):
+    """--selection-examples: held-out training examples choose the learning rate and each run's best
+    evaluation; dev scores the chosen learning rate's saved models once, and that is the reported median."""
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    train, dev = _sentiment(160, 0), _sentiment(48, 1)
+    cfg = _cfg(tmp_path, learning_rates=(1e-7, 2e-3), seeds=(0, 1), epochs=3, selection_examples=40)
+    result = finetune_examples(SPEC, source, train, dev, cfg)
+    assert result.learning_rate == 2e-3 and result.selection_examples == 40 and result.train_examples == 120
+    chosen = [r for r in result.runs if r.learning_rate == 2e-3]
+    assert all(r.dev for r in chosen) and not any(r.dev for r in result.runs if r.learning_rate == 1e-7)
+    for r in chosen:  # dev is the saved best model's score, not the selection score
+        again = evaluate_directory(SPEC, r.best_dir, dev, max_length=24)
+        assert r.dev["accuracy"] == pytest.approx(again["accuracy"])
+    assert result.median == pytest.approx(sum(r.dev["accuracy"] for r in chosen) / 2)  # median of two
+    assert result.selection_median == pytest.approx(sum(r.score("accuracy") for r in chosen) / 2)
+    # the held-out draw is fixed, disjoint from training, and too large a draw is an error
+    kept, held = split_selection(list(range(10)), 3, "toy")
+    assert (kept, held) == split_selection(list(range(10)), 3, "toy")
+    assert sorted(kept + held) == list(range(10)) and len(held) == 3
+    with pytest.raises(ValueError, match="leaves nothing to train on"):
+        split_selection(list(range(10)), 10, "toy")
 
 
 def test_time_budget_stops_and_still_evaluates(tmp_path):

@@ -89,6 +89,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="use the first N training examples (default: all)",
     )  # fmt: skip
     ft.add_argument(
+        "--selection-examples",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="hold out N training examples (a fixed random draw) to choose the learning rate and each run's "
+        "best evaluation; dev then scores the chosen models only (default 0: dev chooses, as BERT did)",
+    )
+    ft.add_argument(
         "--max-eval-examples",
         type=positive_int,
         default=None,
@@ -278,7 +286,13 @@ def _plot_runs(output_dir: Path) -> None:
 def run_finetune(args: argparse.Namespace) -> int:
     import logging
 
-    from attnlab.tasks.finetune import FinetuneConfig, default_learning_rates, finetune, get_task
+    from attnlab.tasks.finetune import (
+        FinetuneConfig,
+        default_learning_rates,
+        finetune,
+        get_task,
+        metric_value,
+    )
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     spec = get_task(args.task)
@@ -298,16 +312,29 @@ def run_finetune(args: argparse.Namespace) -> int:
         max_length=args.max_length or (384 if spec.kind == "qa" else 128), stride=args.stride,
         max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
-        device=args.device, output_dir=args.output_dir or f"runs/finetune-{spec.name}",
+        selection_examples=args.selection_examples, device=args.device,
+        output_dir=args.output_dir or f"runs/finetune-{spec.name}",
         progress_bar=args.progress, save_every=args.save_every, resume=args.resume,
         overwrite=args.overwrite, tensorboard=True, teacher=args.teacher,
         distill_temperature=args.temperature, distill_alpha=args.alpha, knowledge=knowledge,
     )  # fmt: skip
     result = finetune(spec, args.data_dir, source, cfg, _columns(args))
     _plot_runs(Path(cfg.output_dir))
-    print(f"{'lr':>8} {'seed':>5} {'steps':>6} {'min':>6}  best {spec.metric}")
+    held = result.selection_examples
+    chooser = f"held-out {spec.metric}" if held else f"best {spec.metric}"
+    header = f"{'lr':>8} {'seed':>5} {'steps':>6} {'min':>6}  {chooser}"
+    print(header + (f"  dev {spec.metric}" if held else ""))
     for r in result.runs:
-        print(f"{r.learning_rate:8.0e} {r.seed:5d} {r.steps:6d} {r.minutes:6.2f}  {r.score(spec.metric):.4f}")
+        dev = metric_value(r.dev, spec.metric) if r.dev else None
+        print(
+            f"{r.learning_rate:8.0e} {r.seed:5d} {r.steps:6d} {r.minutes:6.2f}  {r.score(spec.metric):.4f}"
+            + (f"  {dev:.4f}" if dev is not None else "")
+        )
+    if held:
+        print(
+            f"{spec.name}: lr {result.learning_rate:g} chosen on {held} held-out training examples "
+            f"(median {result.selection_median:.4f}); dev scored the chosen models only"
+        )
     print(
         f"{spec.name}: lr {result.learning_rate:g}, median dev {spec.metric} over "
         f"{len(args.seeds)} seed(s) = {result.median:.4f} "

@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import random
 import shutil
 import statistics
 import time
@@ -510,6 +511,11 @@ class FinetuneConfig:
     max_query_length: int = 64  # QA: longer questions are cut (and counted)
     max_train_examples: int | None = None  # the first N training examples only
     max_eval_examples: int | None = None  # the first N dev examples only
+    # Hold out this many training examples (a fixed random draw, SELECTION_SEED) to choose the learning rate
+    # and each run's best evaluation on; dev then scores the chosen models once, so the reported figure was
+    # never used to choose anything. 0: dev chooses, as BERT did ("we selected the best fine-tuning
+    # learning rate on the Dev set").
+    selection_examples: int = 0
     minutes: float | None = None  # wall-clock budget per run; training stops (and is evaluated) after it
     precision: str = "fp32"
     device: str = "auto"
@@ -650,14 +656,19 @@ class RunResult:
     minutes: float = 0.0
     stopped_by_time: bool = False
     best_dir: str | None = None
+    dev: dict[str, float] = field(default_factory=dict)  # with a selection split: dev metrics of best_dir
 
     def score(self, metric: str) -> float:
-        return float(self.best.get(f"eval_{metric}", self.best.get(metric, float("nan"))))
+        return metric_value(self.best, metric)
 
 
 @dataclass
 class FinetuneResult:
-    """A sweep: every run, the chosen learning rate, the median over seeds of its best dev scores."""
+    """A sweep: every run, the chosen learning rate, the median over seeds of its best dev scores.
+
+    With a selection split (``FinetuneConfig.selection_examples``) the runs' ``epochs``/``best`` are scores on
+    the held-out training examples, which chose the learning rate and each run's model (``selection_median``);
+    ``median`` is then the dev score of the chosen models, each run's in its ``dev``."""
 
     task: str
     metric: str
@@ -668,6 +679,8 @@ class FinetuneResult:
     eval_examples: int
     best_dir: str | None
     feature_reports: dict[str, str] = field(default_factory=dict)
+    selection_examples: int = 0
+    selection_median: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -876,6 +889,10 @@ def finetune_examples(
     dev_examples = list(dev_examples)[: cfg.max_eval_examples]
     if not train_examples or not dev_examples:
         raise ValueError(f"{spec.name}: {len(train_examples)} training and {len(dev_examples)} dev examples")
+    train_examples, selection = split_selection(train_examples, cfg.selection_examples, spec.name)
+    if selection and not cfg.keep_best:
+        raise ValueError("selection_examples: dev scores the chosen runs' saved models: keep_best must be on")
+    chooser = selection or dev_examples  # what picks the learning rate and each run's best evaluation
     labels = list(labels) if labels is not None else task_labels(spec, train_examples, regression)
     config = source.model_config
     max_length = min(cfg.max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length)
@@ -900,13 +917,13 @@ def finetune_examples(
         tok = source.tokenizer
         inj = cfg.knowledge
         train_features, train_report = knowledge_features(spec, tok, train_examples, labels, inj, common)
-        dev_features, dev_report = knowledge_features(spec, tok, dev_examples, labels, inj, common)
+        dev_features, dev_report = knowledge_features(spec, tok, chooser, labels, inj, common)
     else:
         train_features, train_report = build_features(
             spec, source.tokenizer, train_examples, labels, training=True, **common
         )
         dev_features, dev_report = build_features(
-            spec, source.tokenizer, dev_examples, labels, training=False, **common
+            spec, source.tokenizer, chooser, labels, training=False, **common
         )
     out = Path(cfg.output_dir)
     claim = prepare_run_directory(
@@ -916,7 +933,7 @@ def finetune_examples(
     for lr in cfg.learning_rates:
         for seed in cfg.seeds:
             run_dir = out / f"lr{lr:g}-seed{seed}"
-            evaluator = TaskEvaluator(spec, dev_features, dev_examples, labels, regression)
+            evaluator = TaskEvaluator(spec, dev_features, chooser, labels, regression)
             run = run_once(
                 spec, source, train_features, evaluator, labels, cfg, lr, seed, run_dir, regression,
                 run_id=claim.run_id, teacher=teacher,
@@ -932,6 +949,23 @@ def finetune_examples(
         (r for r in runs if r.learning_rate == chosen),
         key=lambda r: -math.inf if math.isnan(r.score(spec.metric)) else r.score(spec.metric),
     )
+    reported = medians[chosen]
+    if selection:  # dev scores the chosen learning rate's models, once each
+        device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        for r in runs:
+            if r.learning_rate == chosen and r.best_dir:
+                r.dev = evaluate_directory(
+                    spec, r.best_dir, dev_examples, max_length=max_length, stride=cfg.stride,
+                    max_query_length=cfg.max_query_length, batch_size=cfg.eval_batch_size, device=device,
+                    knowledge=cfg.knowledge,
+                )  # fmt: skip
+        scored = [metric_value(r.dev, spec.metric) for r in runs if r.dev]
+        reported = statistics.median(scored) if scored else math.nan
+        logger.info(
+            "%s: lr %g chosen on %d held-out training examples (median %s %.4f); dev %s %s",
+            spec.name, chosen, len(selection), spec.metric, medians[chosen], spec.metric,
+            " ".join(f"{x:.4f}" for x in scored),
+        )  # fmt: skip
     best_dir = None
     if cfg.keep_best and best_run.best_dir and Path(best_run.best_dir).is_dir():
         source_dir = best_run.best_dir
@@ -941,11 +975,15 @@ def finetune_examples(
         metric=spec.metric,
         runs=runs,
         learning_rate=chosen,
-        median=medians[chosen],
+        median=reported,
         train_examples=len(train_examples),
         eval_examples=len(dev_examples),
         best_dir=best_dir,
-        feature_reports={"train": train_report.summary(), "dev": dev_report.summary()},
+        feature_reports={
+            "train": train_report.summary(), "selection" if selection else "dev": dev_report.summary()
+        },
+        selection_examples=len(selection),
+        selection_median=medians[chosen] if selection else None,
     )
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(result.to_dict(), out / "results.json")
@@ -959,6 +997,26 @@ def finetune_examples(
         )  # fmt: skip
         write_training_record(best_dir, record)
     return result
+
+
+SELECTION_SEED = 1234  # the draw of held-out training examples: fixed, every model chosen on the same ones
+
+
+def metric_value(metrics: dict[str, float], name: str) -> float:
+    """``metrics[eval_NAME]`` or ``metrics[NAME]`` (NaN when neither is there)."""
+    return float(metrics.get(f"eval_{name}", metrics.get(name, math.nan)))
+
+
+def split_selection(examples: list[Any], n: int, task: str) -> tuple[list[Any], list[Any]]:
+    """(training examples, ``n`` held out for selection): a fixed random draw, order kept in both."""
+    if n <= 0:
+        return examples, []
+    if n >= len(examples):
+        raise ValueError(
+            f"{task}: selection_examples {n} leaves nothing to train on ({len(examples)} training examples)"
+        )
+    held = set(random.Random(SELECTION_SEED).sample(range(len(examples)), n))
+    return [e for i, e in enumerate(examples) if i not in held], [examples[i] for i in sorted(held)]
 
 
 def knowledge_features(
