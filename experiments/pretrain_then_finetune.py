@@ -82,6 +82,19 @@ Both starts gain from the higher rate (CoNLL +9.6 and +9.6 points, SST-2 +3 and 
 does not help SST-2. Token-level CoNLL profits from the pre-trained token vectors; SST-2 reads the [CLS]
 vector through a fresh pooler, which masked-LM-only pre-training never trains, and its movie-review
 phrases are far from Gutenberg's prose. Not yet run: 3 seeds, the other GLUE tasks, 120 minutes.
+
+On the slower machine of the later sessions (AMD EPYC, AVX2 only: 30 minutes buy 1,775 pre-training steps,
+held-out MLM accuracy 22.8%, and 3 minutes about 420 fine-tuning steps), SST-2 at the default lr 1e-4, one
+seed: pretrained 63.76, random init 72.13 (-8.37). With a learning-rate grid chosen on 2,000 held-out
+training examples and 3 seeds (2026-11-26, quiet machine but for 5 minutes of a niced test run early on):
+
+    .venv/bin/python experiments/pretrain_then_finetune.py --output runs/ptf-30-sel --skip-pretrain \
+        --tasks sst2 --seeds 0 1 2 --finetune-minutes 3 --lr 1e-4 3e-4 1e-3 --selection-examples 2000
+
+    sst2       accuracy     72.82±1.09 (3)    72.09±2.49 (3)   +0.73   >= +3   FAIL        428/410    0.001/0.001
+
+Both starts chose 1e-3 on the held-out examples (held-out medians 78.8 and 78.1; at 1e-4 the pretrained
+model is the worse one on them, 66.6-69.5 against 69.1-73.3). The sign turned; the target (+3) is not met.
 """
 
 from __future__ import annotations
