@@ -91,7 +91,7 @@ training examples and 3 seeds (2026-11-26, quiet machine but for 5 minutes of a 
     .venv/bin/python experiments/pretrain_then_finetune.py --output runs/ptf-30-sel --skip-pretrain \
         --tasks sst2 --seeds 0 1 2 --finetune-minutes 3 --lr 1e-4 3e-4 1e-3 --selection-examples 2000
 
-    sst2       accuracy     72.82±1.09 (3)    72.09±2.49 (3)   +0.73   >= +3   FAIL        428/410    0.001/0.001
+    sst2    accuracy  72.82±1.09 (3)  72.09±2.49 (3)  +0.73  >= +3  FAIL   steps 428/410  lr 0.001/0.001
 
 Both starts chose 1e-3 on the held-out examples (held-out medians 78.8 and 78.1; at 1e-4 the pretrained
 model is the worse one on them, 66.6-69.5 against 69.1-73.3). The sign turned; the target (+3) is not met.
