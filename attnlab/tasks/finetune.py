@@ -893,7 +893,9 @@ def finetune_examples(
     if selection and not cfg.keep_best:
         raise ValueError("selection_examples: dev scores the chosen runs' saved models: keep_best must be on")
     chooser = selection or dev_examples  # what picks the learning rate and each run's best evaluation
-    labels = list(labels) if labels is not None else task_labels(spec, train_examples, regression)
+    if labels is None:  # from every training example: a label only the held-out draw has is still one
+        labels = task_labels(spec, [*train_examples, *selection], regression)
+    labels = None if labels is None else list(labels)
     config = source.model_config
     max_length = min(cfg.max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length)
     with_types = config.type_vocab_size > 0
@@ -992,7 +994,7 @@ def finetune_examples(
 
         base = None if source.directory is None else str(source.directory)
         record = finetune_record(
-            spec.name, base, best_run.best, initialisation=None if base else source.name,
+            spec.name, base, best_run.dev or best_run.best, initialisation=None if base else source.name,
             learning_rate=chosen, train_examples=len(train_examples), eval_examples=len(dev_examples),
         )  # fmt: skip
         write_training_record(best_dir, record)
