@@ -48,6 +48,7 @@ from attnlab.tasks.features import (
     token_classification_features,
 )
 from attnlab.train.checkpoint import atomic_directory
+from attnlab.train.distributed import current_context
 from attnlab.train.run_dir import prepare_run_directory
 
 logger = logging.getLogger(__name__)
@@ -953,7 +954,8 @@ def finetune_examples(
     )
     reported = medians[chosen]
     if selection:  # dev scores the chosen learning rate's models, once each
-        device = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        # "auto" is the trainer's choice for this process (cuda:LOCAL_RANK where there is a GPU, else cpu)
+        device = str(current_context().default_device()) if cfg.device == "auto" else cfg.device
         for r in runs:
             if r.learning_rate == chosen and r.best_dir:
                 r.dev = evaluate_directory(
