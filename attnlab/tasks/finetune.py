@@ -894,9 +894,9 @@ def finetune_examples(
     if selection and not cfg.keep_best:
         raise ValueError("selection_examples: dev scores the chosen runs' saved models: keep_best must be on")
     chooser = selection or dev_examples  # what picks the learning rate and each run's best evaluation
-    if labels is None:  # from every training example: a label only the held-out draw has is still one
-        labels = task_labels(spec, [*train_examples, *selection], regression)
-    labels = None if labels is None else list(labels)
+    # class names from every training example: a label only the held-out draw has is still one
+    everything = [*train_examples, *selection]
+    labels = list(labels) if labels is not None else task_labels(spec, everything, regression)
     config = source.model_config
     max_length = min(cfg.max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length)
     with_types = config.type_vocab_size > 0
