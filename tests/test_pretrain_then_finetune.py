@@ -70,3 +70,52 @@ def test_table_and_verdict_name_every_row_and_the_tasks_that_fail():
     assert "conll2003" in text and "PASS" in text and "FAIL" in text and "90.00 (1)" in text
     assert ptf.verdict(rows) == "FAIL: 1 of 2 tasks meet their target (not met: mrpc)"
     assert ptf.verdict(rows[:1]).startswith("PASS: 1 of 1")
+
+
+def finetune_args(**overrides) -> object:
+    args = ptf.parse_args(["--seeds", "0", "1", "--lr", "1e-4", "1e-3", "--selection-examples", "500",
+                           "--finetune-minutes", "3"])  # fmt: skip
+    for key, value in overrides.items():
+        setattr(args, key, value)
+    return args
+
+
+def earlier_result(**change) -> dict:
+    runs = [{"learning_rate": lr, "seed": s, "minutes": 3.02, "epochs": 1, "stopped_by_time": True}
+            for lr in (1e-4, 1e-3) for s in (0, 1)]  # fmt: skip
+    return {"runs": runs, "selection_examples": 500} | change
+
+
+def test_a_reused_control_must_have_been_finetuned_as_this_run_would():
+    assert ptf.same_finetuning(finetune_args(), "sst2", earlier_result()) is None
+    assert "seeds [0, 1], not [0, 1, 2]" in ptf.same_finetuning(
+        finetune_args(seeds=[0, 1, 2]), "sst2", earlier_result()
+    )
+    assert "learning rates" in ptf.same_finetuning(finetune_args(lr=[3e-4]), "sst2", earlier_result())
+    assert "--selection-examples 0" in ptf.same_finetuning(
+        finetune_args(), "sst2", earlier_result(selection_examples=None)
+    )
+    assert "minutes, not 5" in ptf.same_finetuning(
+        finetune_args(finetune_minutes=5.0), "sst2", earlier_result()
+    )
+    assert "step budget" in ptf.same_finetuning(
+        finetune_args(finetune_minutes=None), "sst2", earlier_result()
+    )
+
+
+def test_a_reused_control_must_hold_the_same_weights_and_tokenizer(tmp_path):
+    import torch
+    from safetensors.torch import save_file
+
+    def control(name: str, weight: torch.Tensor, vocab: str) -> Path:
+        d = tmp_path / name
+        d.mkdir()
+        save_file({"embeddings.weight": weight, "bias": torch.zeros(3)}, str(d / "model.safetensors"))
+        (d / "vocab.txt").write_text(vocab)
+        return d
+
+    w = torch.randn(4, 3)
+    ours = control("ours", w, "[PAD]\na\n")
+    assert ptf.same_control(ours, control("same", w.clone(), "[PAD]\na\n")) is None
+    assert "1 tensors differ" in ptf.same_control(ours, control("other", w + 1e-7, "[PAD]\na\n"))
+    assert "vocab.txt: not the same file" in ptf.same_control(ours, control("vocab", w.clone(), "[PAD]\nb\n"))
