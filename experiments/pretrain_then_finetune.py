@@ -131,7 +131,7 @@ tokenizer files were checked equal, and its seeds, grid, selection and 3-minute 
 (per seed 73.97 / 74.77 / 74.08 against the control's 73.97 / 69.27 / 73.05; the books model's 72.94 /
 73.85 / 71.67.) In-domain text buys 1.45 points over the books (+2.18 against +0.73), and the books
 tokenizer fits both texts alike (1.54 tokens a word on the SST-2 text, 1.50 on SST-2 dev, no unknown
-tokens). But neither run left masked LM's plateau for long: the training loss of both sits near 5.7-6.0
+tokens). But neither run left masked LM's plateau for long: the training loss of both sits near 5.6-6.1
 from step 400 to 1,300 (log.jsonl); the books model starts to fall only after step 1,300 (5.20 at 1,775),
 the SST-2 one not at all (5.90). On the project's faster machine of 2026-11-25 the same books recipe took
 3,877 steps and reached 38.1%. At this machine's 1 s a step the 30-minute recipe spends its budget on the
@@ -372,6 +372,8 @@ def same_control(control: Path, earlier: Path) -> str | None:
     same tensors under the same names, and the same tokenizer files byte for byte."""
     from safetensors.torch import load_file
 
+    if not (earlier / "model.safetensors").is_file():
+        return f"{earlier / 'model.safetensors'}: no such file"
     ours, theirs = load_file(control / "model.safetensors"), load_file(earlier / "model.safetensors")
     if ours.keys() != theirs.keys():
         return f"{earlier}: other weight names than {control}"
@@ -573,6 +575,11 @@ def main(argv: list[str] | None = None) -> int:
     print(control)
 
     models = {"pretrained": model_dir, "random-init": out / "random-init"}
+    try:  # before any fine-tuning: a control that cannot be reused stops the run now, not after a task
+        reused = {t: reused_control(args, t, out / "random-init") for t in args.tasks if args.control_from}
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
     results: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     for task in args.tasks:
@@ -580,8 +587,8 @@ def main(argv: list[str] | None = None) -> int:
         results[task] = {}
         for start in STARTS:
             target = out / "finetune" / start / task
-            if start == "random-init" and args.control_from:
-                results[task][start] = reused_control(args, task, out / "random-init")
+            if start == "random-init" and task in reused:
+                results[task][start] = reused[task]
                 continue
             results[task][start] = finetune(
                 args, task, models[start], target, out / "logs" / f"{task}-{start}.log"

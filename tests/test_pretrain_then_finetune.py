@@ -119,3 +119,11 @@ def test_a_reused_control_must_hold_the_same_weights_and_tokenizer(tmp_path):
     assert ptf.same_control(ours, control("same", w.clone(), "[PAD]\na\n")) is None
     assert "1 tensors differ" in ptf.same_control(ours, control("other", w + 1e-7, "[PAD]\na\n"))
     assert "vocab.txt: not the same file" in ptf.same_control(ours, control("vocab", w.clone(), "[PAD]\nb\n"))
+
+
+def test_a_missing_earlier_control_is_named(tmp_path):
+    (tmp_path / "ours").mkdir()
+    assert (
+        ptf.same_control(tmp_path / "ours", tmp_path / "gone")
+        == f"{tmp_path / 'gone' / 'model.safetensors'}: no such file"
+    )
