@@ -327,3 +327,53 @@ def test_attnlab_export_of_encoder_then_task_model(tmp_path):
     with pytest.warns(UserWarning):
         model = load_task_model(tmp_path, "EncoderForMultipleChoice")
     assert torch.equal(model.encoder.pooler.dense.weight, pre.encoder.pooler.dense.weight)
+
+
+def test_mean_pooling_classifier_reads_the_mean_of_real_tokens_and_has_no_pooler():
+    torch.manual_seed(0)
+    m = EncoderForSequenceClassification.from_config(TINY, num_labels=3, pooling="mean").eval()
+    assert m.encoder.pooler is None and m.pooling == "mean" and m.options["pooling"] == "mean"
+    x = _inputs()
+    labels = torch.tensor([0, 2, 1])
+    out = m(**x, labels=labels)
+    hidden = m.encoder(**x).last_hidden_state  # (B, T, H)
+    # row 0 has two padding positions: its mean is over its first T - 2 tokens only
+    sentence = torch.stack([hidden[0, :-2].mean(0), hidden[1].mean(0), hidden[2].mean(0)])
+    torch.testing.assert_close(out.logits, m.classifier(sentence))
+    torch.testing.assert_close(out.loss, F.cross_entropy(m.classifier(sentence), labels))
+    # padding positions do not move the logits: change the ids under the mask
+    y = dict(x, input_ids=x["input_ids"].clone())
+    y["input_ids"][0, -2:] = 7
+    torch.testing.assert_close(m(**y).logits[0], out.logits[0])
+    # the default is BERT's pooled [CLS], and the option is not written for it (old checkpoints unchanged)
+    assert "pooling" not in EncoderForSequenceClassification.from_config(TINY).options
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        EncoderForSequenceClassification.from_config(TINY, pooling="max")
+
+
+def test_mean_pooling_round_trips_transfers_without_a_pooler_and_is_not_exported_to_hf(tmp_path):
+    torch.manual_seed(0)
+    model = EncoderForSequenceClassification.from_config(TINY, num_labels=2, pooling="mean")
+    _perturb(model)
+    save_pretrained(model, tmp_path / "mean")
+    again = load_pretrained(tmp_path / "mean").eval()
+    x = _inputs()
+    assert again.pooling == "mean"
+    torch.testing.assert_close(again(**x).logits, model.eval()(**x).logits)
+    # as a task model it loads whole only with the same pooling; asking for [CLS] builds a fresh head
+    whole = load_task_model(tmp_path / "mean", EncoderForSequenceClassification, num_labels=2, pooling="mean")
+    assert torch.equal(whole.classifier.weight, model.classifier.weight)
+    with pytest.warns(UserWarning, match=r"newly initialised.*encoder\.pooler\.dense\.weight"):
+        cls_head = load_task_model(tmp_path / "mean", EncoderForSequenceClassification, num_labels=2)
+    assert cls_head.pooling == "cls" and cls_head.encoder.pooler is not None
+    # an encoder pre-trained with a pooler (NSP) transfers without it: nothing unused to train
+    pre = EncoderForPreTraining.from_config(TINY)
+    save_pretrained(pre, tmp_path / "pre")
+    with pytest.warns(UserWarning, match="newly initialised") as caught:
+        fresh = load_task_model(
+            tmp_path / "pre", EncoderForSequenceClassification, num_labels=2, pooling="mean"
+        )
+    assert "pooler" not in str(caught[0].message) and fresh.encoder.pooler is None
+    assert not any(k.startswith("encoder.pooler") for k in fresh.state_dict())
+    with pytest.raises(CheckpointError, match="pooling='mean'.*\\[CLS\\]"):
+        save_hf(model, tmp_path / "hf")

@@ -116,6 +116,25 @@ def test_a_selection_split_chooses_and_dev_only_scores_the_chosen_models(tmp_pat
         split_selection(list(range(10)), 10, "toy")
 
 
+def test_mean_pooling_learns_the_toy_task_and_is_kept_in_the_saved_model(tmp_path):
+    """--pooling mean: the classifier reads the mean of the tokens' states; the kept model says so and
+    scores the same from disk. A task without a sentence classifier refuses the option."""
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    dev = _sentiment(64, 1)
+    cfg = _cfg(tmp_path / "mean", learning_rates=(2e-3,), epochs=3, seeds=(0,), pooling="mean")
+    result = finetune_examples(SPEC, source, _sentiment(160, 0), dev, cfg)
+    assert result.median >= 0.9  # chance is 0.5
+    model = load_model(result.best_dir)
+    assert model.pooling == "mean" and model.encoder.pooler is None
+    again = evaluate_directory(SPEC, result.best_dir, dev, max_length=24)
+    assert again["accuracy"] == pytest.approx(result.median)
+    with pytest.raises(ValueError, match="pooling 'mean'.*conll2003"):
+        ner = _cfg(tmp_path / "ner", pooling="mean")
+        finetune_examples(get_task("conll2003"), source, _ner(16, 0), _ner(8, 1), ner)
+    with pytest.raises(ValueError, match="FinetuneConfig.pooling"):
+        _cfg(tmp_path, pooling="max")
+
+
 def test_time_budget_stops_and_still_evaluates(tmp_path):
     source = ModelSource(config=TINY, tokenizer=_tok())
     cfg = _cfg(tmp_path, learning_rates=(1e-3,), epochs=50, minutes=1e-4)

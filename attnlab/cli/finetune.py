@@ -73,6 +73,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ft.add_argument("--weight-decay", type=non_negative_float, default=0.01, help="AdamW weight decay")
     ft.add_argument("--dropout", type=probability, default=0.1, help="classifier dropout (default 0.1)")
     ft.add_argument(
+        "--pooling", choices=("cls", "mean"), default="cls",
+        help="classification and regression: the sentence vector the classifier reads, BERT's pooled [CLS] "
+        "(default) or the mean of the tokens' final states (no pooler; attnlab format and ONNX only)",
+    )  # fmt: skip
+    ft.add_argument(
         "--encoder-dropout", type=probability_or_keep, default=ENCODER_DROPOUT, metavar="P|keep",
         help="dropout of the encoder's layers while fine-tuning (BERT's 0.1, also for models pre-trained "
         "without dropout); 'keep': the checkpoint's own",
@@ -308,7 +313,7 @@ def run_finetune(args: argparse.Namespace) -> int:
     cfg = FinetuneConfig(
         learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
         warmup=args.warmup, weight_decay=args.weight_decay, dropout=args.dropout,
-        encoder_dropout=args.encoder_dropout,
+        encoder_dropout=args.encoder_dropout, pooling=args.pooling,
         max_length=args.max_length or (384 if spec.kind == "qa" else 128), stride=args.stride,
         max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,

@@ -293,7 +293,13 @@ def task_to_hf(
     reason the encoder has no HF form, and `UnsupportedHeadError` when the family's head is not exact.
     """
     target = resolve_dtype(dtype)
-    name, _ = architecture_of(model)
+    name, options = architecture_of(model)
+    if options.get("pooling", "cls") != "cls":
+        raise UnsupportedHeadError(
+            f"cannot export {name} with pooling={options['pooling']!r} to HF: HF's "
+            "*ForSequenceClassification classes read the [CLS] token; keep the attnlab directory or export "
+            "to ONNX"
+        )
     config = model.config
     family_name = family or infer_family(config, "base")
     if family_name not in FAMILIES:

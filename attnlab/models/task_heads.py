@@ -1,7 +1,9 @@
 """Fine-tuning compositions: the one `Encoder` plus a small task head (Devlin et al. 2019, section 4, Fig. 4).
 
 - `EncoderForSequenceClassification`: pooled [CLS] output -> dropout -> Linear(H, C) (GLUE; C = 1 is
-  regression with MSE, STS-B).
+  regression with MSE, STS-B). ``pooling="mean"`` reads the mean of the tokens' final states instead, with
+  no pooler (as sentence encoders do; a masked-LM-only checkpoint trains every token's state but not [CLS]'s,
+  whose pooler would start fresh).
 - `EncoderForTokenClassification`: every token's final hidden state -> dropout -> Linear(H, C) (NER;
   labels -100 are ignored, BERT section 5.3 labels only the first sub-token of a word).
 - `EncoderForQuestionAnswering`: Linear(H, 2) gives a start and an end logit per token (SQuAD, section
@@ -34,6 +36,7 @@ from attnlab.models.config import EncoderConfig
 from attnlab.models.encoder import Encoder
 from attnlab.models.pretraining import IGNORE_INDEX, EncoderWithHeads, _init_head, masked_lm_loss
 from attnlab.nn.linear import Linear
+from attnlab.nn.pooling import masked_mean
 
 
 @dataclass
@@ -168,14 +171,56 @@ class _LabelClassifier(_TaskModel):
         return model
 
 
+POOLINGS = ("cls", "mean")  # EncoderForSequenceClassification's sentence vector
+
+
 class EncoderForSequenceClassification(_LabelClassifier):
     """``encoder`` -> pooled [CLS] (B, H) -> dropout -> ``classifier`` Linear(H, C).
 
     ``num_labels == 1`` is regression (STS-B): the logit is the prediction and the loss is MSE against float
     labels. ``labels`` optionally names the classes (kept in the checkpoint for pipelines).
+    ``pooling="mean"``: the classifier reads `masked_mean` of the final hidden states (B, H) instead of the
+    pooled [CLS]; the encoder then has no pooler (HF's classes have no such head: attnlab format and ONNX
+    only). The option is kept in ``options`` only when it is not the default, so that checkpoints written
+    before it existed keep their meaning.
     """
 
-    uses_pooler = True
+    uses_pooler = True  # the default pooling's; an instance with pooling="mean" sets it False
+
+    def __init__(
+        self,
+        encoder: Encoder,
+        num_labels: int = 2,
+        labels: Sequence[str] | None = None,
+        classifier_dropout: float | None = None,
+        pooling: str = "cls",
+    ) -> None:
+        if pooling not in POOLINGS:
+            raise ValueError(f"{type(self).__name__}: pooling must be one of {POOLINGS}, not {pooling!r}")
+        self.uses_pooler = pooling == "cls"  # before _TaskModel's pooler check
+        super().__init__(encoder, num_labels, labels, classifier_dropout)
+        if pooling != "cls":
+            self.options["pooling"] = pooling
+
+    @property
+    def pooling(self) -> str:
+        return self.options.get("pooling", "cls")
+
+    @classmethod
+    def from_config(  # type: ignore[override]
+        cls,
+        config: EncoderConfig,
+        num_labels: int = 2,
+        labels: Sequence[str] | None = None,
+        classifier_dropout: float | None = None,
+        pooling: str = "cls",
+    ) -> EncoderForSequenceClassification:
+        if pooling != "cls":  # no pooler to build (a checkpoint's is not loaded: transfer drops its keys)
+            config = dataclasses.replace(config, add_pooler=False)
+        model = cls(cls._encoder_for(config) if pooling == "cls" else Encoder(config), num_labels, labels,
+                    classifier_dropout, pooling)  # fmt: skip
+        _init_head(model.classifier, config.initializer_range)
+        return model
 
     @property
     def is_regression(self) -> bool:
@@ -195,7 +240,11 @@ class EncoderForSequenceClassification(_LabelClassifier):
         out = self.encoder(
             input_ids, attention_mask, token_type_ids, position_ids, output_hidden_states, output_attentions
         )
-        logits = self.classifier(self.dropout(out.pooled_output))  # (B, C)
+        if self.pooling == "cls":
+            sentence = out.pooled_output  # (B, H)
+        else:
+            sentence = masked_mean(out.last_hidden_state, attention_mask)  # (B, H)
+        logits = self.classifier(self.dropout(sentence))  # (B, C)
         loss = None
         if labels is not None:
             if labels.shape != logits.shape[:1]:

@@ -507,6 +507,9 @@ class FinetuneConfig:
     # BERT fine-tunes with 0.1 on all layers; a model pre-trained without dropout (the budget recipes, as in
     # Geiping & Goldstein 2023's cramming) gets it back here.
     encoder_dropout: float | None = ENCODER_DROPOUT
+    # Sentence vector of classification and regression tasks: "cls", BERT's pooled [CLS]; "mean", the mean of
+    # the tokens' final states (no pooler; EncoderForSequenceClassification's pooling option).
+    pooling: str = "cls"
     max_length: int | None = None  # tokens per sequence; None: 384 for QA (BERT's SQuAD setting), else 128
     stride: int = 128  # QA: overlap of consecutive passage windows, in tokens
     max_query_length: int = 64  # QA: longer questions are cut (and counted)
@@ -565,6 +568,10 @@ class FinetuneConfig:
                 "FinetuneConfig.encoder_dropout: a probability in [0, 1) or None, got "
                 f"{self.encoder_dropout!r}"
             )
+        from attnlab.models.task_heads import POOLINGS
+
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"FinetuneConfig.pooling: one of {POOLINGS}, got {self.pooling!r}")
         for name in ("max_train_examples", "max_eval_examples"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
@@ -602,8 +609,10 @@ class ModelSource:
         dropout: float,
         regression: bool,
         encoder_dropout: float | None = None,
+        pooling: str = "cls",
     ) -> nn.Module:
-        """The task model, in train mode; ``encoder_dropout`` (None: the config's) on the encoder's layers."""
+        """The task model, in train mode; ``encoder_dropout`` (None: the config's) on the encoder's layers;
+        ``pooling`` the sentence vector of a classification or regression head (`FinetuneConfig.pooling`)."""
         import dataclasses
 
         from attnlab.models import ARCHITECTURES
@@ -618,6 +627,13 @@ class ModelSource:
             options = {"num_labels": n, "labels": None if n == 1 else model_labels(spec, labels or ())}
         if spec.kind != "qa":
             options["classifier_dropout"] = dropout
+        if pooling != "cls":
+            if spec.architecture != "EncoderForSequenceClassification":
+                raise ValueError(
+                    f"pooling {pooling!r}: only sequence classification and regression choose their sentence "
+                    f"vector; task {spec.name} ({spec.kind}) has no such head"
+                )
+            options["pooling"] = pooling
         if self.directory is not None:
             import warnings
 
@@ -791,7 +807,7 @@ def run_once(
     from attnlab.train.checkpoint import latest_checkpoint
 
     set_seed(seed)
-    model = source.build(spec, labels, cfg.dropout, regression, cfg.encoder_dropout)
+    model = source.build(spec, labels, cfg.dropout, regression, cfg.encoder_dropout, cfg.pooling)
     pad = pad_id_of(source.tokenizer, model.config.pad_token_id)
     dataset = FeatureDataset(train_features)
     steps_per_epoch = math.ceil(len(dataset) / cfg.batch_size)

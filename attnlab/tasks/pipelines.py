@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.nn.pooling import masked_mean
 from attnlab.tasks.features import PAD_TOKENS, qa_features, special_id
 from attnlab.tasks.qa_postprocess import QAWindow, postprocess_example
 from attnlab.tokenizers import Encoding, Tokenizer
@@ -494,8 +495,7 @@ class EmbeddingPipeline(Pipeline):
             if pooling == "cls":
                 vectors.append(hidden[:, 0])
             else:
-                mask = self._tensors(encodings)["attention_mask"].unsqueeze(-1).float()  # (B, T, 1)
-                vectors.append((hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0))
+                vectors.append(masked_mean(hidden, self._tensors(encodings)["attention_mask"]))
         out = torch.cat(vectors).cpu()  # (N, H)
         return out[0] if single else out
 

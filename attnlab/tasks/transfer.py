@@ -208,8 +208,10 @@ def with_config_changes(model: nn.Module, changes: Mapping[str, Any] | None) -> 
 
 
 def _same_head(saved: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
-    """Whether a saved head fits ``options``: same number and names of labels (dropout has no weights)."""
-    return all(saved.get(k) == v for k, v in options.items() if k != "classifier_dropout")
+    """Whether a saved head fits ``options``: same number and names of labels and the same pooling (absent:
+    [CLS]); dropout has no weights."""
+    same = all(saved.get(k) == v for k, v in options.items() if k not in ("classifier_dropout", "pooling"))
+    return same and saved.get("pooling", "cls") == options.get("pooling", "cls")
 
 
 def _load_hf_task(d: Path, hf: Mapping[str, Any], name: str, dtype: torch.dtype | None) -> nn.Module:
