@@ -187,18 +187,12 @@ class EncoderForSequenceClassification(_LabelClassifier):
 
     uses_pooler = True  # the default pooling's; an instance with pooling="mean" sets it False
 
-    def __init__(
-        self,
-        encoder: Encoder,
-        num_labels: int = 2,
-        labels: Sequence[str] | None = None,
-        classifier_dropout: float | None = None,
-        pooling: str = "cls",
-    ) -> None:
+    def __init__(self, encoder: Encoder, *args: Any, pooling: str = "cls", **kwargs: Any) -> None:
+        """``args``, ``kwargs``: `_LabelClassifier`'s (``num_labels``, ``labels``, ``classifier_dropout``)."""
         if pooling not in POOLINGS:
             raise ValueError(f"{type(self).__name__}: pooling must be one of {POOLINGS}, not {pooling!r}")
         self.uses_pooler = pooling == "cls"  # before _TaskModel's pooler check
-        super().__init__(encoder, num_labels, labels, classifier_dropout)
+        super().__init__(encoder, *args, **kwargs)
         if pooling != "cls":
             self.options["pooling"] = pooling
 
@@ -208,17 +202,12 @@ class EncoderForSequenceClassification(_LabelClassifier):
 
     @classmethod
     def from_config(  # type: ignore[override]
-        cls,
-        config: EncoderConfig,
-        num_labels: int = 2,
-        labels: Sequence[str] | None = None,
-        classifier_dropout: float | None = None,
-        pooling: str = "cls",
+        cls, config: EncoderConfig, *args: Any, pooling: str = "cls", **kwargs: Any
     ) -> EncoderForSequenceClassification:
-        if pooling != "cls":  # no pooler to build (a checkpoint's is not loaded: transfer drops its keys)
-            config = dataclasses.replace(config, add_pooler=False)
-        model = cls(cls._encoder_for(config) if pooling == "cls" else Encoder(config), num_labels, labels,
-                    classifier_dropout, pooling)  # fmt: skip
+        if pooling == "cls":
+            return super().from_config(config, *args, **kwargs)
+        # no pooler to build (a checkpoint's is not loaded: `attnlab.tasks.transfer` drops its keys)
+        model = cls(Encoder(dataclasses.replace(config, add_pooler=False)), *args, pooling=pooling, **kwargs)
         _init_head(model.classifier, config.initializer_range)
         return model
 
