@@ -41,8 +41,13 @@ MODELS = {
     "cls": lambda cfg: EncoderForSequenceClassification.from_config(cfg, 3, ["neg", "neu", "pos"]),
     "ner": lambda cfg: EncoderForTokenClassification.from_config(cfg, 3, LABELS),
     "qa": lambda cfg: EncoderForQuestionAnswering.from_config(cfg),
+    # --pooling mean: the masked mean over a dynamic T (traced at (2, 8)), no pooler
+    "cls-mean": lambda cfg: EncoderForSequenceClassification.from_config(
+        cfg, 3, ["neg", "neu", "pos"], pooling="mean"
+    ),
 }
-FIELDS = {"mlm": ["mlm_logits"], "cls": ["logits"], "ner": ["logits"], "qa": ["start_logits", "end_logits"]}
+FIELDS = {"mlm": ["mlm_logits"], "cls": ["logits"], "ner": ["logits"], "qa": ["start_logits", "end_logits"],
+          "cls-mean": ["logits"]}  # fmt: skip
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
@@ -79,7 +84,7 @@ SLOW = pytest.mark.slow
 
 
 @pytest.mark.parametrize(
-    "kind", [pytest.param(k, marks=() if k == "cls" else SLOW) for k in MODELS]
+    "kind", [pytest.param(k, marks=() if k in ("cls", "cls-mean") else SLOW) for k in MODELS]
 )  # fmt: skip
 def test_outputs_equal_pytorch(exported, kind):
     model, _, onnx_dir = exported[kind]
