@@ -181,7 +181,7 @@ this run, so nothing here is chosen on dev (2026-11-27; two short niced test run
 step budgets do not feel):
 
     .venv/bin/python experiments/pretrain_then_finetune.py --output runs/ptf-30-steps --skip-pretrain \
-        --tasks sst2 --seeds 0 1 2 --lr 1e-3 --selection-examples 2000   # OUT/pretrain -> ptf-30-sel's; 51 min
+        --tasks sst2 --seeds 0 1 2 --lr 1e-3 --selection-examples 2000     # pretrain: ptf-30-sel's; 51 min
 
     sst2    accuracy  74.73±0.98 (3)  71.56±2.68 (3)  +3.17  >= +3  PASS   steps 938/938  lr 0.001/0.001
 
