@@ -36,7 +36,7 @@ from attnlab.models.config import EncoderConfig
 from attnlab.models.encoder import Encoder
 from attnlab.models.pretraining import IGNORE_INDEX, EncoderWithHeads, _init_head, masked_lm_loss
 from attnlab.nn.linear import Linear
-from attnlab.nn.pooling import masked_mean
+from attnlab.nn.pooling import POOLINGS, masked_mean
 
 
 @dataclass
@@ -169,9 +169,6 @@ class _LabelClassifier(_TaskModel):
         model = cls(cls._encoder_for(config), num_labels, labels, classifier_dropout)
         _init_head(model.classifier, config.initializer_range)
         return model
-
-
-POOLINGS = ("cls", "mean")  # EncoderForSequenceClassification's sentence vector
 
 
 class EncoderForSequenceClassification(_LabelClassifier):

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from torch import Tensor
 
+# The sentence vectors a classifier or the embedding pipeline can read: BERT's [CLS] token, or `masked_mean`.
+POOLINGS = ("cls", "mean")
+
 
 def masked_mean(hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
     """(B, T, H) -> (B, H): the mean over each sequence's real tokens (padding excluded; every token when

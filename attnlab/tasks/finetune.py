@@ -568,7 +568,7 @@ class FinetuneConfig:
                 "FinetuneConfig.encoder_dropout: a probability in [0, 1) or None, got "
                 f"{self.encoder_dropout!r}"
             )
-        from attnlab.models.task_heads import POOLINGS
+        from attnlab.nn.pooling import POOLINGS
 
         if self.pooling not in POOLINGS:
             raise ValueError(f"FinetuneConfig.pooling: one of {POOLINGS}, got {self.pooling!r}")

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.nn.pooling import masked_mean
+from attnlab.nn.pooling import POOLINGS, masked_mean
 from attnlab.tasks.features import PAD_TOKENS, qa_features, special_id
 from attnlab.tasks.qa_postprocess import QAWindow, postprocess_example
 from attnlab.tokenizers import Encoding, Tokenizer
@@ -485,8 +485,8 @@ class EmbeddingPipeline(Pipeline):
         return hidden.float()  # (B, T, H)
 
     def __call__(self, texts: str | Sequence[str], pooling: str = "cls", layer: int = -1) -> Tensor:
-        if pooling not in ("cls", "mean"):
-            raise ValueError(f"pooling must be 'cls' or 'mean', got {pooling!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         items, single = _as_list(texts)
         vectors = []
         for chunk in self._chunks(items):
