@@ -62,3 +62,21 @@ def test_a_broken_run_json_is_named_with_line_and_column(tmp_path: Path) -> None
     with pytest.raises(RunDirectoryError, match=r"run\.json:3:1: invalid JSON"):
         _claim(tmp_path, resume=True)
     assert not _claim(tmp_path, overwrite=True).resuming  # --overwrite replaces it without reading it
+
+
+def test_resuming_with_other_settings_is_refused_and_names_each(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = _claim(out, settings={"pooling": "cls", "epochs": 3.0, "sizes": (1, 2)})
+    (out / "model").mkdir()
+    with pytest.raises(RunDirectoryError) as e:
+        _claim(out, resume=True, settings={"pooling": "mean", "epochs": 3.0, "sizes": (1, 2), "new": 1})
+    assert str(e.value).startswith(f"{out / RUN_FILE}: --resume with other settings")
+    assert "pooling: 'cls' when the run started, 'mean' now" in str(e.value)
+    assert "new: None when the run started, 1 now" in str(e.value) and "epochs" not in str(e.value)
+    assert "sizes" not in str(e.value)  # a tuple equals the list run.json holds
+    assert _claim(out, resume=True, settings={"pooling": "cls", "epochs": 3.0, "sizes": (1, 2)}).resuming
+    # an older run.json without settings is not compared
+    info = json.loads((out / RUN_FILE).read_text())
+    del info["settings"]
+    (out / RUN_FILE).write_text(json.dumps(info))
+    assert _claim(out, resume=True, settings={"pooling": "mean"}).run_id == first.run_id

@@ -335,5 +335,10 @@ def test_finetune_stopped_by_a_signal_ends_the_command(tmp_path: Path, capsys, m
     out = tmp_path / "out"
     assert (out / "lr0.001-seed0" / "checkpoints").is_dir()
     assert not (out / "lr0.002-seed0").exists() and not (out / "results.json").exists()
+    # resumed with another head or schedule than the checkpoints were made under: refused, each named
+    assert run_here(argv + ["--resume", "--pooling", "mean", "--epochs", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "--resume with other settings" in err
+    assert "epochs: 2.0 when the run started, 3.0 now" in err and "pooling: 'cls' when the run started" in err
     assert run_here(argv + ["--resume"]) == 0
     assert (out / "lr0.002-seed0").is_dir() and (out / "results.json").is_file()

@@ -891,6 +891,22 @@ def run_once(
     )
 
 
+def run_settings(spec: TaskSpec, source: ModelSource, cfg: FinetuneConfig, max_length: int) -> dict[str, Any]:
+    """What a fine-tuning's checkpoints were made under, written to run.json: ``--resume`` with other values
+    is refused and each difference named (`attnlab.train.run_dir`). Learning rates and seeds are not among
+    them (each pair has its own run directory), nor the time budget (a resumed run may be given more)."""
+    model = str(Path(source.directory).resolve()) if source.directory is not None else source.name
+    teacher = str(Path(cfg.teacher).resolve()) if cfg.teacher is not None else None
+    fields = (
+        "pooling", "epochs", "batch_size", "warmup", "weight_decay", "dropout", "encoder_dropout",
+        "max_train_examples", "selection_examples", "precision", "distill_temperature", "distill_alpha",
+    )  # fmt: skip
+    return {
+        "task": spec.name, "model": model, "max_length": max_length, "teacher": teacher,
+        "knowledge": cfg.knowledge is not None, **{name: getattr(cfg, name) for name in fields},
+    }  # fmt: skip
+
+
 def finetune_examples(
     spec: TaskSpec,
     source: ModelSource,
@@ -946,8 +962,9 @@ def finetune_examples(
         )
     out = Path(cfg.output_dir)
     claim = prepare_run_directory(
-        out, "finetune", finetune_outputs(out), resume=cfg.resume, overwrite=cfg.overwrite, log=logger.info
-    )
+        out, "finetune", finetune_outputs(out), resume=cfg.resume, overwrite=cfg.overwrite, log=logger.info,
+        settings=run_settings(spec, source, cfg, max_length),
+    )  # fmt: skip
     runs: list[RunResult] = []
     for lr in cfg.learning_rates:
         for seed in cfg.seeds:

@@ -70,7 +70,10 @@ def prepare_run_directory(
     ``outputs`` are the names (files or directories) a run of this command writes there; any of them
     present, or a ``run.json``, means an earlier run. Then: ``resume`` continues it (its run id is kept),
     ``overwrite`` deletes those outputs and ``run.json`` first (nothing else in the directory is touched),
-    and neither is a `RunDirectoryError` that says both ways out. ``settings`` go into run.json.
+    and neither is a `RunDirectoryError` that says both ways out. ``settings`` go into run.json; resuming a
+    run whose run.json holds settings with other ``settings`` is a `RunDirectoryError` naming each that
+    differs (the checkpoints were made under the first ones: a model with another head, a schedule of
+    another length). A run.json without settings (an older run's) is not compared.
     """
     if resume and overwrite:
         raise RunDirectoryError(f"{command}: give --resume or --overwrite, not both")
@@ -92,8 +95,16 @@ def prepare_run_directory(
             else:
                 target.unlink()
         log(f"{command}: --overwrite: removed {', '.join(present)} of the earlier run in {path}")
-    path.mkdir(parents=True, exist_ok=True)
     resuming = bool(present) and resume
+    if resuming and previous and settings is not None and isinstance(previous.get("settings"), dict):
+        changed = settings_changed(previous["settings"], settings)
+        if changed:
+            raise RunDirectoryError(
+                f"{path / RUN_FILE}: --resume with other settings than the run was started with: "
+                + "; ".join(changed)
+                + ". Resume with the first settings, or start afresh (--overwrite, or another output folder)"
+            )
+    path.mkdir(parents=True, exist_ok=True)
     run_id = str(previous["run_id"]) if resuming and previous and previous.get("run_id") else new_run_id()
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     info = dict(previous or {}) if resuming else {}
@@ -104,3 +115,14 @@ def prepare_run_directory(
     run = RunDirectory(path, run_id, resuming, info)
     run.update()
     return run
+
+
+def settings_changed(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """``name: A when the run started, B now`` for each setting that differs (compared as JSON values, as
+    run.json holds them: a tuple equals the list it was written as)."""
+    as_json = json.loads(json.dumps(now, default=str))
+    changed = []
+    for name in sorted(set(before) | set(as_json)):
+        if before.get(name) != as_json.get(name):
+            changed.append(f"{name}: {before.get(name)!r} when the run started, {as_json.get(name)!r} now")
+    return changed
