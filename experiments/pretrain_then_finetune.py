@@ -489,6 +489,56 @@ def finetune(args: argparse.Namespace, task: str, model: Path, out: Path, log_pa
     return json.loads((out / "results.json").read_text(encoding="utf-8"))
 
 
+def merged_result(task: str, start: str, dirs: Sequence[Path]) -> dict[str, Any] | str:
+    """The fine-tuning ``results.json`` of ``task`` and ``start`` from several runs of this script, their runs
+    pooled, or why they cannot be pooled: a task missing from one, another chosen learning rate, selection
+    split or budget, or a seed run twice."""
+    results = []
+    for d in dirs:
+        path = d / "finetune" / start / task / "results.json"
+        if not path.is_file():
+            return f"{path}: no such file"
+        results.append(json.loads(path.read_text(encoding="utf-8")))
+    first = results[0]
+    seen: set[int] = set()
+    runs = []
+    for d, result in zip(dirs, results):
+        for key in ("learning_rate", "selection_examples"):
+            if result.get(key) != first.get(key):
+                return f"{d}: {task} {start} has {key} {result.get(key)}, {dirs[0]} {first.get(key)}"
+        chosen = [r for r in result["runs"] if r["learning_rate"] == result["learning_rate"]]
+        if {r["epochs"] for r in chosen} != {r["epochs"] for r in first["runs"]}:
+            return f"{d}: {task} {start} was fine-tuned for other epochs than in {dirs[0]}"
+        if seen & {r["seed"] for r in chosen}:
+            return f"{d}: {task} {start} repeats seed(s) {sorted(seen & {r['seed'] for r in chosen})}"
+        seen |= {r["seed"] for r in chosen}
+        runs += chosen
+    return {**first, "runs": runs}
+
+
+def combine(dirs: Sequence[Path], tasks: Sequence[str]) -> int:
+    """``--combine``: the table over the seeds of several runs of this script (e.g. seeds added by a later
+    run), after checking that they share the pre-trained model and the control (weights and tokenizer)."""
+    for d in dirs[1:]:
+        for part in ("pretrain/model", "random-init"):
+            why = same_control(dirs[0] / part, d / part)
+            if why:
+                print(f"--combine: {d} is not the same experiment as {dirs[0]}: {why}", file=sys.stderr)
+                return 2
+    rows = []
+    for task in tasks:
+        merged = {start: merged_result(task, start, dirs) for start in STARTS}
+        why = next((m for m in merged.values() if isinstance(m, str)), None)
+        if why:
+            print(f"--combine: {task} left out: {why}")
+            continue
+        rows += compare(task, merged["pretrained"], merged["random-init"])
+    print(f"pooled over {', '.join(map(str, dirs))}; dev scores x100, mean±std (n seeds)\n")
+    print(format_table(rows))
+    print(f"\nissue 11 downstream target: {verdict(rows)}")
+    return 0
+
+
 # ----------------------------------------------------------------------------------------- domain
 
 
@@ -570,6 +620,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--finetune-arg", action="append", default=[], metavar="ARGS",
         help='more arguments for every attnlab finetune, e.g. --finetune-arg="--epochs 4" (repeatable)',
     )  # fmt: skip
+    p.add_argument(
+        "--combine", nargs="+", default=None, metavar="DIR",
+        help="print the table over the seeds of earlier runs' --output DIRs (same model, control) and stop",
+    )  # fmt: skip
     args = p.parse_args(argv)
     record = Path(args.output) / "pretrain-command.json"
     if args.corpus is None and args.skip_pretrain and record.is_file():
@@ -580,6 +634,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.combine:
+        return combine([Path(d) for d in args.combine], args.tasks)
     t_start = time.monotonic()
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)

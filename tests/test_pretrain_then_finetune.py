@@ -127,3 +127,36 @@ def test_a_missing_earlier_control_is_named(tmp_path):
         ptf.same_control(tmp_path / "ours", tmp_path / "gone")
         == f"{tmp_path / 'gone' / 'model.safetensors'}: no such file"
     )
+
+
+def test_combine_pools_the_seeds_of_several_runs_and_refuses_what_does_not_pool(tmp_path):
+    """--combine: the runs of the chosen learning rate from each output directory, pooled; another chosen
+    learning rate, selection split or budget, a repeated seed or a missing task is named instead."""
+    import json
+
+    def write(out: str, start: str, result: dict) -> Path:
+        path = tmp_path / out / "finetune" / start / "rte" / "results.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result))
+        return tmp_path / out
+
+    def rte(seeds, lr=1e-3, epochs=3.0, selection=250, other_lr=True):
+        runs = [{"learning_rate": lr, "seed": s, "epochs": epochs, "dev": {"accuracy": 0.5 + s / 100},
+                 "steps": 210} for s in seeds]  # fmt: skip
+        if other_lr:  # a run at a learning rate not chosen: never pooled
+            runs.append({"learning_rate": 9.0, "seed": 99, "epochs": epochs, "dev": {}, "steps": 1})
+        return {"learning_rate": lr, "selection_examples": selection, "runs": runs}
+
+    a, b = write("a", "pretrained", rte([0])), write("b", "pretrained", rte([1, 2], other_lr=False))
+    merged = ptf.merged_result("rte", "pretrained", [a, b])
+    assert [r["seed"] for r in merged["runs"]] == [0, 1, 2]
+    assert ptf.seed_scores(merged, "accuracy") == pytest.approx([0.50, 0.51, 0.52])
+    c = write("c", "pretrained", rte([0]))
+    assert "repeats seed(s) [0]" in ptf.merged_result("rte", "pretrained", [a, c])
+    d = write("d", "pretrained", rte([5], lr=1e-4))
+    assert "learning_rate 0.0001" in ptf.merged_result("rte", "pretrained", [a, d])
+    e = write("e", "pretrained", rte([6], selection=0))
+    assert "selection_examples 0" in ptf.merged_result("rte", "pretrained", [a, e])
+    f = write("f", "pretrained", rte([7], epochs=1.0))
+    assert "other epochs" in ptf.merged_result("rte", "pretrained", [a, f])
+    assert "no such file" in ptf.merged_result("rte", "random-init", [a, b])
