@@ -440,7 +440,9 @@ def same_finetuning(args: argparse.Namespace, task: str, result: dict[str, Any])
             return f"runs of {off[0]:.2f} minutes, not {args.finetune_minutes:g}"
     else:
         epochs = float(STEP_BUDGETS.get(task, DEFAULT_BUDGET)[1])
-        if any(r.get("stopped_by_time") or r["epochs"] != epochs for r in runs):
+        # a run's "epochs" is its list of evaluations, one after each epoch (a time-stopped run's last one
+        # comes from the clock)
+        if any(r.get("stopped_by_time") or len(r["epochs"]) != math.ceil(epochs) for r in runs):
             return f"not the step budget of {epochs:g} epochs"
     return None
 
@@ -500,6 +502,11 @@ def merged_result(task: str, start: str, dirs: Sequence[Path]) -> dict[str, Any]
             return f"{path}: no such file"
         results.append(json.loads(path.read_text(encoding="utf-8")))
     first = results[0]
+
+    def budget(result: dict[str, Any]) -> set[tuple[int, bool]]:  # the same data and budget: the same steps
+        chosen = [r for r in result["runs"] if r["learning_rate"] == result["learning_rate"]]
+        return {(r["steps"], bool(r.get("stopped_by_time"))) for r in chosen}
+
     seen: set[int] = set()
     runs = []
     for d, result in zip(dirs, results):
@@ -507,8 +514,8 @@ def merged_result(task: str, start: str, dirs: Sequence[Path]) -> dict[str, Any]
             if result.get(key) != first.get(key):
                 return f"{d}: {task} {start} has {key} {result.get(key)}, {dirs[0]} {first.get(key)}"
         chosen = [r for r in result["runs"] if r["learning_rate"] == result["learning_rate"]]
-        if {r["epochs"] for r in chosen} != {r["epochs"] for r in first["runs"]}:
-            return f"{d}: {task} {start} was fine-tuned for other epochs than in {dirs[0]}"
+        if budget(result) != budget(first):
+            return f"{d}: {task} {start} was fine-tuned for other steps than in {dirs[0]}"
         if seen & {r["seed"] for r in chosen}:
             return f"{d}: {task} {start} repeats seed(s) {sorted(seen & {r['seed'] for r in chosen})}"
         seen |= {r["seed"] for r in chosen}
@@ -516,7 +523,7 @@ def merged_result(task: str, start: str, dirs: Sequence[Path]) -> dict[str, Any]
     return {**first, "runs": runs}
 
 
-def combine(dirs: Sequence[Path], tasks: Sequence[str]) -> int:
+def combine(dirs: Sequence[Path], tasks: Sequence[str], data: Path) -> int:
     """``--combine``: the table over the seeds of several runs of this script (e.g. seeds added by a later
     run), after checking that they share the pre-trained model and the control (weights and tokenizer)."""
     for d in dirs[1:]:
@@ -535,8 +542,34 @@ def combine(dirs: Sequence[Path], tasks: Sequence[str]) -> int:
         rows += compare(task, merged["pretrained"], merged["random-init"])
     print(f"pooled over {', '.join(map(str, dirs))}; dev scores x100, mean±std (n seeds)\n")
     print(format_table(rows))
+    print(constant_line(constant_scores([r["task"] for r in rows if r["target"] is not None], data)))
     print(f"\nissue 11 downstream target: {verdict(rows)}")
     return 0
+
+
+def constant_scores(tasks: Sequence[str], data: Path) -> dict[str, float]:
+    """Each classification task's first dev metric (x100) for the constant prediction of its most frequent
+    training label: what a model that learned nothing but the label counts scores. STS-B (a constant has no
+    correlation; the command reports 0) and CoNLL-2003 (entity F1 0) are left out."""
+    from collections import Counter
+
+    from attnlab.metrics import glue_metrics
+    from attnlab.tasks.finetune import get_task, load_split
+
+    scores = {}
+    for task in tasks:
+        if task in ("stsb", "conll2003"):
+            continue
+        spec, folder = get_task(task), data / TASK_DIRS[task]
+        majority = Counter(str(ex.label) for ex in load_split(spec, folder, "train")).most_common(1)[0][0]
+        gold = [str(ex.label) for ex in load_split(spec, folder, "dev")]
+        scores[task] = 100 * glue_metrics(task, [majority] * len(gold), gold)[TASK_METRICS[task][0]]
+    return scores
+
+
+def constant_line(scores: dict[str, float]) -> str:
+    cells = ", ".join(f"{t} {TASK_METRICS[t][0]} {v:.2f}" for t, v in scores.items())
+    return f"the most frequent training label predicted for every dev example: {cells or 'no task'}"
 
 
 # ----------------------------------------------------------------------------------------- domain
@@ -635,7 +668,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.combine:
-        return combine([Path(d) for d in args.combine], args.tasks)
+        return combine([Path(d) for d in args.combine], args.tasks, Path(args.data))
     t_start = time.monotonic()
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
@@ -708,6 +741,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.max_train_examples or 'all'}; dev scores x100, mean±std (n seeds)\n"
     )
     print(format_table(rows))
+    constant = constant_scores(args.tasks, Path(args.data))
+    print(constant_line(constant))
     print(f"\n{'text':<10} {'words':>9} {'tokens/word':>12} {'unknown %':>10}   (the pre-training tokenizer)")
     for name, f in fit.items():
         print(f"{name:<10} {f['words']:9d} {f['tokens_per_word']:12.3f} {100 * f['unknown']:10.3f}")
@@ -718,6 +753,7 @@ def main(argv: list[str] | None = None) -> int:
         "pretrain": {k: run.get(k) for k in ("steps", "seconds", "max_steps", "eval", "model_config")},
         "control": control,
         "rows": rows,
+        "constant_prediction": constant,
         "tokenizer_fit": fit,
         "verdict": verdict(rows),
         "minutes": minutes,

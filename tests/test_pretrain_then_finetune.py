@@ -81,8 +81,8 @@ def finetune_args(**overrides) -> object:
 
 
 def earlier_result(**change) -> dict:
-    runs = [{"learning_rate": lr, "seed": s, "minutes": 3.02, "epochs": 1, "stopped_by_time": True}
-            for lr in (1e-4, 1e-3) for s in (0, 1)]  # fmt: skip
+    runs = [{"learning_rate": lr, "seed": s, "minutes": 3.02, "epochs": [{"accuracy": 0.5}],
+             "stopped_by_time": True} for lr in (1e-4, 1e-3) for s in (0, 1)]  # fmt: skip
     return {"runs": runs, "selection_examples": 500} | change
 
 
@@ -101,6 +101,13 @@ def test_a_reused_control_must_have_been_finetuned_as_this_run_would():
     assert "step budget" in ptf.same_finetuning(
         finetune_args(finetune_minutes=None), "sst2", earlier_result()
     )
+    # the step budget: one evaluation per epoch (SST-2's is 1 epoch), none stopped by the clock
+    stepped = earlier_result()
+    for r in stepped["runs"]:
+        r["stopped_by_time"] = False
+    assert ptf.same_finetuning(finetune_args(finetune_minutes=None), "sst2", stepped) is None
+    three = finetune_args(finetune_minutes=None, glue_seeds=[0, 1])  # RTE: BERT's 3 epochs
+    assert "step budget of 3" in ptf.same_finetuning(three, "rte", stepped)
 
 
 def test_a_reused_control_must_hold_the_same_weights_and_tokenizer(tmp_path):
@@ -141,10 +148,10 @@ def test_combine_pools_the_seeds_of_several_runs_and_refuses_what_does_not_pool(
         return tmp_path / out
 
     def rte(seeds, lr=1e-3, epochs=3.0, selection=250, other_lr=True):
-        runs = [{"learning_rate": lr, "seed": s, "epochs": epochs, "dev": {"accuracy": 0.5 + s / 100},
-                 "steps": 210} for s in seeds]  # fmt: skip
+        runs = [{"learning_rate": lr, "seed": s, "epochs": [{}] * 3, "dev": {"accuracy": 0.5 + s / 100},
+                 "steps": 70 * epochs, "stopped_by_time": False} for s in seeds]  # fmt: skip
         if other_lr:  # a run at a learning rate not chosen: never pooled
-            runs.append({"learning_rate": 9.0, "seed": 99, "epochs": epochs, "dev": {}, "steps": 1})
+            runs.append({"learning_rate": 9.0, "seed": 99, "epochs": [{}], "dev": {}, "steps": 1})
         return {"learning_rate": lr, "selection_examples": selection, "runs": runs}
 
     a, b = write("a", "pretrained", rte([0])), write("b", "pretrained", rte([1, 2], other_lr=False))
@@ -158,5 +165,22 @@ def test_combine_pools_the_seeds_of_several_runs_and_refuses_what_does_not_pool(
     e = write("e", "pretrained", rte([6], selection=0))
     assert "selection_examples 0" in ptf.merged_result("rte", "pretrained", [a, e])
     f = write("f", "pretrained", rte([7], epochs=1.0))
-    assert "other epochs" in ptf.merged_result("rte", "pretrained", [a, f])
+    assert "other steps" in ptf.merged_result("rte", "pretrained", [a, f])
     assert "no such file" in ptf.merged_result("rte", "random-init", [a, b])
+
+
+def test_constant_scores_predict_the_most_frequent_training_label(tmp_path):
+    """MRPC's F1 of "always a paraphrase" and SST-2's accuracy of the majority label, from GLUE-format files;
+    STS-B has no constant score (no correlation)."""
+    sst = tmp_path / "glue" / "SST-2"
+    sst.mkdir(parents=True)
+    (sst / "train.tsv").write_text("sentence\tlabel\na\t1\nb\t1\nc\t0\n")
+    (sst / "dev.tsv").write_text("sentence\tlabel\nd\t1\ne\t0\nf\t0\ng\t0\n")
+    mrpc = tmp_path / "glue" / "MRPC"
+    mrpc.mkdir(parents=True)
+    head = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    (mrpc / "train.tsv").write_text(head + "1\t1\t2\ta\tb\n1\t3\t4\tc\td\n0\t5\t6\te\tf\n")
+    (mrpc / "dev.tsv").write_text(head + "1\t1\t2\ta\tb\n0\t3\t4\tc\td\n1\t5\t6\te\tf\n")
+    scores = ptf.constant_scores(["sst2", "mrpc", "stsb"], tmp_path)
+    assert scores == pytest.approx({"sst2": 25.0, "mrpc": 80.0})  # MRPC: P 2/3, R 1, F1 0.8
+    assert "sst2 accuracy 25.00, mrpc f1 80.00" in ptf.constant_line(scores)
