@@ -191,6 +191,52 @@ difference's standard error over 3 seeds each is about 1.6 points, and on the 2,
 fine-tuning steps the pre-trained model gains 1.9 dev points and the control none (72.09 at 3 minutes, 71.56
 here): the control's bag of words has saturated where the pre-trained model still learns. So at 3 minutes
 the fine-tuning budget, not the pre-training, was the first limit for SST-2.
+
+The other GLUE tasks ("no GLUE task worse than from random initialisation"; QNLI has no training split here),
+the same books model and control, BERT's 3 epochs (the step budget), lr 1e-3 fixed as above, the learning
+rate's and each run's best evaluation chosen on 250 held-out training examples, seed 0 (2026-11-27, quiet
+machine but for niced test runs in the first 20 minutes):
+
+    mkdir -p runs/ptf-30-glue && ln -s ../ptf-30-sel/pretrain runs/ptf-30-glue/pretrain
+    .venv/bin/python experiments/pretrain_then_finetune.py --output runs/ptf-30-glue --skip-pretrain \
+        --tasks wnli rte mrpc stsb cola --glue-seeds 0 --lr 1e-3 --selection-examples 250      # 53.0 min
+
+    wnli    accuracy   43.66 (1)   43.66 (1)   +0.00  >= +0  PASS    39/39   (constant prediction 56.34)
+    rte     accuracy   50.90 (1)   53.79 (1)   -2.89  >= +0  FAIL   210/210  (52.71)
+    mrpc    f1         78.55 (1)   81.22 (1)   -2.67  >= +0  FAIL   321/321  (81.22)
+    stsb    spearman    9.26 (1)   15.09 (1)   -5.83  >= +0  FAIL   516/516
+    cola    mcc         5.38 (1)    0.00 (1)   +5.38  >= +0  PASS   780/780  (0.00)
+
+Neither start learns these tasks within BERT's 3 epochs: on the held-out examples RTE stays at 50-55%, MRPC's
+control predicts "paraphrase" for everything (its F1 is the constant prediction's 81.22) and the pre-trained
+model does worse than that, STS-B's Spearman stays near 0.2 (training MSE 1.7 against the labels' variance
+of about 2.3), CoLA's MCC near 0. Where nothing is learned, "not worse" compares noise: the first seed of
+RTE, MRPC and STS-B falls on the wrong side. Seeds 1 and 2 for the three smallest sets (WNLI, RTE, MRPC;
+decided after the first seed of RTE and MRPC, before STS-B and CoLA had run), pooled with ``--combine``:
+
+    mkdir -p runs/ptf-30-glue-s12 && ln -s ../ptf-30-sel/pretrain runs/ptf-30-glue-s12/pretrain
+    .venv/bin/python experiments/pretrain_then_finetune.py --output runs/ptf-30-glue-s12 --skip-pretrain \
+        --tasks wnli rte mrpc --glue-seeds 1 2 --lr 1e-3 --selection-examples 250                # 50.0 min
+    .venv/bin/python experiments/pretrain_then_finetune.py --combine runs/ptf-30-glue runs/ptf-30-glue-s12 \
+        --tasks wnli rte mrpc
+
+    wnli    accuracy   47.89±7.32 (3)   47.89±7.32 (3)   +0.00  >= +0  PASS
+    rte     accuracy   52.11±1.04 (3)   53.07±0.63 (3)   -0.96  >= +0  FAIL
+    mrpc    f1         78.92±2.15 (3)   80.77±0.73 (3)   -1.86  >= +0  FAIL
+
+(per seed, dev: RTE 50.90 / 52.71 / 52.71 against 53.79 / 52.71 / 52.71; MRPC 78.55 / 76.97 / 81.22 against
+81.22 / 79.93 / 81.17; WNLI the same for both starts, seed by seed.) Five of the six RTE runs end at the
+constant prediction (52.71), and so do half the MRPC runs. RTE's difference is one run's; MRPC's is the
+pre-trained model dropping below the constant where the control stays on it.
+
+For scale: Google's BERT-Mini, the same 4 x 256 shape pre-trained for 1M steps on BooksCorpus and Wikipedia
+and fine-tuned for 4 epochs with the best of lr 3e-5..3e-4 and batch 8..128, scores on GLUE's test set CoLA
+0.0, MRPC F1 81.1, RTE 57.9, WNLI 62.3 (each near its constant prediction) and STS-B Pearson 75.4 (Turc et
+al. 2019, the BERT miniatures' model card). At this size only STS-B (and SST-2) separate a pre-trained model
+from one that learned nothing; the others are "not worse" by noise at best. STS-B is also where lr 1e-3, above
+that grid and fixed here from the single-sentence tasks, is the first suspect (the pre-trained model's
+held-out Spearman falls after its second epoch). Not yet measured: the pair tasks and STS-B with a
+learning-rate grid chosen on the held-out examples, and the 120-minute tier.
 """
 
 from __future__ import annotations
