@@ -118,11 +118,12 @@ def prepare_run_directory(
 
 
 def settings_changed(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    """``name: A when the run started, B now`` for each setting that differs (compared as JSON values, as
-    run.json holds them: a tuple equals the list it was written as)."""
+    """``name: A when the run started, B now`` for each setting the run recorded that differs (compared as
+    JSON values, as run.json holds them: a tuple equals the list it was written as). A setting the run did
+    not record (one a later version of the command added) is not compared: it cannot tell."""
     as_json = json.loads(json.dumps(now, default=str))
     changed = []
-    for name in sorted(set(before) | set(as_json)):
+    for name in sorted(before):
         if before.get(name) != as_json.get(name):
             changed.append(f"{name}: {before.get(name)!r} when the run started, {as_json.get(name)!r} now")
     return changed
