@@ -302,16 +302,21 @@ def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
+def chosen_runs(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs of the learning rate the command chose, from its ``results.json``."""
+    return [r for r in result["runs"] if r["learning_rate"] == result["learning_rate"]]
+
+
 def seed_scores(result: dict[str, Any], metric: str) -> list[float]:
     """The best dev ``metric`` of each seed's run at the learning rate the command chose, in seed order,
     from the ``results.json`` that ``attnlab finetune`` writes."""
-    runs = [r for r in result["runs"] if r["learning_rate"] == result["learning_rate"]]
+    runs = chosen_runs(result)
     scores = "dev" if result.get("selection_examples") else "best"  # best: chosen on dev itself
     return [float(r[scores].get(metric, math.nan)) for r in sorted(runs, key=lambda r: r["seed"])]
 
 
 def mean_steps(result: dict[str, Any]) -> float:
-    runs = [r for r in result["runs"] if r["learning_rate"] == result["learning_rate"]]
+    runs = chosen_runs(result)
     return statistics.fmean(r["steps"] for r in runs) if runs else math.nan
 
 
@@ -550,7 +555,7 @@ def merged_result(task: str, start: str, dirs: Sequence[Path]) -> dict[str, Any]
     first = results[0]
 
     def budget(result: dict[str, Any]) -> set[tuple[int, bool]]:  # the same data and budget: the same steps
-        chosen = [r for r in result["runs"] if r["learning_rate"] == result["learning_rate"]]
+        chosen = chosen_runs(result)
         return {(r["steps"], bool(r.get("stopped_by_time"))) for r in chosen}
 
     seen: set[int] = set()
@@ -559,7 +564,7 @@ def merged_result(task: str, start: str, dirs: Sequence[Path]) -> dict[str, Any]
         for key in ("learning_rate", "selection_examples"):
             if result.get(key) != first.get(key):
                 return f"{d}: {task} {start} has {key} {result.get(key)}, {dirs[0]} {first.get(key)}"
-        chosen = [r for r in result["runs"] if r["learning_rate"] == result["learning_rate"]]
+        chosen = chosen_runs(result)
         if budget(result) != budget(first):
             return f"{d}: {task} {start} was fine-tuned for other steps than in {dirs[0]}"
         if seen & {r["seed"] for r in chosen}:
