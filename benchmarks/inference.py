@@ -10,7 +10,9 @@ forward each per round, so background load hits them alike; the table gives the 
 rounds after ``--warmup`` rounds, tokens/s for the throughput shape, and each engine's ratio to ONNX Runtime
 fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
 
-- ``attnlab``: `attnlab.models.Encoder`, eager, ``torch.inference_mode``;
+- ``attnlab``: `attnlab.models.Encoder`, eager, ``torch.inference_mode`` (each layer through PyTorch's fused
+  encoder-layer kernel where it applies, `attnlab.nn.fused_layer`);
+- ``attnlab modules``: the same model with that path off (each sub-module called), to show what it gains;
 - ``attnlab compile``: the same under ``torch.compile`` (inductor; compiled before timing);
 - ``attnlab int8``: `attnlab.inference.quantize` (every linear layer int8, activations quantized per call);
 - ``HF``: transformers ``BertModel`` (SDPA attention) with the attnlab weights (`attnlab.io.to_hf`);
@@ -53,7 +55,8 @@ from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import Encoder, get_preset  # noqa: E402
 
 SHAPES = ((1, 128), (32, 128))
-ENGINES = ("attnlab", "attnlab compile", "attnlab int8", "HF", "ORT fp32", "ORT int8")
+ENGINES = ("attnlab", "attnlab modules", "attnlab compile", "attnlab int8", "HF", "ORT fp32", "ORT int8")
+FP32_ENGINES = ("attnlab", "attnlab modules", "attnlab compile")  # attnlab's float32 paths
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -120,11 +123,19 @@ class Engines:
             }
         return self.sessions[threads]
 
+    def modules(self, batch: dict[str, torch.Tensor]) -> Tensor:
+        """attnlab eager with the fused encoder-layer path off."""
+        from attnlab.nn.fused_layer import fused_layers
+
+        with fused_layers(False):
+            return self.model(**batch).last_hidden_state
+
     def callables(self, threads: int, batch: dict[str, torch.Tensor]) -> dict[str, Callable[[], Tensor]]:
         ort = self.ort(threads)
         compiled = self.compiled  # an OptimizedModule: no truth value (len() raises)
         fns = {
             "attnlab": lambda: self.model(**batch).last_hidden_state,
+            "attnlab modules": lambda: self.modules(batch),
             "attnlab compile": None if compiled is None else (lambda: compiled(**batch).last_hidden_state),
             "attnlab int8": lambda: self.int8(**batch).last_hidden_state,
             "HF": lambda: self.hf(**batch).last_hidden_state,
@@ -226,7 +237,7 @@ def _print_summary(rows: list[tuple]) -> None:
     keys = sorted({r[:4] for r in rows}, key=lambda k: (k[0], k[1], k[2]))
     for key in keys:
         mine = {r[4]: r[5] for r in rows if r[:4] == key}
-        fp32_name = min((n for n in ("attnlab", "attnlab compile") if n in mine), key=mine.get)
+        fp32_name = min((n for n in FP32_ENGINES if n in mine), key=mine.get)
         best_name = min((n for n in mine if n.startswith("attnlab")), key=mine.get)
         preset, threads, b, _ = key
         print(

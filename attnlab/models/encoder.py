@@ -19,6 +19,7 @@ from attnlab.nn.activations import get_activation
 from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.embeddings import Embeddings
 from attnlab.nn.feedforward import FeedForward
+from attnlab.nn.fused_layer import can_fuse, fused_encoder_layer, padding_for_fused
 from attnlab.nn.linear import Linear
 from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.masks import to_additive
@@ -240,6 +241,19 @@ class Encoder(nn.Module):
             return to_additive(keep[:, None, :, :], dtype)  # (B, 1, T_q, T_k)
         return to_additive(keep[:, None, None, :], dtype)
 
+    @staticmethod
+    def _fused_padding(
+        attention_mask: Tensor | None, x: Tensor, mask: Tensor | None, output_attentions: bool
+    ) -> tuple[bool, Tensor | None]:
+        """Whether layers may take the fused inference path, and its key-padding mask ((B, T), True =
+        padding; None without padding). Not with attention maps asked for, nor a (B, T, T) mask."""
+        if output_attentions or not can_fuse(x):
+            return False, None
+        if mask is None:
+            return True, None
+        keep = attention_mask if attention_mask.dtype == torch.bool else attention_mask != 0
+        return padding_for_fused(keep)
+
     def forward(
         self,
         input_ids: Tensor,
@@ -265,9 +279,14 @@ class Encoder(nn.Module):
         mask = self.attention_bias(attention_mask, x.dtype)  # (B, 1, 1, T) or None
         hidden_states: list[Tensor] | None = [x] if output_hidden_states else None
         attentions: list[Tensor] | None = [] if output_attentions else None
+        fuse, padding = self._fused_padding(attention_mask, x, mask, output_attentions)
         for a, f in self.layer_plan:
-            x, probs = self.attention[a](x, mask=mask, need_weights=output_attentions)
-            x = self.feed_forward[f](x)
+            fused = fused_encoder_layer(self.attention[a], self.feed_forward[f], x, padding) if fuse else None
+            if fused is not None:  # CPU inference: the same layer in one kernel (attnlab.nn.fused_layer)
+                x, probs = fused, None
+            else:
+                x, probs = self.attention[a](x, mask=mask, need_weights=output_attentions)
+                x = self.feed_forward[f](x)
             if hidden_states is not None:
                 hidden_states.append(x)
             if attentions is not None:

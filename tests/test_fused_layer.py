@@ -1,0 +1,179 @@
+"""The fused inference path of an encoder layer (attnlab.nn.fused_layer) against the module calls."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import attnlab.nn.fused_layer as fused_layer
+from attnlab.models import Encoder, EncoderConfig
+from attnlab.nn.fused_layer import fused_encoder_layer, fused_layers, padding_for_fused
+
+TINY = EncoderConfig(
+    vocab_size=99, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,
+    max_position_embeddings=64, hidden_dropout=0.1, attention_dropout=0.1,
+)  # fmt: skip
+
+pytestmark = pytest.mark.skipif(
+    not fused_layer.fused_layers_enabled() or fused_layer.cpu_gemm() != "default",
+    reason="the fused path is off here (ATTNLAB_FUSED_LAYERS=0, old PyTorch, or oneDNN products on AVX-512)",
+)
+
+
+def model(**changes: object) -> Encoder:
+    torch.manual_seed(0)
+    m = Encoder(dataclasses.replace(TINY, **changes)).eval()
+    with torch.no_grad():  # LayerNorm weights and biases away from 1 and 0, so a swapped norm shows
+        for name, p in m.named_parameters():
+            if "norm" in name:
+                p.add_(torch.randn_like(p) * 0.2)
+    return m
+
+
+def inputs(b: int = 3, t: int = 11) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 99, (b, t), generator=g)
+    mask = torch.ones_like(ids)
+    mask[0, 7:] = 0  # padding in two rows, of different lengths
+    mask[1, 3:] = 0
+    return ids, mask
+
+
+class Spy:
+    """Counts the layers the fused kernel computed (calls that did not return None)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        real = fused_layer._OP
+
+        def op(*args: object) -> torch.Tensor:
+            self.calls += 1
+            return real(*args)
+
+        monkeypatch.setattr(fused_layer, "_OP", op)
+
+
+def both(m: Encoder, *args: object, **kwargs: object) -> tuple[object, object]:
+    with torch.inference_mode():
+        with fused_layers(False):
+            ref = m(*args, **kwargs)
+        got = m(*args, **kwargs)
+    return ref, got
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"norm_first": True}, {"activation": "relu"}, {"sharing": "all"}, {"sharing": "ffn"}],
+    ids=["post-LN", "pre-LN", "relu", "albert-all", "albert-ffn"],
+)
+def test_fused_equals_modules_with_padding(monkeypatch: pytest.MonkeyPatch, changes: dict) -> None:
+    m = model(**changes)
+    spy = Spy(monkeypatch)
+    ids, mask = inputs()
+    ref, got = both(m, ids, attention_mask=mask, output_hidden_states=True)
+    assert spy.calls == m.config.num_layers  # every layer took the kernel
+    for a, b in zip(ref.hidden_states, got.hidden_states, strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)  # padded positions included
+    torch.testing.assert_close(got.pooled_output, ref.pooled_output, atol=1e-5, rtol=1e-5)
+
+
+def test_no_padding_and_bool_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = model()
+    spy = Spy(monkeypatch)
+    ids, mask = inputs()
+    for attention_mask in (None, torch.ones_like(ids), mask.bool()):
+        ref, got = both(m, ids, attention_mask=attention_mask)
+        torch.testing.assert_close(got.last_hidden_state, ref.last_hidden_state, atol=1e-5, rtol=1e-5)
+    assert spy.calls == 3 * m.config.num_layers
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["train mode", "grad", "attentions", "visibility matrix", "empty row", "tanh gelu", "local attention",
+     "float64", "autocast"],
+)  # fmt: skip
+def test_falls_back_to_the_modules(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    changes = {"tanh gelu": {"activation": "gelu_tanh"}, "local attention": {"attention": "local"}}
+    m = model(**changes.get(case, {}))
+    ids, mask = inputs()
+    kwargs: dict = {"attention_mask": mask}
+    if case == "attentions":
+        kwargs["output_attentions"] = True
+    elif case == "visibility matrix":
+        kwargs["attention_mask"] = torch.ones(3, 11, 11, dtype=torch.long).tril()
+    elif case == "empty row":
+        kwargs["attention_mask"] = mask.clone()
+        kwargs["attention_mask"][2] = 0
+    elif case == "float64":
+        m = m.double()
+    spy = Spy(monkeypatch)
+    with torch.inference_mode(case != "grad"):
+        if case == "train mode":
+            m.train()
+            torch.manual_seed(0)
+            out = m(ids, **kwargs).last_hidden_state
+            torch.manual_seed(0)
+            with fused_layers(False):
+                ref = m(ids, **kwargs).last_hidden_state
+            torch.testing.assert_close(out, ref)  # dropout drew the same masks: the same path
+        elif case == "autocast":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                m(ids, **kwargs)
+        else:
+            out = m(ids, **kwargs).last_hidden_state
+            assert not out.isnan().any()
+    assert spy.calls == 0
+
+
+def test_fused_weights_follow_changes_to_the_parameters() -> None:
+    m = model()
+    ids, mask = inputs()
+    with torch.inference_mode():
+        before = m(ids, attention_mask=mask).last_hidden_state
+        m(ids, attention_mask=mask)  # the fused query/key/value weights are cached now
+    other = model()
+    with torch.no_grad():
+        other.attention[1].layer.key.weight.mul_(3.0)
+        other.attention[2].layer.value.bias.add_(1.0)
+    m.load_state_dict(other.state_dict())  # in-place copies: version counters move
+    ref, got = both(m, ids, attention_mask=mask)
+    torch.testing.assert_close(got.last_hidden_state, ref.last_hidden_state, atol=1e-5, rtol=1e-5)
+    assert (got.last_hidden_state - before).abs().max() > 1e-2
+    with torch.no_grad():  # a new Parameter object for one projection
+        m.attention[0].layer.query.weight = torch.nn.Parameter(torch.randn(32, 32) * 0.05)
+    ref, got = both(m, ids, attention_mask=mask)
+    torch.testing.assert_close(got.last_hidden_state, ref.last_hidden_state, atol=1e-5, rtol=1e-5)
+    assert "_fused_qkv_cache" not in "".join(m.state_dict())
+
+
+def test_weights_made_under_inference_mode() -> None:
+    with torch.inference_mode():  # inference tensors have no version counter: nothing is cached
+        m = model()
+        ids, mask = inputs()
+        got = m(ids, attention_mask=mask).last_hidden_state
+        with fused_layers(False):
+            ref = m(ids, attention_mask=mask).last_hidden_state
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+    assert "_fused_qkv_cache" not in m.attention[0].layer.__dict__
+
+
+def test_padding_for_fused() -> None:
+    keep = torch.tensor([[True, True, False], [True, False, False]])
+    ok, padding = padding_for_fused(keep)
+    assert ok and padding.tolist() == [[False, False, True], [False, True, True]]
+    assert padding_for_fused(None) == (True, None)
+    assert padding_for_fused(torch.tensor([[True, False], [False, False]]))[0] is False
+    assert padding_for_fused(torch.ones(2, 3, 3, dtype=torch.bool))[0] is False
+
+
+def test_direct_call_returns_none_when_it_cannot_apply() -> None:
+    m = model()
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        assert fused_encoder_layer(m.attention[0], m.feed_forward[0], x, None) is not None
+        assert fused_encoder_layer(m.attention[0], m.attention[1], x, None) is None  # not a layer
+        with fused_layers(False):
+            assert fused_encoder_layer(m.attention[0], m.feed_forward[0], x, None) is None
+    assert fused_encoder_layer(m.attention[0], m.feed_forward[0], x, None) is None  # grad mode
