@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import threading
 
 import pytest
 import torch
 
 import attnlab.nn.fused_layer as fused_layer
 from attnlab.models import Encoder, EncoderConfig
-from attnlab.nn.fused_layer import fused_encoder_layer, fused_layers, padding_for_fused
+from attnlab.nn.fused_layer import (
+    clear_fused_weights,
+    fused_encoder_layer,
+    fused_layers,
+    fused_layers_enabled,
+    padding_for_fused,
+)
 
 TINY = EncoderConfig(
     vocab_size=99, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,
@@ -145,7 +153,54 @@ def test_fused_weights_follow_changes_to_the_parameters() -> None:
         m.attention[0].layer.query.weight = torch.nn.Parameter(torch.randn(32, 32) * 0.05)
     ref, got = both(m, ids, attention_mask=mask)
     torch.testing.assert_close(got.last_hidden_state, ref.last_hidden_state, atol=1e-5, rtol=1e-5)
-    assert "_fused_qkv_cache" not in "".join(m.state_dict())
+    assert m.attention[0].layer in fused_layer._QKV_CACHE
+    assert copy.deepcopy(m).attention[0].layer not in fused_layer._QKV_CACHE  # the cache stays outside
+
+
+def test_writes_through_data_need_clear_fused_weights() -> None:
+    m = model()
+    ids, mask = inputs()
+    with torch.inference_mode():
+        m(ids, attention_mask=mask)
+    m.attention[1].layer.value.bias.data.add_(1.0)  # .data has its own version counter: not seen
+    clear_fused_weights(m)
+    ref, got = both(m, ids, attention_mask=mask)
+    torch.testing.assert_close(got.last_hidden_state, ref.last_hidden_state, atol=1e-5, rtol=1e-5)
+
+
+def test_hooks_and_train_mode_children_fall_back_per_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = model()
+    ids, mask = inputs()
+    seen = []
+    handle = m.attention[0].layer.register_forward_hook(lambda mod, args, out: seen.append(out[0].shape))
+    m.feed_forward[2].layer.dropout = torch.nn.Dropout(0.0)  # Monte Carlo dropout: one child in train mode
+    m.feed_forward[2].layer.dropout.train()
+    spy = Spy(monkeypatch)
+    ref, got = both(m, ids, attention_mask=mask)
+    assert spy.calls == 1 and len(seen) == 2  # layer 1 fused; the hooked layer 0 and layer 2 not
+    torch.testing.assert_close(got.last_hidden_state, ref.last_hidden_state, atol=1e-5, rtol=1e-5)
+    handle.remove()
+    m.feed_forward[2].layer.dropout.eval()
+    with torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: None):
+        both(m, ids, attention_mask=mask)
+    assert spy.calls == 1  # a global hook: no layer fused
+    both(m, ids, attention_mask=mask)
+    assert spy.calls == 1 + m.config.num_layers
+
+
+def test_fused_layers_switch_is_per_thread() -> None:
+    seen = {}
+
+    def worker() -> None:
+        seen["worker"] = fused_layers_enabled()
+
+    with fused_layers(False):
+        seen["main"] = fused_layers_enabled()
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+    assert seen == {"main": False, "worker": True}
+    assert fused_layers_enabled()
 
 
 def test_weights_made_under_inference_mode() -> None:
@@ -156,7 +211,7 @@ def test_weights_made_under_inference_mode() -> None:
         with fused_layers(False):
             ref = m(ids, attention_mask=mask).last_hidden_state
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
-    assert "_fused_qkv_cache" not in m.attention[0].layer.__dict__
+    assert m.attention[0].layer not in fused_layer._QKV_CACHE
 
 
 def test_padding_for_fused() -> None:

@@ -10,9 +10,10 @@ Measured on the project's 2-core AVX2 EPYC, bert-mini at B=1, T=128: 4 layers in
 
 `fused_encoder_layer` returns None, and the caller runs the modules, unless all of these hold:
 
-- the modules are in eval mode (no dropout), no gradient is recorded (``torch.no_grad`` or
-  ``torch.inference_mode``), no autocast is active, and nothing traces the model (``torch.compile``,
-  ``torch.export`` and the ONNX export see the modules);
+- the modules and all their children are in eval mode (no dropout) and carry no forward hooks (nor are
+  global module hooks set), no gradient is recorded (``torch.no_grad`` or ``torch.inference_mode``), no
+  autocast is active, and nothing traces the model (``torch.compile``, ``torch.export`` and the ONNX export
+  see the modules);
 - the input is float32 on the CPU, and `attnlab.nn.linear` uses PyTorch's own float32 product there (on
   CPUs with AVX-512 it sends large products to oneDNN, which the fused kernel would not use);
 - the attention is exactly `MultiHeadAttention` (not a local, relative or LSH variant) with biases, the
@@ -21,15 +22,19 @@ Measured on the project's 2-core AVX2 EPYC, bert-mini at B=1, T=128: 4 layers in
 - the mask, if any, masks padded keys only and leaves every sequence at least one key (the kernel gives
   NaN for a row with none, where `scaled_dot_product_attention` gives a uniform average).
 
-The fused query/key/value weight is built once and kept until one of its three weights or biases changes
-(a new tensor, or an in-place update such as an optimizer step or ``load_state_dict``). `fused_layers`
-turns the path off (tests compare both paths; benchmarks time the module calls).
+The fused query/key/value weight is built once and kept (outside the module: deepcopy, pickling and
+``torch.save`` never see it) until one of its three weights or biases changes: a new tensor, or an in-place
+update such as an optimizer step, ``load_state_dict`` or ``.to()``. Writes that bypass the version counter
+(through ``.data`` or a NumPy view) are not seen; call `clear_fused_weights` after them. `fused_layers`
+turns the path off in a ``with`` block (tests compare both paths; benchmarks time the module calls).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
+import weakref
 from collections.abc import Iterator
 
 import torch
@@ -40,26 +45,46 @@ from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.linear import cpu_gemm
 from attnlab.nn.residual import Residual
 
-__all__ = ["can_fuse", "fused_encoder_layer", "fused_layers", "fused_layers_enabled", "padding_for_fused"]
+__all__ = [
+    "can_fuse", "clear_fused_weights", "fused_encoder_layer", "fused_layers", "fused_layers_enabled",
+    "padding_for_fused",
+]  # fmt: skip
 
 _OP = getattr(torch, "_transformer_encoder_layer_fwd", None)
-_ENABLED = os.environ.get("ATTNLAB_FUSED_LAYERS", "1") != "0"
+_ENABLED = os.environ.get("ATTNLAB_FUSED_LAYERS", "1") != "0"  # the process's default
+_LOCAL = threading.local()  # a `fused_layers` block's setting, for its own thread only
+# attention module -> (its q/k/v weights and biases, their (data_ptr, version, dtype), fused weight, fused
+# bias). Weak keys: the entry goes with the module; deepcopy, pickling and torch.save never see it.
+_QKV_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def fused_layers_enabled() -> bool:
-    """Whether `fused_encoder_layer` may run (``ATTNLAB_FUSED_LAYERS=0`` or `fused_layers` turn it off)."""
-    return _ENABLED and _OP is not None
+    """Whether `fused_encoder_layer` may run in this thread (``ATTNLAB_FUSED_LAYERS=0`` turns it off for the
+    process, a `fused_layers` block for its thread)."""
+    return getattr(_LOCAL, "enabled", _ENABLED) and _OP is not None
 
 
 @contextlib.contextmanager
 def fused_layers(enabled: bool) -> Iterator[None]:
-    """Turn the fused path on or off inside a ``with`` block (the previous setting is restored)."""
-    global _ENABLED
-    before, _ENABLED = _ENABLED, enabled
+    """Turn the fused path on or off inside a ``with`` block, in this thread (the setting before is restored
+    at the end; other threads, e.g. a server's, are not affected)."""
+    before = getattr(_LOCAL, "enabled", None)
+    _LOCAL.enabled = enabled
     try:
         yield
     finally:
-        _ENABLED = before
+        if before is None:
+            del _LOCAL.enabled
+        else:
+            _LOCAL.enabled = before
+
+
+def clear_fused_weights(model: nn.Module) -> None:
+    """Drop the cached fused query/key/value weights of ``model``'s attention layers. Needed only after
+    writing weights in a way their version counters do not record (through ``.data`` or a NumPy view); an
+    optimizer step, ``load_state_dict``, ``.to()`` and in-place ops on the parameters are seen."""
+    for module in model.modules():
+        _QKV_CACHE.pop(module, None)
 
 
 def _activation_is_gelu(ffn: FeedForward) -> bool | None:
@@ -70,9 +95,17 @@ def _activation_is_gelu(ffn: FeedForward) -> bool | None:
     return False if type(act) is nn.ReLU else None
 
 
+def _untouched(module: nn.Module) -> bool:
+    """Whether ``module`` and its children are in eval mode (no dropout, Monte Carlo dropout included) and
+    carry no forward hooks (the kernel would skip them: feature taps, pruning's and weight norm's hooks)."""
+    return not any(m.training or m._forward_hooks or m._forward_pre_hooks for m in module.modules())
+
+
 def _plain(attention: nn.Module, feed_forward: nn.Module) -> bool:
     """Whether the two residual sub-layers are the plain encoder layer the kernel computes."""
     if type(attention) is not Residual or type(feed_forward) is not Residual:
+        return False
+    if not (_untouched(attention) and _untouched(feed_forward)):
         return False
     attn, ffn = attention.layer, feed_forward.layer
     if type(attn) is not MultiHeadAttention or type(ffn) is not FeedForward:
@@ -101,6 +134,17 @@ def can_fuse(x: Tensor) -> bool:
         and cpu_gemm() == "default"
         and not torch.compiler.is_compiling()  # torch.compile / torch.export (ONNX) trace the modules
         and not torch.jit.is_tracing()
+        and not _global_hooks()
+    )
+
+
+def _global_hooks() -> bool:
+    """Whether hooks registered for every module (``nn.modules.module.register_module_forward_hook``) are
+    set: they expect each sub-module's call."""
+    from torch.nn.modules import module as _module
+
+    return bool(
+        getattr(_module, "_global_forward_hooks", None) or getattr(_module, "_global_forward_pre_hooks", None)
     )
 
 
@@ -123,13 +167,14 @@ def _fused_qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
     # The cache holds the parameters themselves (compared by identity), so none of them can be freed and
     # another tensor take its address while the cache stands; their data pointers and version counters
     # tell an in-place change or new data (``load_state_dict``, an optimizer step, ``.to()``).
+    # Writes that bypass the version counter (``.data``, NumPy) are not seen: `clear_fused_weights`.
     key = tuple((p.data_ptr(), p._version, p.dtype) for p in parts)
-    cached = attn.__dict__.get("_fused_qkv_cache")
+    cached = _QKV_CACHE.get(attn)
     if cached is None or cached[1] != key or any(a is not b for a, b in zip(cached[0], parts)):
         weight = torch.cat([p.detach() for p in parts[:3]])
         bias = torch.cat([p.detach() for p in parts[3:]])
         cached = (parts, key, weight, bias)
-        attn.__dict__["_fused_qkv_cache"] = cached  # a plain attribute: not a buffer, not in the state dict
+        _QKV_CACHE[attn] = cached  # one assignment: concurrent forwards at worst build it twice
     return cached[2], cached[3]
 
 
@@ -138,7 +183,7 @@ def fused_encoder_layer(
 ) -> Tensor | None:
     """One encoder layer, ``feed_forward(attention(x))``, through the fused kernel; None where it does not
     apply (see the module docstring). ``x`` (B, T, H); ``padding`` (B, T) True = padded key, or None."""
-    if attention.training or feed_forward.training or not (can_fuse(x) and _plain(attention, feed_forward)):
+    if not (can_fuse(x) and _plain(attention, feed_forward)):
         return None
     attn, ffn = attention.layer, feed_forward.layer
     qkv_weight, qkv_bias = _fused_qkv(attn)
