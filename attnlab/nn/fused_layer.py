@@ -5,8 +5,10 @@ In inference on the CPU, small shapes spend a fifth of their time outside the ma
 separate query/key/value products, the bias and GELU passes, and Python's dispatch of some 60 operators a
 layer. ``torch._transformer_encoder_layer_fwd`` (the kernel behind ``nn.TransformerEncoderLayer``'s
 inference fast path) computes the same function in one call, with one fused query/key/value product.
-Measured on the project's 2-core AVX2 EPYC, bert-mini at B=1, T=128: 4 layers in 16.3 ms against 20.4 ms
-(1 thread), 11.9 against 15.5 (2 threads); outputs within 1.2e-6 (``benchmarks/inference.py``).
+Measured on the project's 2-core AVX2 EPYC, bert-mini at T=128, the two paths alone and alternating: the
+fused forward takes 0.95x the module calls' time at B=1 (0.90x with 2 threads), 0.95-1.03x at B=32 (0.78-0.90x
+with 2 threads); outputs within 2e-6 (``benchmarks/inference.py`` times both as ``attnlab`` and ``attnlab
+modules``).
 
 `fused_encoder_layer` returns None, and the caller runs the modules, unless all of these hold:
 
@@ -159,7 +161,7 @@ def padding_for_fused(keep: Tensor | None) -> tuple[bool, Tensor | None]:
 
 
 def _fused_qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
-    """(3H, H) weight and (3H,) bias of the query, key and value projections, cached on the module."""
+    """(3H, H) weight and (3H,) bias of the query, key and value projections, cached beside the module."""
     parts = (attn.query.weight, attn.key.weight, attn.value.weight, attn.query.bias, attn.key.bias,
              attn.value.bias)  # fmt: skip
     if any(p.is_inference() for p in parts):  # weights made under inference_mode keep no version counter:
