@@ -75,6 +75,11 @@ def _can_read_values(t: Tensor) -> bool:
     return t.device.type != "meta" and not torch.compiler.is_compiling()
 
 
+def _visible(attention_mask: Tensor) -> Tensor:
+    """The attention mask as bool, True = visible (1/True in the HF-style mask)."""
+    return attention_mask if attention_mask.dtype == torch.bool else attention_mask != 0
+
+
 def self_attention(c: EncoderConfig) -> MultiHeadAttention:
     """The self-attention ``c.attention`` names; both have the same parameters (state-dict names)."""
     if c.attention == "local":
@@ -231,10 +236,7 @@ class Encoder(nn.Module):
         """
         if attention_mask is None:
             return None
-        if attention_mask.dtype == torch.bool:
-            keep = attention_mask
-        else:
-            keep = attention_mask != 0
+        keep = _visible(attention_mask)
         if _can_read_values(keep) and bool(keep.all()):
             return None
         if keep.dim() == 3:
@@ -251,8 +253,7 @@ class Encoder(nn.Module):
             return False, None
         if mask is None:
             return True, None
-        keep = attention_mask if attention_mask.dtype == torch.bool else attention_mask != 0
-        return padding_for_fused(keep)
+        return padding_for_fused(_visible(attention_mask))
 
     def forward(
         self,
