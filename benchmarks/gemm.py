@@ -2,11 +2,18 @@
 
     .venv/bin/python benchmarks/gemm.py                 # BERT-base and Transformer-base shapes
     .venv/bin/python benchmarks/gemm.py --threads 1 --repeats 50
+    .venv/bin/python benchmarks/gemm.py --threads 1 --small-rows     # decoding's few-row products
 
 For each (M, K, N): the forward ``x (M, K) @ W^T (K, N)`` and the two backward products (``dy @ W`` and
 ``dy^T @ x``), GFLOPS of each library (median of ``--repeats`` after warm-up) and the ratio attnlab / PyTorch
 (> 1: attnlab faster), plus the largest relative difference of the results. This is why `attnlab.nn.Linear`
 exists (see its module docstring); the model-level effect is in encoder_inference.py and translation.py.
+
+``--small-rows``: the products of one decoding step (1, 2 and 8 rows, no gradient) in the three layouts
+`attnlab.nn.linear.small_product` chooses between: ``x @ W^T`` (``F.linear``), ``x @ W`` with W stored
+(K, N), and ``(W @ x^T)^T``; microseconds per product, each weight read from memory (the product cycles
+over copies of it totalling ``--stream-mb``, as a decoding step streams all of a model's weights), the three
+forms interleaved, median of ``--repeats`` rounds; plus the form `small_product` picks and its time.
 """
 
 from __future__ import annotations
@@ -46,13 +53,67 @@ def median_seconds(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
+SMALL_ROW_SHAPES = [  # (N, K, what): gpt-bpe-small (width 384, vocabulary 8,192) and gpt-char-tiny (128)
+    (8192, 384, "GPT output layer"),
+    (1536, 384, "feed-forward up"),
+    (1152, 384, "stacked q, k, v"),
+    (384, 384, "attention output"),
+    (384, 1536, "feed-forward down"),
+    (512, 128, "gpt-char-tiny feed-forward up (stays in cache)"),
+]
+
+
+def small_rows_table(repeats: int, stream_mb: float) -> None:
+    """Microseconds per product of `SMALL_ROW_SHAPES` at 1, 2 and 8 rows, in each layout."""
+    print(f"# decoding's few-row products, float32 CPU, {torch.get_num_threads()} thread(s), torch "
+          f"{torch.__version__}; us per product, median of {repeats} interleaved rounds; weights cycled "
+          f"over {stream_mb:g} MB unless the shape says it stays in cache")  # fmt: skip
+    head = f"{'N':>5} {'K':>5} {'rows':>4} {'x @ W^T':>9} {'x @ W':>9} {'(W x^T)^T':>10} {'picked':>9}  shape"
+    print(head)
+    print("-" * len(head))
+    g = torch.Generator().manual_seed(0)
+    holder = torch.nn.Module()
+    for n, k, what in SMALL_ROW_SHAPES:
+        copies = 4 if "cache" in what else max(2, int(stream_mb * 1e6 / (n * k * 4)))
+        weights = [torch.randn(n, k, generator=g) for _ in range(copies)]
+        transposed = [w.t().contiguous() for w in weights]
+        bias = torch.randn(n, generator=g)
+        for rows in (1, 2, 8):
+            x = torch.randn(rows, k, generator=g)
+            forms = {  # the tensors bound as defaults
+                "x @ W^T": lambda x=x, ws=weights, b=bias: [F.linear(x, w, b) for w in ws],
+                "x @ W": lambda x=x, wts=transposed, b=bias: [torch.addmm(b, x, wt) for wt in wts],
+                "(W x^T)^T": lambda x=x, ws=weights, b=bias: [torch.addmm(b[:, None], w, x.t()).t()
+                                                               for w in ws],  # fmt: skip
+                "picked": lambda x=x, ws=weights, b=bias: [
+                    lin_mod.small_product(holder, x, w, b, f"_t{i}") for i, w in enumerate(ws)
+                ],
+            }
+            times: dict[str, list[float]] = {name: [] for name in forms}
+            with torch.no_grad():
+                for fn in forms.values():
+                    fn()
+                for _ in range(repeats):
+                    for name, fn in forms.items():
+                        start = time.perf_counter()
+                        fn()
+                        times[name].append((time.perf_counter() - start) / copies * 1e6)
+            us = [statistics.median(times[name]) for name in forms]
+            print(f"{n:>5} {k:>5} {rows:>4} {us[0]:>9.0f} {us[1]:>9.0f} {us[2]:>10.0f} {us[3]:>9.0f}  {what}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
+    p.add_argument("--small-rows", action="store_true", help="decoding's few-row products instead")
+    p.add_argument("--stream-mb", type=float, default=80.0, help="--small-rows: MB of weights cycled over")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.small_rows:
+        small_rows_table(args.repeats, args.stream_mb)
+        return 0
     if lin_mod._OP is None:
         print("this PyTorch build has no oneDNN linear operator: attnlab uses F.linear, nothing to compare")
         return 0

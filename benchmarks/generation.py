@@ -10,11 +10,14 @@ an attnlab `GPT`, converts the weights in memory into HF's
 ``GPT2LMHeadModel`` (attnlab.io.hf_gpt2; SDPA attention), and generates ``--new-tokens`` tokens greedily
 after random 16-token prompts, EOS ignored so every run makes exactly that many, at batch sizes 1 and 8,
 float32 on the CPU. Calls alternate between attnlab and HF (background load hits both alike); the median of
-``--repeats`` timed calls is reported, after one untimed warm-up call each. The uncached attnlab run
-(``use_cache=False``: the whole prefix recomputed each step) is timed once at batch size 1 for every preset.
-The load average (``os.getloadavg``; other work shares the 2 cores) is printed with each preset.
-At batch size 1 on CPU a step of the 14M model is bound by reading its weights from memory, the same work
-for both libraries; the tiny model shows the per-step overhead, where the libraries differ. Every row also
+``--repeats`` timed calls is reported, after one untimed warm-up call each, and beside it the median (and
+range) of each round's own ratio: a round's two calls run back to back, so that figure holds when the
+machine's speed drifts between rounds (the later sessions' machine drifts by up to 25%). The uncached
+attnlab run (``use_cache=False``: the whole prefix recomputed each step) is timed once at batch size 1 for
+every preset. The load average (``os.getloadavg``; other work shares the 2 cores) is printed with each
+preset. At batch size 1 on CPU a step of the 14M model is bound by reading its weights from memory (56 MB
+a token), where the layout MKL reads fastest decides (`attnlab.nn.linear.small_product`); the tiny model
+shows the per-step overhead. Every row also
 checks that both libraries produced the same tokens.
 """
 
@@ -91,7 +94,8 @@ def bench(preset: str, args: argparse.Namespace, uncached: bool) -> None:
         f"{transformers.__version__}, median of {args.repeats}; load average "
         + " ".join(f"{x:.1f}" for x in os.getloadavg())
     )
-    print(f"{'B':>3}  {'attnlab tok/s':>13}  {'HF tok/s':>9}  {'attnlab/HF':>10}  same tokens")
+    print(f"{'B':>3}  {'attnlab tok/s':>13}  {'HF tok/s':>9}  {'attnlab/HF':>10}  {'paired (range)':>19}  "
+          "same tokens")  # fmt: skip
     g = torch.Generator().manual_seed(1)
     uncached_row = None
     for b in [int(x) for x in args.batch_sizes.split(",")]:
@@ -120,7 +124,9 @@ def bench(preset: str, args: argparse.Namespace, uncached: bool) -> None:
         same = mine.sequences == ref[:, args.prompt_len :].tolist()
         tok = b * args.new_tokens
         mo, mh = statistics.median(t_ours), statistics.median(t_hf)
-        print(f"{b:>3}  {tok / mo:>13.1f}  {tok / mh:>9.1f}  {mh / mo:>10.2f}  {same}")
+        paired = [h / o for o, h in zip(t_ours, t_hf, strict=True)]  # each round's two adjacent calls
+        spread = f"{statistics.median(paired):.2f} ({min(paired):.2f}-{max(paired):.2f})"
+        print(f"{b:>3}  {tok / mo:>13.1f}  {tok / mh:>9.1f}  {mh / mo:>10.2f}  {spread:>19}  {same}")
         if b == 1 and uncached:
             dt, slow = timed(lambda: run_ours(use_cache=False), device)
             uncached_row = (tok / dt, mo, dt, slow.sequences == mine.sequences)

@@ -1,16 +1,19 @@
-"""The decoding step's fast path: one-row products on a transposed weight copy (attnlab.nn.linear.small_rows)
-and the stacked query/key/value projection (models.decoder.BufferedSelfAttention) give the three-product,
-F.linear results, and their cached copies follow the parameters when those change."""
+"""The decoding step's fast path: products of a few rows in the weight layout chosen by shape
+(attnlab.nn.linear.small_rows / small_product) and the stacked query/key/value projection
+(models.decoder.BufferedSelfAttention) give the three-product, F.linear results, and their cached copies
+follow the parameters when those change."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+import attnlab.nn.linear as linear_module
 from attnlab.generation import generate
 from attnlab.models.gpt import build_gpt
 from attnlab.models.gpt_presets import get_gpt_preset
-from attnlab.nn.linear import Linear, small_rows
+from attnlab.nn.linear import Linear, small_product, small_rows
 
 
 def test_small_rows_path_equals_f_linear_and_follows_the_weight():
@@ -23,7 +26,63 @@ def test_small_rows_path_equals_f_linear_and_follows_the_weight():
         layer.weight.add_(1.0)  # an in-place update (an optimizer step) must not leave a stale copy
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-6, atol=1e-6)
     assert not small_rows(x, layer.weight)  # gradients recorded: the ordinary path
-    assert not small_rows(torch.randn(8, 48), layer.weight)  # more rows than a decoding step
+    with torch.no_grad():
+        assert small_rows(torch.randn(8, 48), layer.weight)  # a batch of 8 decoding steps
+        assert not small_rows(torch.randn(9, 48), layer.weight)  # more rows than that
+        assert not small_rows(torch.randn(2, 48, dtype=torch.float64), layer.weight.double())
+
+
+# (N, K) wide, square and narrow; rows 1-2 read a transposed copy, 3-8 compute (W @ x^T)^T when N > K and
+# the weight is streamed (``streamed``: the threshold lowered to 0 so these small weights count as such)
+@pytest.mark.parametrize("n, k", [(96, 32), (32, 32), (32, 96)])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 1), (1, 2), (3, 1), (8, 1), (2, 4), (5,)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("streamed", [True, False])
+def test_small_product_equals_f_linear_in_every_layout(n, k, shape, bias, streamed, monkeypatch):
+    if streamed:
+        monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
+    torch.manual_seed(n + k + len(shape))
+    layer = Linear(k, n, bias=bias)
+    x = torch.randn(*shape, k)
+    want = F.linear(x, layer.weight, layer.bias)
+    with torch.no_grad():
+        got = small_product(layer, x, layer.weight, layer.bias)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(layer(x), want, rtol=1e-5, atol=1e-5)  # Linear takes this path
+        # the column-major result of 3-8 rows feeds the next product and elementwise ops correctly
+        after, want_after = F.gelu(got) @ layer.weight, F.gelu(want) @ layer.weight
+        torch.testing.assert_close(after, want_after, rtol=1e-4, atol=1e-4)
+
+
+def test_no_column_major_copy_of_a_weight_above_the_cap(monkeypatch):
+    monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 96 * 32 - 1)
+    layer = Linear(32, 96)
+    x = torch.randn(1, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
+    assert "_weight_t" not in layer.__dict__
+    monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 96 * 32)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+    assert "_weight_t" in layer.__dict__
+
+
+@pytest.mark.parametrize("streamed", [True, False])
+def test_batched_decoding_equals_the_uncached_model_at_every_batch_size_up_to_the_small_row_limit(
+    streamed, monkeypatch
+):
+    if streamed:  # the (W @ x^T)^T form for 3-8 rows, which a weight this small would not take
+        monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
+    torch.manual_seed(0)
+    # vocabulary 300 > width 128: the output layer is a wide product
+    cfg = get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)
+    model = build_gpt(cfg).eval()
+    for b in (1, 2, 3, 8):
+        prompt = torch.randint(0, 300, (b, 4))
+        cached = generate(model, prompt, max_new_tokens=10, ignore_eos=True).sequences
+        uncached = generate(model, prompt, max_new_tokens=10, ignore_eos=True, use_cache=False).sequences
+        assert cached == uncached, b
 
 
 def test_generation_after_a_training_step_uses_the_new_weights():

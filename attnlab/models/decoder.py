@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attention
-from attnlab.nn.linear import small_linear, small_rows
+from attnlab.nn.linear import small_product, small_rows
 from attnlab.nn.residual import Residual
 
 LayerCache = dict[str, dict]  # {"self": {"key", "value"}, "cross": {"key", "value"}}
@@ -42,24 +42,24 @@ class BufferedSelfAttention(MultiHeadAttention):
     results; cross-attention and uncached calls are the base class's.
 
     One decoding step (`attnlab.nn.linear.small_rows`: a few rows, no gradient) runs the query, key and
-    value projections as one product, ``x @ W_qkv`` with W_qkv (H, 3H) their weights stacked and stored
-    transposed (GPT-2's ``c_attn`` layout): one call instead of three (a third of a small model's step time
-    was the calls' overhead) on the layout MKL reads fastest for one row. The stacked copy is kept beside the
-    parameters and rebuilt when any of them changes (in-place updates bump ``Tensor._version``) or moves;
-    other calls (training, the prompt) take the three projections.
+    value projections as one product on their weights stacked, (3H, H) (GPT-2's ``c_attn``): one call
+    instead of three (a third of a small model's step time was the calls' overhead), in the layout
+    `attnlab.nn.linear.small_product` picks for its shape. The stacked copy is kept beside the parameters
+    and rebuilt when any of them changes (in-place updates bump ``Tensor._version``) or moves; other calls
+    (training, the prompt) take the three projections.
     """
 
     _fused: tuple[tuple, Tensor, Tensor | None] | None = None
 
     def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
-        """The stacked, transposed (H, 3H) weight and (3H,) bias, rebuilt when a projection changed."""
+        """The stacked (3H, H) weight and (3H,) bias, rebuilt when a projection changed."""
         q, k, v = self.query, self.key, self.value
         key = (q.weight._version, k.weight._version, v.weight._version, q.weight.data_ptr(),
                k.weight.data_ptr(), v.weight.data_ptr(), q.weight.dtype)  # fmt: skip
         if q.bias is not None:
             key += (q.bias._version, k.bias._version, v.bias._version, q.bias.data_ptr())
         if self._fused is None or self._fused[0] != key:
-            weight = torch.cat([q.weight, k.weight, v.weight]).t().contiguous()
+            weight = torch.cat([q.weight, k.weight, v.weight])
             bias = None if q.bias is None else torch.cat([q.bias, k.bias, v.bias])
             self._fused = (key, weight, bias)
         return self._fused[1], self._fused[2]
@@ -69,9 +69,13 @@ class BufferedSelfAttention(MultiHeadAttention):
         if not small_rows(x, self.query.weight):  # training, the prompt: three products
             return self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
         b, t, _ = x.shape
-        qkv = small_linear(x, *self._fused_qkv()).view(b, t, 3, self.num_heads, self.head_dim)
+        weight, bias = self._fused_qkv()
+        qkv = small_product(self, x, weight, bias, "_qkv_t").reshape(b, t, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.unbind(2)  # each (B, T, N, D)
-        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        # A product of 3-8 rows comes back column-major; SDPA's fused CPU kernel wants each head's D
+        # features adjacent (else its math path, 2.5x slower), so the query is copied (B x H floats); the
+        # keys and values are copied into the cache anyway.
+        return q.transpose(1, 2).contiguous(), k.transpose(1, 2), v.transpose(1, 2)
 
     def forward(
         self,

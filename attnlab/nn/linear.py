@@ -32,11 +32,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "transposed_copy"]
+__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "small_product",
+           "column_major_copy"]
 
 MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
-# Rows (M) at or below which a no-grad product under oneDNN's size reads a contiguous W^T (decoding steps)
-SMALL_ROWS = 4
+# Rows (M) at or below which a no-grad product picks its weight layout by shape (`small_product`: decoding)
+SMALL_ROWS = 8
+# Weight elements (1 MiB of float32) from which `small_product` treats a weight as streamed from memory
+STREAMED_WEIGHT = 1 << 18
+# Weight elements (64 MiB of float32) above which `small_product` keeps no column-major copy: the copy would
+# double a large output layer (BERT's 30,522 x 768 head for one short fill-mask request, GPT-2's 50,257 x 768)
+MAX_COPIED_WEIGHT = 1 << 24
 
 
 def _onednn_op():
@@ -134,48 +140,78 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 def small_rows(x: Tensor, weight: Tensor) -> bool:
-    """True for a product of at most `SMALL_ROWS` rows, under oneDNN's size, float32 on the CPU, with no
-    gradient recorded: one step of decoding. There MKL's ``x @ W^T`` (``F.linear``, W (N, K)) is slower
-    than ``x @ W`` with W stored (K, N), HF GPT-2's ``Conv1D`` layout: 164 against 209 us for a GPT layer
-    of width 384 at one row (benchmarks/generation.py shows the effect on whole models)."""
+    """True for a product of at most `SMALL_ROWS` rows, float32 on the CPU, with no gradient recorded: one
+    step of decoding (a row per sequence). `small_product` then picks the weight's layout by shape."""
     return (
-        not torch.compiler.is_compiling()  # first, as in `_use_onednn`: no guards on symbolic sizes
-        and not torch.jit.is_tracing()
-        and not torch.is_grad_enabled()
-        and x.device.type == "cpu"
+        not torch.is_grad_enabled()  # first: training's products leave at the cheapest test
         and x.dtype == torch.float32
         and weight.dtype == torch.float32
+        and x.device.type == "cpu"
+        and not torch.compiler.is_compiling()  # before the sizes: no guards on symbolic sizes
+        and not torch.jit.is_tracing()
         and x.dim() >= 2
         and x.numel() <= SMALL_ROWS * weight.shape[1]
-        and x.numel() * weight.shape[0] < MIN_MACS
     )
 
 
-def transposed_copy(holder: nn.Module, weight: Tensor, name: str = "_weight_t") -> Tensor:
-    """A contiguous (K, N) copy of ``weight`` (N, K), kept on ``holder`` and rebuilt when the weight changes
-    (in-place updates bump ``Tensor._version``) or moves. It doubles the memory of the weights that decoding
-    reads this way; it is not a parameter and not saved."""
+def small_product(
+    holder: nn.Module, x: Tensor, weight: Tensor, bias: Tensor | None, name: str = "_weight_t"
+) -> Tensor:
+    """``F.linear(x, weight, bias)`` for a `small_rows` product, x (..., K), weight (N, K) -> (..., N), done
+    the way PyTorch's CPU BLAS (MKL) is fastest for its shape. Those few rows read the whole weight, so the
+    step is bound by how well the kernel streams it; MKL's speed there depends on the layout. Measured on
+    the later sessions' AMD EPYC (AVX2), one thread, weights not in cache (``benchmarks/gemm.py
+    --small-rows``), ``x @ W^T`` / ``x @ W`` (W stored (K, N)) / ``(W @ x^T)^T``, us:
+
+        (N, K)         rows 1            rows 2            rows 8
+        (8192, 384)    1891 / 840 / 1814  3696 / 1518 / 1954  4382 / 5623 / 3716   (GPT output layer)
+        (1536, 384)     341 / 200 / 338    590 / 321 / 371    655 / 640 / 522     (feed-forward up)
+        (1152, 384)     333 / 215 / 357    476 / 278 / 331    475 / 416 / 348     (stacked q, k, v)
+        (384, 384)      113 / 101 / 117    135 / 123 / 104    178 / 169 / 231     (attention output)
+        (384, 1536)     191 / 326 / 205    347 / 458 / 419    407 / 461 / 493     (feed-forward down)
+
+    - N >= K, 1-2 rows, a weight of at most `MAX_COPIED_WEIGHT` elements: ``x @ W`` on a contiguous (K, N)
+      copy of W (GPT-2's ``Conv1D`` layout), kept on ``holder`` under ``name`` (`column_major_copy`).
+    - N > K, 3-8 rows, a weight of at least `STREAMED_WEIGHT` elements: ``(W @ x^T)^T``, W as stored: MKL
+      then packs the few rows, not the weight. The result is column-major (a copy costs more than the
+      strided reads after it). A smaller weight stays in cache from step to step, and there this form
+      is the slowest: 45 against 23 us at (384, 128) and 8 rows.
+    - otherwise (N < K; a larger weight at 1-2 rows; N = K or a small weight at 3-8 rows): `linear`.
+
+    Results equal `linear`'s up to float32 summation order (about 1e-7 relative)."""
+    n, k = weight.shape
+    rows = x.numel() // k
+    if rows <= 2:
+        if n < k or n * k > MAX_COPIED_WEIGHT:
+            return linear(x, weight, bias)
+        # F.linear on the column-major copy is MKL's x @ W with W (K, N) contiguous: addmm in one call
+        return F.linear(x, column_major_copy(holder, weight, name), bias)
+    if n <= k or n * k < STREAMED_WEIGHT:
+        return linear(x, weight, bias)
+    x2 = x.reshape(rows, k)
+    out_t = torch.addmm(bias[:, None], weight, x2.t()) if bias is not None else torch.mm(weight, x2.t())
+    return out_t.t().reshape(*x.shape[:-1], n)  # (..., N), column-major; a view (no copy)
+
+
+def column_major_copy(holder: nn.Module, weight: Tensor, name: str = "_weight_t") -> Tensor:
+    """``weight`` (N, K) stored column-major: the (N, K) transpose of a contiguous (K, N) copy, kept on
+    ``holder`` under ``name`` and rebuilt when the weight changes (in-place updates bump
+    ``Tensor._version``) or moves. It doubles the memory of the weights that decoding reads this way; it is
+    not a parameter and not saved."""
     version = -1 if weight.is_inference() else weight._version  # inference tensors keep no version
     key = (version, weight.data_ptr(), weight.dtype, weight.shape)
     cached = holder.__dict__.get(name)
     if cached is None or cached[0] != key:
-        cached = (key, weight.detach().t().contiguous())
+        cached = (key, weight.detach().t().contiguous().t())
         holder.__dict__[name] = cached
     return cached[1]
 
 
-def small_linear(x: Tensor, weight_t: Tensor, bias: Tensor | None) -> Tensor:
-    """``x @ weight_t (+ bias)``: x (..., K), weight_t (K, N) contiguous -> (..., N)."""
-    x2 = x.reshape(-1, x.shape[-1])
-    out = torch.addmm(bias, x2, weight_t) if bias is not None else torch.mm(x2, weight_t)
-    return out.view(*x.shape[:-1], weight_t.shape[1])
-
-
 class Linear(nn.Linear):
     """``nn.Linear`` computed by `linear` (same parameters, state-dict keys and initialisation); one decoding
-    step's small product reads a transposed copy of the weight (`small_rows`)."""
+    step's few rows go through `small_product`."""
 
     def forward(self, x: Tensor) -> Tensor:
         if small_rows(x, self.weight):
-            return small_linear(x, transposed_copy(self, self.weight), self.bias)
+            return small_product(self, x, self.weight, self.bias)
         return linear(x, self.weight, self.bias)
