@@ -13,7 +13,7 @@ import attnlab.nn.linear as linear_module
 from attnlab.generation import generate
 from attnlab.models.gpt import build_gpt
 from attnlab.models.gpt_presets import get_gpt_preset
-from attnlab.nn.linear import Linear, small_product, small_rows
+from attnlab.nn.linear import Linear, column_major_copy, small_product, small_rows
 
 
 def test_small_rows_path_equals_f_linear_and_follows_the_weight():
@@ -53,6 +53,19 @@ def test_small_product_equals_f_linear_in_every_layout(n, k, shape, bias, stream
         # the column-major result of 3-8 rows feeds the next product and elementwise ops correctly
         after, want_after = F.gelu(got) @ layer.weight, F.gelu(want) @ layer.weight
         torch.testing.assert_close(after, want_after, rtol=1e-4, atol=1e-4)
+
+
+def test_column_major_copy_follows_a_new_tensor_and_in_place_changes():
+    holder = torch.nn.Module()
+    first = torch.randn(6, 4)
+    copy = column_major_copy(holder, first)
+    torch.testing.assert_close(copy, first)
+    assert copy.t().is_contiguous()
+    second = first.clone()
+    second.add_(1.0)
+    torch.testing.assert_close(column_major_copy(holder, second), second)  # another tensor: rebuilt
+    first.mul_(2.0)  # in place: rebuilt from the new values
+    torch.testing.assert_close(column_major_copy(holder, first), first)
 
 
 def test_no_column_major_copy_of_a_weight_above_the_cap(monkeypatch):
