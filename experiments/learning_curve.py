@@ -64,6 +64,18 @@ built-in corpus (393k training tokens, 1,938-token WordPiece trained by attnlab)
     time-to-accuracy: HF reaches 17.0% in 30.0 min; attnlab reaches it in 1.03 min (29x faster); goal
     (<= 15 min): PASS
 
+Re-measured on the later sessions' slower AMD EPYC (AVX2, about 3x slower; 2026-11-27, alone on the
+machine, both on 2 threads as the attnlab run chose), attnlab given 6 minutes instead of 15 (enough to
+pass HF's 30-minute figure; the target is reaching it within 15):
+
+    .venv/bin/python experiments/learning_curve.py --output runs/learning-curve-2 --attnlab-minutes 6
+
+    attnlab: 5,170 steps, 19.7% at 1 min, 33.2% at 2, 40.4% at 4, 42.7% at 5.7 (its last evaluation)
+    HF: 51,334 steps, 4.9% at 1 min, 12.9% at 10, 15.1% at 20, 15.1% at 30 min
+    unigram guess 4.7%
+    time-to-accuracy: HF reaches 15.1% in 30.0 min; attnlab reaches it in 0.62 min (48.7x faster);
+    goal (<= 15 min): PASS
+
 The gap is the recipe each tool runs by default, not its arithmetic: given identical settings the two
 train identically (benchmarks/training_parity.py). What this measures is what each tool's defaults give a
 user in the time given.

@@ -45,8 +45,10 @@ class BufferedSelfAttention(MultiHeadAttention):
     value projections as one product on their weights stacked, (3H, H) (GPT-2's ``c_attn``): one call
     instead of three (a third of a small model's step time was the calls' overhead), in the layout
     `attnlab.nn.linear.small_product` picks for its shape. The stacked copy is kept beside the parameters
-    and rebuilt when any of them changes (in-place updates bump ``Tensor._version``) or moves; other calls
-    (training, the prompt) take the three projections.
+    and rebuilt when any of them changes (in-place updates bump ``Tensor._version``) or moves; at one or
+    two rows `small_product` keeps a column-major copy of it too, so decoding holds the q/k/v weights
+    three times (gpt-bpe-small: two copies of 10.6 MB beside its 56 MB). Other calls (training, the
+    prompt) take the three projections.
     """
 
     _fused: tuple[tuple, Tensor, Tensor | None] | None = None
