@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import attnlab.nn.derived as derived
 import attnlab.nn.linear as linear_module
 from attnlab.generation import generate
 from attnlab.models.gpt import build_gpt
@@ -74,11 +75,12 @@ def test_no_column_major_copy_of_a_weight_above_the_cap(monkeypatch):
     x = torch.randn(1, 32)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
-    assert "_weight_t" not in layer.__dict__
+    assert layer not in derived._CACHE
     monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 96 * 32)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
-    assert "_weight_t" in layer.__dict__
+    assert "_weight_t" in derived._CACHE[layer]
+    assert "_weight_t" not in layer.__dict__ and layer.state_dict().keys() == {"weight", "bias"}
 
 
 @pytest.mark.parametrize("streamed", [True, False])
@@ -115,3 +117,21 @@ def test_generation_after_a_training_step_uses_the_new_weights():
         with torch.no_grad():
             want = model(prompt[:1]).logits[0, -1].argmax().item()
         assert generate(model, prompt[:1], max_new_tokens=1, ignore_eos=True).sequences[0][0] == want
+
+
+def test_decoding_builds_its_derived_weights_once():
+    # generate runs under inference_mode; a copy derived there from another derived weight (the stacked
+    # q/k/v's column-major copy) must still be cached, not rebuilt on every step
+    torch.manual_seed(0)
+    model = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)).eval()
+    prompt = torch.randint(0, 300, (1, 4))
+    generate(model, prompt, max_new_tokens=3, ignore_eos=True)
+
+    def results():
+        return {(id(m), name): id(entry[2]) for m in model.modules() for name, entry in
+                derived._CACHE.get(m, {}).items()}  # fmt: skip
+
+    before = results()
+    assert any(name == "_qkv_t" for _, name in before)
+    generate(model, prompt, max_new_tokens=5, ignore_eos=True)
+    assert results() == before

@@ -9,6 +9,7 @@ import threading
 import pytest
 import torch
 
+import attnlab.nn.derived as derived
 import attnlab.nn.fused_layer as fused_layer
 from attnlab.models import Encoder, EncoderConfig
 from attnlab.nn.fused_layer import (
@@ -153,8 +154,8 @@ def test_fused_weights_follow_changes_to_the_parameters() -> None:
         m.attention[0].layer.query.weight = torch.nn.Parameter(torch.randn(32, 32) * 0.05)
     ref, got = both(m, ids, attention_mask=mask)
     torch.testing.assert_close(got.last_hidden_state, ref.last_hidden_state, atol=1e-5, rtol=1e-5)
-    assert m.attention[0].layer in fused_layer._QKV_CACHE
-    assert copy.deepcopy(m).attention[0].layer not in fused_layer._QKV_CACHE  # the cache stays outside
+    assert m.attention[0].layer in derived._CACHE
+    assert copy.deepcopy(m).attention[0].layer not in derived._CACHE  # the cache stays outside
 
 
 def test_writes_through_data_need_clear_fused_weights() -> None:
@@ -211,7 +212,7 @@ def test_weights_made_under_inference_mode() -> None:
         with fused_layers(False):
             ref = m(ids, attention_mask=mask).last_hidden_state
     torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
-    assert m.attention[0].layer not in fused_layer._QKV_CACHE
+    assert m.attention[0].layer not in derived._CACHE
 
 
 def test_padding_for_fused() -> None:

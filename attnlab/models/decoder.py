@@ -21,10 +21,10 @@ the memory once (attnlab.nn.MultiHeadAttention). `reorder_cache` keeps or reorde
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attention
+from attnlab.nn.derived import stacked_qkv
 from attnlab.nn.linear import small_product, small_rows
 from attnlab.nn.residual import Residual
 
@@ -44,34 +44,19 @@ class BufferedSelfAttention(MultiHeadAttention):
     One decoding step (`attnlab.nn.linear.small_rows`: a few rows, no gradient) runs the query, key and
     value projections as one product on their weights stacked, (3H, H) (GPT-2's ``c_attn``): one call
     instead of three (a third of a small model's step time was the calls' overhead), in the layout
-    `attnlab.nn.linear.small_product` picks for its shape. The stacked copy is kept beside the parameters
-    and rebuilt when any of them changes (in-place updates bump ``Tensor._version``) or moves; at one or
+    `attnlab.nn.linear.small_product` picks for its shape. The stacked copy (`attnlab.nn.derived.stacked_qkv`,
+    shared with the fused encoder layer) is rebuilt when any of them changes or moves; at one or
     two rows `small_product` keeps a column-major copy of it too, so decoding holds the q/k/v weights
     three times (gpt-bpe-small: two copies of 10.6 MB beside its 56 MB). Other calls (training, the
     prompt) take the three projections.
     """
-
-    _fused: tuple[tuple, Tensor, Tensor | None] | None = None
-
-    def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
-        """The stacked (3H, H) weight and (3H,) bias, rebuilt when a projection changed."""
-        q, k, v = self.query, self.key, self.value
-        key = (q.weight._version, k.weight._version, v.weight._version, q.weight.data_ptr(),
-               k.weight.data_ptr(), v.weight.data_ptr(), q.weight.dtype)  # fmt: skip
-        if q.bias is not None:
-            key += (q.bias._version, k.bias._version, v.bias._version, q.bias.data_ptr())
-        if self._fused is None or self._fused[0] != key:
-            weight = torch.cat([q.weight, k.weight, v.weight])
-            bias = None if q.bias is None else torch.cat([q.bias, k.bias, v.bias])
-            self._fused = (key, weight, bias)
-        return self._fused[1], self._fused[2]
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, T, H) -> q, k, v (B, N, T, D)."""
         if not small_rows(x, self.query.weight):  # training, the prompt: three products
             return self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
         b, t, _ = x.shape
-        weight, bias = self._fused_qkv()
+        weight, bias = stacked_qkv(self)
         qkv = small_product(self, x, weight, bias, "_qkv_t").reshape(b, t, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.unbind(2)  # each (B, T, N, D)
         # A product of 3-8 rows comes back column-major; SDPA's fused CPU kernel wants each head's D

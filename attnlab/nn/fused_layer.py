@@ -24,10 +24,11 @@ modules``).
 - the mask, if any, masks padded keys only and leaves every sequence at least one key (the kernel gives
   NaN for a row with none, where `scaled_dot_product_attention` gives a uniform average).
 
-The fused query/key/value weight is built once and kept (outside the module: deepcopy, pickling and
-``torch.save`` never see it) until one of its three weights or biases changes: a new tensor, or an in-place
-update such as an optimizer step, ``load_state_dict`` or ``.to()``. Writes that bypass the version counter
-(through ``.data`` or a NumPy view) are not seen; call `clear_fused_weights` after them. `fused_layers`
+The fused query/key/value weight is `attnlab.nn.derived.stacked_qkv`: built once and kept (outside the
+module: deepcopy, pickling and ``torch.save`` never see it) until one of its three weights or biases changes:
+a new tensor, or an in-place update such as an optimizer step, ``load_state_dict`` or ``.to()``. Writes that
+bypass the version counter (through ``.data`` or a NumPy view) are not seen; call `clear_fused_weights` (the
+same as `attnlab.nn.derived.clear_derived_weights`) after them. `fused_layers`
 turns the path off in a ``with`` block (tests compare both paths; benchmarks time the module calls).
 """
 
@@ -36,13 +37,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import weakref
 from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn
 
 from attnlab.nn.attention import MultiHeadAttention
+from attnlab.nn.derived import clear_derived_weights, stacked_qkv
 from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.linear import cpu_gemm
 from attnlab.nn.residual import Residual
@@ -55,9 +56,6 @@ __all__ = [
 _OP = getattr(torch, "_transformer_encoder_layer_fwd", None)
 _ENABLED = os.environ.get("ATTNLAB_FUSED_LAYERS", "1") != "0"  # the process's default
 _LOCAL = threading.local()  # a `fused_layers` block's setting, for its own thread only
-# attention module -> (its q/k/v weights and biases, their (data_ptr, version, dtype), fused weight, fused
-# bias). Weak keys: the entry goes with the module; deepcopy, pickling and torch.save never see it.
-_QKV_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def fused_layers_enabled() -> bool:
@@ -81,12 +79,8 @@ def fused_layers(enabled: bool) -> Iterator[None]:
             _LOCAL.enabled = before
 
 
-def clear_fused_weights(model: nn.Module) -> None:
-    """Drop the cached fused query/key/value weights of ``model``'s attention layers. Needed only after
-    writing weights in a way their version counters do not record (through ``.data`` or a NumPy view); an
-    optimizer step, ``load_state_dict``, ``.to()`` and in-place ops on the parameters are seen."""
-    for module in model.modules():
-        _QKV_CACHE.pop(module, None)
+# The cached weights live in attnlab.nn.derived; this name is kept for the callers that know it.
+clear_fused_weights = clear_derived_weights
 
 
 def _activation_is_gelu(ffn: FeedForward) -> bool | None:
@@ -160,26 +154,6 @@ def padding_for_fused(keep: Tensor | None) -> tuple[bool, Tensor | None]:
     return True, ~keep
 
 
-def _fused_qkv(attn: MultiHeadAttention) -> tuple[Tensor, Tensor]:
-    """(3H, H) weight and (3H,) bias of the query, key and value projections, cached beside the module."""
-    parts = (attn.query.weight, attn.key.weight, attn.value.weight, attn.query.bias, attn.key.bias,
-             attn.value.bias)  # fmt: skip
-    if any(p.is_inference() for p in parts):  # weights made under inference_mode keep no version counter:
-        return torch.cat(parts[:3]), torch.cat(parts[3:])  # nothing tells a change, so no cache
-    # The cache holds the parameters themselves (compared by identity), so none of them can be freed and
-    # another tensor take its address while the cache stands; their data pointers and version counters
-    # tell an in-place change or new data (``load_state_dict``, an optimizer step, ``.to()``).
-    # Writes that bypass the version counter (``.data``, NumPy) are not seen: `clear_fused_weights`.
-    key = tuple((p.data_ptr(), p._version, p.dtype) for p in parts)
-    cached = _QKV_CACHE.get(attn)
-    if cached is None or cached[1] != key or any(a is not b for a, b in zip(cached[0], parts)):
-        weight = torch.cat([p.detach() for p in parts[:3]])
-        bias = torch.cat([p.detach() for p in parts[3:]])
-        cached = (parts, key, weight, bias)
-        _QKV_CACHE[attn] = cached  # one assignment: concurrent forwards at worst build it twice
-    return cached[2], cached[3]
-
-
 def fused_encoder_layer(
     attention: nn.Module, feed_forward: nn.Module, x: Tensor, padding: Tensor | None
 ) -> Tensor | None:
@@ -188,7 +162,7 @@ def fused_encoder_layer(
     if not (can_fuse(x) and _plain(attention, feed_forward)):
         return None
     attn, ffn = attention.layer, feed_forward.layer
-    qkv_weight, qkv_bias = _fused_qkv(attn)
+    qkv_weight, qkv_bias = stacked_qkv(attn)
     return _OP(
         x, attn.dim, attn.num_heads, qkv_weight, qkv_bias, attn.output.weight, attn.output.bias,
         _activation_is_gelu(ffn), attention.norm_first, attention.norm.eps,

@@ -32,6 +32,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from attnlab.nn.derived import derived
+
 __all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "small_product",
            "column_major_copy"]
 
@@ -194,18 +196,11 @@ def small_product(
 
 
 def column_major_copy(holder: nn.Module, weight: Tensor, name: str = "_weight_t") -> Tensor:
-    """``weight`` (N, K) stored column-major: the (N, K) transpose of a contiguous (K, N) copy, kept on
-    ``holder`` under ``name`` and rebuilt when ``weight`` is another tensor, changed in place (which bumps
-    ``Tensor._version``) or got new data. The entry holds ``weight`` itself, so no later tensor can take
-    its address while the copy is kept. It doubles the memory of the weights that decoding reads this way;
-    it is not a parameter and not saved."""
-    version = -1 if weight.is_inference() else weight._version  # inference tensors keep no version
-    key = (version, weight.data_ptr(), weight.dtype, weight.shape)
-    cached = holder.__dict__.get(name)
-    if cached is None or cached[1] is not weight or cached[0] != key:
-        cached = (key, weight, weight.detach().t().contiguous().t())
-        holder.__dict__[name] = cached
-    return cached[2]
+    """``weight`` (N, K) stored column-major: the (N, K) transpose of a contiguous (K, N) copy, kept beside
+    ``holder`` under ``name`` by `attnlab.nn.derived.derived` (rebuilt when the weight is another tensor,
+    changes in place or gets new data; never saved). It doubles the memory of the weights that decoding
+    reads this way."""
+    return derived(holder, name, (weight,), lambda: weight.detach().t().contiguous().t())
 
 
 class Linear(nn.Linear):
