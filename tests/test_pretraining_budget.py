@@ -92,6 +92,97 @@ def test_replan_at_several_steps_follows_a_slower_machine(tmp_path):
     assert changes == [100, 70] and result.step == 70
 
 
+def test_a_schedule_in_length_stages_is_planned_on_each_stage_step_time(monkeypatch):
+    """BERT's 90% of steps at 128 tokens and 10% at 512: the long steps cost more, and the plan counts them
+    (timing the first stage alone planned every step as a short one, and the clock cut the run short)."""
+    from attnlab.pretraining import run
+    from attnlab.train import TrainerConfig
+
+    timed: list[int] = []
+
+    def fake_time(model, optimizer, batches, accum):  # 1 ms a token position
+        timed.append(batches[0]["input_ids"].size(1))
+        return 0.001 * batches[0]["input_ids"].size(1)
+
+    class Batches:  # what estimate_step_time reads of a loader
+        def __init__(self, length):
+            self.length = length
+
+        def iter_epoch(self, epoch=0):
+            for _ in range(10):
+                yield {"input_ids": torch.zeros(2, self.length, dtype=torch.long)}
+
+    monkeypatch.setattr(run, "_time_steps", fake_time)
+    model, cfg = torch.nn.Linear(2, 2), TrainerConfig(device="cpu", max_steps=10)
+    one = run.estimate_stage_steps(model, [Batches(128)], [1.0], cfg, 100.0, log=lambda m: None)
+    logged: list[str] = []
+    two = run.estimate_stage_steps(
+        model, [Batches(128), Batches(512)], [0.9, 0.1], cfg, 100.0, log=logged.append
+    )
+    assert one[0] == int(0.9 * 100.0 / 0.128) == 703 and one[1] == [0.128]
+    assert two[0] == int(0.9 * 100.0 / (0.9 * 0.128 + 0.1 * 0.512)) == 540  # 0.1664 s a step on average
+    assert 512 in timed and "0.128, 0.512" in logged[-1]
+    # the plan fits the budget: 90% of the steps at 0.128 s and 10% at 0.512 s take 0.9 x 100 s at most
+    assert round(0.9 * two[0]) * 0.128 + round(0.1 * two[0]) * 0.512 <= 90.0 + 1e-9
+    assert run.estimate_steps(model, Batches(128), cfg, 100.0, log=lambda m: None) == one[0]
+
+
+def _two_stages(fractions=(0.5, 0.5)):
+    """A recipe of two length stages and its `StagePlan` with the second stage's steps 3x the first's."""
+    from attnlab.pretraining.run import StagePlan, stage_ends
+
+    recipe = RECIPES["bert"].override(stages=[{"max_length": 16, "fraction": fractions[0]},
+                                             {"max_length": 64, "fraction": fractions[1]}])  # fmt: skip
+    return recipe, StagePlan(fractions, (1.0, 3.0), lambda n: stage_ends(recipe, n))
+
+
+def test_stage_plan_solves_for_the_steps_that_fit():
+    recipe, plan = _two_stages()
+    assert plan.ends(100) == [50, 100] and plan.stage_of(50, 100) == 0 and plan.stage_of(51, 100) == 1
+    # at step 10 of stage 0, 2 s a step, 180 s left: N x (0.5 + 0.5 x 3) = 10 + 90 -> N = 50
+    assert plan.steps_that_fit(0, 10, 180.0, 2.0) == 50
+    # in the last stage only its own rest counts: N x 1.0 = 60 + 40 / 6
+    assert plan.steps_that_fit(1, 60, 40.0, 6.0) == 66
+
+
+def test_replan_in_a_stage_moves_the_schedule_and_the_stage_end(tmp_path):
+    """BERT-like stages (half the steps at 3x the cost), a machine twice as slow as the estimate: the re-plan
+    at step 10 shrinks the whole schedule to what fits and stops this stage at its new end."""
+    _, plan = _two_stages()
+    trainer = lm_trainer(tmp_path / "run", 100, save_every=0)
+    trainer.total_steps = 50  # the first stage of a 100-step schedule, as attnlab.pretraining.run builds it
+    now = {"clock": lambda: 2.0 * trainer.step}  # 2 s a step in the first stage
+    changes: list[tuple[int, int]] = []
+    callback = replan_steps(
+        200.0, [10, 20, 30, 40], lambda t: changes.append((t.config.max_steps, t.total_steps)),
+        lambda m: None, 0.0, lambda: now["clock"](), stages=plan,
+    )  # fmt: skip
+    trainer.callbacks.append(callback)
+    result = trainer.train()
+    # 200 s: 20 spent at step 10; the rest of stage 0 at 2 s and stage 1 at 6 s -> N = 50, stage 0 ends at 25
+    # (15 x 2 + 25 x 6 = 180 s); at step 20 the plan holds and nothing changes
+    assert changes == [(50, 25)] and result.step == 25
+    # the learning rate is where a schedule planned for 50 steps from the start has it after 25
+    from attnlab.train.schedules import build_schedule
+
+    fresh = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=trainer.config.lr)
+    reference = build_schedule(fresh, trainer.config, 50)
+    for _ in range(25):
+        fresh.step()
+        reference.step()
+    assert trainer.scheduler.get_last_lr()[0] == pytest.approx(reference.get_last_lr()[0], rel=1e-9)
+    assert 0 < reference.get_last_lr()[0] < trainer.config.lr  # mid-decay: a real check
+
+    # the second stage, 6 s a step as planned, with the same callback. The window 11..30 spans both stages
+    # (3 s a step on average): used, it would re-plan to 70 steps; it is skipped. The window 31..40 is the
+    # second stage's alone, and the plan holds.
+    second = lm_trainer(tmp_path / "run2", 50, save_every=0)
+    second.step = 25
+    now["clock"] = lambda: 50.0 + 6.0 * (second.step - 25)
+    second.callbacks.append(callback)
+    assert second.train().step == 50 and changes == [(50, 25)]
+
+
 @pytest.mark.parametrize("preset", ["bert-tiny", "bert-mini", "albert-base"])
 def test_albert_recipe_trains_an_albert_shaped_model_at_any_size(preset):
     from attnlab.models import get_preset

@@ -240,3 +240,23 @@ def test_a_budget_too_small_says_so_instead_of_printing_noise_as_a_result(tmp_pa
     assert "unigram guess" in printed
     # 5k training tokens for a model of 0.5M parameters: said with the numbers
     assert "parameters for 5,299 training tokens" in printed
+
+
+def test_a_warm_up_longer_than_the_planned_steps_is_a_clear_error(tmp_path, capsys):
+    """``--paper`` with a short budget used to end in the schedule's own check, naming neither the budget
+    nor the way out: BERT's 10,000 warm-up steps against the few steps that fit."""
+    rng = random.Random(3)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(
+        "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(10)).capitalize() + "." for _ in range(80))
+    )
+    args = [
+        "pretrain", "--corpus", str(corpus), "--output", str(tmp_path / "run"), "--max-steps", "5",
+        "--batch-size", "4", "--max-length", "32", "--workers", "1", "--no-progress", "--eval-examples", "8",
+        "--vocab-size", "80", "--set", "warmup=50", "--set", "model.num_layers=1",
+        "--set", "trainer.tensorboard=false",
+    ]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "50 warm-up steps do not fit in the 5 steps planned" in err and "--set warmup=0.05" in err
+    assert "linear schedule" not in err

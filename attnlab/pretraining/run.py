@@ -42,6 +42,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -451,6 +452,42 @@ def time_limit(deadline: float) -> Callable[[Trainer, dict[str, Any]], None]:
     return callback
 
 
+def stage_ends(recipe: Recipe, max_steps: int) -> list[int]:
+    """Each length stage's last step (cumulative) when ``recipe`` runs ``max_steps`` steps."""
+    ends, total = [], 0
+    for n in dataclasses.replace(recipe, max_steps=max_steps).stage_steps():
+        total += n
+        ends.append(total)
+    return ends
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A schedule in length stages, for `replan_steps`: stage k takes ``fractions[k]`` of the steps at
+    ``costs[k]`` seconds a step (measured before training; only their ratios are used), and
+    ``ends(n)`` gives each stage's last step when the run has n steps (`Recipe.stage_steps`' rounding)."""
+
+    fractions: tuple[float, ...]
+    costs: tuple[float, ...]
+    ends: Callable[[int], list[int]]
+
+    def stage_of(self, step: int, total: int) -> int:
+        """The stage that step ``step`` (1-based) belongs to in a run of ``total`` steps."""
+        ends = self.ends(total)
+        return next((k for k, end in enumerate(ends) if step <= end), len(ends) - 1)
+
+    def steps_that_fit(self, stage: int, step: int, seconds: float, per_step: float) -> int:
+        """Total steps N such that the rest of ``stage`` (from ``step``, at ``per_step`` seconds) and the
+        later stages (at ``per_step`` times their cost ratio) take ``seconds``: N (C + sum_j>k f_j r_j) =
+        step + seconds / per_step, C the stages' fractions up to ``stage``."""
+        done = sum(self.fractions[: stage + 1])
+        later = sum(
+            f * c / self.costs[stage]
+            for f, c in zip(self.fractions[stage + 1 :], self.costs[stage + 1 :])
+        )
+        return int((step + seconds / per_step) / (done + later))
+
+
 def replan_steps(
     deadline: float,
     at_step: int | Sequence[int],
@@ -458,6 +495,7 @@ def replan_steps(
     log: Callable[[str], None] = print,
     reserve: float = 0.05,
     clock: Callable[[], float] = time.monotonic,
+    stages: StagePlan | None = None,
 ) -> Callable[[Trainer, dict[str, Any]], None]:
     """A Trainer callback that re-plans the run's length at step ``at_step`` (or at each of several steps)
     from its own measured step time, so that the learning-rate schedule ends when ``deadline``
@@ -472,7 +510,12 @@ def replan_steps(
     ``reserve`` of the time left is kept for the final evaluation and save, and `Trainer.set_total_steps`
     moves the end. Every rank takes the smallest plan (one all-gather per re-plan step, where all ranks
     are). ``on_change(trainer)`` is called after a change (to record it); ``clock`` is the time source
-    (``deadline`` is on its scale)."""
+    (``deadline`` is on its scale).
+
+    With ``stages`` (a schedule in length stages, e.g. BERT's 90% at 128 / 10% at 512 tokens) the measured
+    step time is the current stage's; the later stages' are scaled by their cost ratios measured before
+    training, the whole schedule's length moves, and the current trainer stops at its stage's new end. A
+    window that spans two stages is not used (its steps cost two prices); the next one starts afresh."""
     points = sorted({at_step} if isinstance(at_step, int) else set(at_step))
     state: dict[str, float] = {}
 
@@ -484,16 +527,29 @@ def replan_steps(
             return
         now = clock()
         per_step = (now - state["t0"]) / max(1, trainer.step - state["s0"])
+        first = int(state["s0"]) + 1  # the window's first step
         state["t0"], state["s0"] = now, trainer.step  # the next window starts here
-        steps = trainer.step + max(0, int((1.0 - reserve) * (deadline - now) / per_step))
+        seconds = (1.0 - reserve) * (deadline - now)
+        total = trainer.config.max_steps or trainer.total_steps  # the schedule's length
+        if stages is None:
+            steps = trainer.step + max(0, int(seconds / per_step))
+        else:
+            stage = stages.stage_of(trainer.step, total)
+            if stages.stage_of(first, total) != stage:
+                return
+            fit = stages.steps_that_fit(stage, trainer.step, max(0.0, seconds), per_step)
+            steps = max(trainer.step, fit)
         steps = min(all_gather_object(steps, trainer.context))
-        if abs(steps - trainer.total_steps) <= 0.02 * trainer.total_steps:
+        if abs(steps - total) <= 0.02 * total:
             return
+        stop = None  # a single stage stops at the schedule's end; a stage of several at its own new end
+        if stages is not None:
+            stop = max(trainer.step, stages.ends(steps)[stages.stage_of(trainer.step, total)])
         log(
             f"re-planned at step {trainer.step}: {per_step:.3f} s a step here, so {steps} steps fit "
-            f"(planned {trainer.total_steps})"
+            f"(planned {total})"
         )
-        trainer.set_total_steps(steps)
+        trainer.set_total_steps(steps, stop)
         on_change(trainer)
 
     return callback
@@ -513,20 +569,21 @@ def _time_steps(model: nn.Module, optimizer: torch.optim.Optimizer, batches: lis
     return sorted(times)[len(times) // 2] if times else 1.0
 
 
-def estimate_steps(
+def estimate_step_time(
     model: nn.Module,
     loader: ResumableLoader,
     tconfig: TrainerConfig,
-    seconds: float,
     probe_steps: int = 6,  # 5 timed steps; with 3, 30-minute book runs ended about a third early
     log: Callable[[str], None] = print,
-) -> int:
-    """How many optimizer steps fit in ``seconds``: times ``probe_steps`` steps of a copy of the model (after
-    one warm-up step) on the first batches, with the run's optimizer settings; keeps 10% in reserve.
+    choose_threads: bool = True,
+) -> float:
+    """Seconds of one optimizer step: times ``probe_steps`` steps of a copy of the model (after one warm-up
+    step) on the first batches of ``loader``, with the run's optimizer settings.
 
-    On CPU it also times one thread against torch's default and keeps the faster: on a machine whose cores
-    are busy with other work, torch's threads wait on each other at every operation (measured 20x slower
-    with 2 threads than with 1 on a loaded 2-core machine), while on an idle one more threads win.
+    On CPU (with ``choose_threads``) it also times one thread against torch's default and keeps the faster,
+    for the rest of the process: on a machine whose cores are busy with other work, torch's threads wait on
+    each other at every operation (measured 20x slower with 2 threads than with 1 on a loaded 2-core
+    machine), while on an idle one more threads win.
     """
     from attnlab.train import build_optimizer
 
@@ -541,7 +598,7 @@ def estimate_steps(
     threads = torch.get_num_threads()
     per_step = _time_steps(probe, optimizer, batches, tconfig.grad_accum_steps)
     on_cpu = next(model.parameters()).device.type == "cpu" and tconfig.device in ("auto", "cpu")
-    if on_cpu and threads > 1 and not torch.cuda.is_available():
+    if choose_threads and on_cpu and threads > 1 and not torch.cuda.is_available():
         torch.set_num_threads(1)
         single = _time_steps(probe, optimizer, batches, tconfig.grad_accum_steps)
         if single < per_step:
@@ -549,7 +606,50 @@ def estimate_steps(
             per_step = single
         else:
             torch.set_num_threads(threads)
+    return per_step
+
+
+def estimate_steps(
+    model: nn.Module,
+    loader: ResumableLoader,
+    tconfig: TrainerConfig,
+    seconds: float,
+    probe_steps: int = 6,
+    log: Callable[[str], None] = print,
+) -> int:
+    """How many optimizer steps fit in ``seconds`` (`estimate_step_time` on ``loader``'s batches); keeps
+    10% in reserve."""
+    per_step = estimate_step_time(model, loader, tconfig, probe_steps, log)
     return max(1, int(0.9 * seconds / per_step))
+
+
+def estimate_stage_steps(
+    model: nn.Module,
+    loaders: Sequence[ResumableLoader],
+    fractions: Sequence[float],
+    tconfig: TrainerConfig,
+    seconds: float,
+    probe_steps: int = 6,
+    log: Callable[[str], None] = print,
+) -> tuple[int, list[float]]:
+    """Total optimizer steps N of a schedule in length stages (stage k: ``fractions[k]`` of the steps on
+    ``loaders[k]``'s sequences) that fit in ``seconds``: each stage's step time t_k is measured on its own
+    batches, and N = 0.9 x seconds / sum_k(fractions[k] x t_k).
+
+    Timing the first stage alone planned BERT's 90% at 128 / 10% at 512 tokens as if every step were a short
+    one: the long steps cost several times more, so the clock stopped such a run before its schedule's end,
+    with the learning rate still high and the long stage cut short. The thread count is chosen on the
+    first stage and kept for the others, which are timed on 2 steps (BERT-base's 512-token steps cost
+    seconds each on a CPU). Returns N and the stages' seconds a step."""
+    times = [  # the later (longer) stages are timed on 2 steps: their steps are few and cost the most
+        estimate_step_time(model, loader, tconfig, probe_steps if k == 0 else 2, log, choose_threads=k == 0)
+        for k, loader in enumerate(loaders)
+    ]
+    per_step = sum(f * t for f, t in zip(fractions, times))
+    if len(times) > 1:
+        shown = ", ".join(f"{t:.3f}" for t in times)
+        log(f"seconds a step by length stage: {shown}; {per_step:.3f} on average over the schedule")
+    return max(1, int(0.9 * seconds / per_step)), times
 
 
 def _save_tokenizer(tokenizer: Any, directory: Path, recipe: Recipe, max_length: int) -> None:
@@ -665,11 +765,17 @@ def pretrain(
         )  # fmt: skip
 
     replan = False
+    prepared: dict[int, ResumableLoader] = {}  # stage loaders built to time the steps, reused by the stages
+    stage_costs: list[float] = []  # their measured seconds a step
     if "max_steps" in previous:
         recipe = dataclasses.replace(recipe, max_steps=int(previous["max_steps"]))
     elif auto_steps and minutes is not None:
-        first = loader(0)
-        steps = estimate_steps(model, first, base, 60.0 * minutes - (time.monotonic() - t_start), log=log)
+        fractions = [stage.fraction for stage in recipe.stages]
+        prepared = {k: loader(k) for k in range(len(fractions))}
+        seconds = 60.0 * minutes - (time.monotonic() - t_start)
+        steps, stage_costs = estimate_stage_steps(
+            model, list(prepared.values()), fractions, base, seconds, log=log
+        )
         steps = min(all_gather_object(steps, ctx))  # every rank must run the same schedule
         log(f"{steps} steps of {base.batch_size} sequences fit in {minutes:g} minutes here")
         if steps < MIN_USEFUL_STEPS:
@@ -679,10 +785,17 @@ def pretrain(
                 "minutes (--minutes) or a smaller model (--preset)"
             )
         recipe = dataclasses.replace(recipe, max_steps=steps)
-        replan = len(recipe.stage_steps()) == 1  # a multi-stage schedule keeps its planned stage lengths
+        replan = True
     # The schedule's plan, kept in run.json so that a resumed run rebuilds the same schedule. The warm-up is
     # in absolute steps: a re-plan (replan_steps) moves max_steps, not the warm-up.
     warmup = previous.get("warmup_steps", resolve_warmup(base.warmup, recipe.max_steps))
+    if warmup > recipe.max_steps and base.schedule in ("linear", "cosine"):  # they decay after the warm-up
+        where = f"in {minutes:g} minutes here" if minutes is not None and auto_steps else "planned"
+        raise ValueError(
+            f"warm-up: the recipe's {warmup} warm-up steps do not fit in the {recipe.max_steps} steps "
+            f"{where}; give more time (--minutes) or steps (--max-steps), or a shorter warm-up "
+            "(--set warmup=0.05 for 5% of the steps)"
+        )
     plan = {"max_steps": recipe.max_steps, "warmup_steps": int(warmup)}
     base = dataclasses.replace(base, max_steps=recipe.max_steps, warmup=plan["warmup_steps"])
     if not ctx.is_main:
@@ -715,25 +828,31 @@ def pretrain(
     if replan and deadline is not None and recipe.max_steps >= 40:
 
         def record_plan(trainer: Trainer) -> None:
-            plan["max_steps"] = trainer.total_steps
+            plan["max_steps"] = trainer.config.max_steps  # the schedule's length (a stage may stop before)
             write_plan()
 
+        stage_plan = None
+        if len(recipe.stages) > 1:
+            stage_plan = StagePlan(
+                tuple(s.fraction for s in recipe.stages), tuple(stage_costs), partial(stage_ends, recipe)
+            )
         points = [max(10, int(f * recipe.max_steps)) for f in REPLAN_AT]
-        callbacks.append(replan_steps(deadline, points, record_plan, log))
+        callbacks.append(replan_steps(deadline, points, record_plan, log, stages=stage_plan))
 
-    stage_steps = recipe.stage_steps()
-    multi = len(stage_steps) > 1
+    multi = len(recipe.stages) > 1
     trainer: Trainer | None = None
     end = 0
     interrupted = False
     evaluated = False  # Trainer.train evaluates at its end, unless stopped early
-    for k, n in enumerate(stage_steps):
-        end += n
+    for k in range(len(recipe.stages)):
+        # the stage ends of the current plan: a re-plan in an earlier stage moved them
+        end = stage_ends(recipe, plan["max_steps"])[k]
         stage_dir = out / "train" / f"stage-{k + 1}" if multi else out / "train"
-        cfg = dataclasses.replace(base, output_dir=stage_dir)
+        cfg = dataclasses.replace(base, output_dir=stage_dir, max_steps=plan["max_steps"])
         previous_trainer = trainer
         trainer = Trainer(
-            model, cfg, loader(k), eval_data=eval_loader, metric_fn=metric, callbacks=callbacks,
+            model, cfg, prepared.pop(k) if k in prepared else loader(k), eval_data=eval_loader,
+            metric_fn=metric, callbacks=callbacks,
             run_id=run_id,
             optimizer=previous_trainer.optimizer if previous_trainer else None,
             scheduler=previous_trainer.scheduler if previous_trainer else None,
@@ -752,7 +871,7 @@ def pretrain(
             evaluated = False
             continue  # this stage finished in an earlier run
         if multi:
-            log(f"stage {k + 1}/{len(stage_steps)}: length {recipe.stages[k].max_length}, steps to {end}")
+            log(f"stage {k + 1}/{len(recipe.stages)}: length {recipe.stages[k].max_length}, steps to {end}")
         result = trainer.train()
         evaluated = not result.interrupted
         if result.interrupted:  # a signal or the time limit: the checkpoint is saved, the rest skipped

@@ -244,17 +244,23 @@ class Trainer:
             raise ValueError("TrainerConfig.epochs: the training data has no len(); give max_steps instead")
         return max(1, math.ceil(cfg.epochs * per_epoch / cfg.grad_accum_steps))
 
-    def set_total_steps(self, total_steps: int) -> None:
+    def set_total_steps(self, total_steps: int, stop_at: int | None = None) -> None:
         """Change the run's length from the current step on, e.g. once a time-budgeted run has measured its
         own step time (`attnlab.pretraining.run` does). The learning-rate schedule is rebuilt for the new
         length with its warm-up kept in absolute steps and continues from the current step, so from here on
-        it is the schedule a run planned with ``total_steps`` from the start would follow. Under DDP every
-        rank must call it with the same value at the same step."""
-        if total_steps < max(1, self.step):
-            raise ValueError(f"set_total_steps: {total_steps} is below the {self.step} steps already done")
-        warmup = resolve_warmup(self.config.warmup, self.total_steps)
+        it is the schedule a run planned with ``total_steps`` from the start would follow. ``stop_at`` (<=
+        ``total_steps``): this trainer stops there, as one length stage of a longer schedule does (default:
+        at ``total_steps``). Under DDP every rank must call it with the same values at the same step."""
+        stop = total_steps if stop_at is None else stop_at
+        if stop < max(1, self.step) or stop > total_steps:
+            raise ValueError(
+                f"set_total_steps: need the {self.step} steps done <= stop ({stop}) <= total_steps "
+                f"({total_steps})"
+            )
+        length = self.config.max_steps if self.config.max_steps is not None else self.total_steps
+        warmup = resolve_warmup(self.config.warmup, length)
         self.config = dataclasses.replace(self.config, max_steps=total_steps, warmup=warmup)
-        self.total_steps = total_steps
+        self.total_steps = stop
         scheduler = build_schedule(self.optimizer, self.config, total_steps)
         with warnings.catch_warnings():  # get_lr() outside step() warns; it is what is wanted here
             warnings.simplefilter("ignore")
@@ -265,7 +271,7 @@ class Trainer:
         scheduler._last_lr = list(lrs)
         self.scheduler = scheduler
         if self._progress is not None:
-            self._progress.total = total_steps
+            self._progress.total = stop
             self._progress.refresh()
 
     def _autocast(self) -> contextlib.AbstractContextManager:
