@@ -35,6 +35,8 @@ def test_set_total_steps_below_the_steps_done_is_an_error(tmp_path) -> None:
     trainer.callbacks.append(lambda t, r: t.set_total_steps(2) if r["step"] == 3 else None)
     with pytest.raises(ValueError, match="below the 3 steps already done"):
         trainer.train()
+    with pytest.raises(ValueError, match=r"stop_at \(9\) is beyond total_steps \(8\)"):
+        trainer.set_total_steps(8, stop_at=9)
 
 
 def test_replan_measures_the_step_time_and_moves_the_end(tmp_path) -> None:

@@ -252,11 +252,10 @@ class Trainer:
         ``total_steps``): this trainer stops there, as one length stage of a longer schedule does (default:
         at ``total_steps``). Under DDP every rank must call it with the same values at the same step."""
         stop = total_steps if stop_at is None else stop_at
-        if stop < max(1, self.step) or stop > total_steps:
-            raise ValueError(
-                f"set_total_steps: need the {self.step} steps done <= stop ({stop}) <= total_steps "
-                f"({total_steps})"
-            )
+        if stop < max(1, self.step):
+            raise ValueError(f"set_total_steps: {stop} is below the {self.step} steps already done")
+        if stop > total_steps:
+            raise ValueError(f"set_total_steps: stop_at ({stop}) is beyond total_steps ({total_steps})")
         length = self.config.max_steps if self.config.max_steps is not None else self.total_steps
         warmup = resolve_warmup(self.config.warmup, length)
         self.config = dataclasses.replace(self.config, max_steps=total_steps, warmup=warmup)
