@@ -129,11 +129,11 @@ def test_a_schedule_in_length_stages_is_planned_on_each_stage_step_time(monkeypa
 
 def _two_stages(fractions=(0.5, 0.5)):
     """A recipe of two length stages and its `StagePlan` with the second stage's steps 3x the first's."""
-    from attnlab.pretraining.run import StagePlan, stage_ends
+    from attnlab.pretraining.run import StagePlan
 
     recipe = RECIPES["bert"].override(stages=[{"max_length": 16, "fraction": fractions[0]},
                                              {"max_length": 64, "fraction": fractions[1]}])  # fmt: skip
-    return recipe, StagePlan(fractions, (1.0, 3.0), lambda n: stage_ends(recipe, n))
+    return recipe, StagePlan(fractions, (1.0, 3.0), recipe.stage_ends)
 
 
 def test_stage_plan_solves_for_the_steps_that_fit():

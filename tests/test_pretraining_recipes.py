@@ -124,6 +124,19 @@ def test_scaled_down_keeps_warmup_as_the_papers_fraction():
     assert r.trainer_config(output_dir="x").warmup == pytest.approx(0.01)
 
 
+def test_stage_ends_split_any_step_count():
+    bert = get_recipe("bert")  # 90% at 128 tokens, 10% at 512
+    assert bert.stage_ends() == [900_000, 1_000_000] and bert.stage_ends(10) == [9, 10]
+    assert bert.stage_ends(3) == [2, 3] and bert.stage_ends(2) == [1, 2]  # the last stage keeps a step
+    assert bert.stage_steps() == [900_000, 100_000]
+    three = bert.override(stages=[{"max_length": 16, "fraction": 0.05}, {"max_length": 32, "fraction": 0.05},
+                                  {"max_length": 64, "fraction": 0.9}])  # fmt: skip
+    assert three.stage_ends(100) == [5, 10, 100] and three.stage_ends(4) == [1, 2, 4]
+    assert three.stage_ends(3) == [1, 2, 3]
+    with pytest.raises(ValueError, match="max_steps=2 < 3 stages"):
+        three.stage_ends(2)
+
+
 def test_overrides_and_their_errors():
     r = get_recipe("bert", lr=3e-4, masking={"rate": 0.2}, stages=[64])
     assert r.lr == 3e-4 and r.masking.rate == 0.2 and r.stages == (LengthStage(64, 1.0),)

@@ -159,21 +159,25 @@ class Recipe:
         """NSP (segment_pair, sentence_pair) or SOP (sop)."""
         return self.objective == "mlm" and self.instance_format in PAIR_FORMATS
 
+    def stage_ends(self, max_steps: int | None = None) -> list[int]:
+        """Each length stage's last step (cumulative, 1-based) in a run of ``max_steps`` steps (default: the
+        recipe's): the fractions' running sums rounded, each stage at least one step."""
+        total = self.max_steps if max_steps is None else max_steps
+        n = len(self.stages)
+        if total < n:
+            raise ValueError(f"Recipe {self.name!r}: max_steps={total} < {n} stages")
+        ends, end, running = [], 0, 0.0
+        for i, stage in enumerate(self.stages):
+            running += stage.fraction
+            # at least one step after the previous stage, and one left for each later stage
+            end = min(max(round(total * running), end + 1), total - (n - 1 - i))
+            ends.append(end)
+        return ends
+
     def stage_steps(self) -> list[int]:
         """Steps per length stage, summing to ``max_steps`` (a stage gets at least one step)."""
-        ends = [
-            round(self.max_steps * sum(s.fraction for s in self.stages[: i + 1]))
-            for i in range(len(self.stages))
-        ]
-        ends[-1] = self.max_steps
-        steps, start = [], 0
-        for end in ends:
-            end = max(end, start + 1)
-            steps.append(end - start)
-            start = end
-        if sum(steps) > self.max_steps:
-            raise ValueError(f"Recipe {self.name!r}: max_steps={self.max_steps} < {len(self.stages)} stages")
-        return steps
+        ends = self.stage_ends()
+        return [end - start for start, end in zip([0, *ends[:-1]], ends, strict=True)]
 
     def trainer_config(self, **overrides: Any) -> TrainerConfig:
         """The `TrainerConfig` of this recipe; ``overrides`` set any other TrainerConfig field."""

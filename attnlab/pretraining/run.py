@@ -42,7 +42,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -452,20 +451,11 @@ def time_limit(deadline: float) -> Callable[[Trainer, dict[str, Any]], None]:
     return callback
 
 
-def stage_ends(recipe: Recipe, max_steps: int) -> list[int]:
-    """Each length stage's last step (cumulative) when ``recipe`` runs ``max_steps`` steps."""
-    ends, total = [], 0
-    for n in dataclasses.replace(recipe, max_steps=max_steps).stage_steps():
-        total += n
-        ends.append(total)
-    return ends
-
-
 @dataclass(frozen=True)
 class StagePlan:
     """A schedule in length stages, for `replan_steps`: stage k takes ``fractions[k]`` of the steps at
     ``costs[k]`` seconds a step (measured before training; only their ratios are used), and
-    ``ends(n)`` gives each stage's last step when the run has n steps (`Recipe.stage_steps`' rounding)."""
+    ``ends(n)`` gives each stage's last step when the run has n steps (`Recipe.stage_ends`)."""
 
     fractions: tuple[float, ...]
     costs: tuple[float, ...]
@@ -834,7 +824,7 @@ def pretrain(
         stage_plan = None
         if len(recipe.stages) > 1:
             stage_plan = StagePlan(
-                tuple(s.fraction for s in recipe.stages), tuple(stage_costs), partial(stage_ends, recipe)
+                tuple(s.fraction for s in recipe.stages), tuple(stage_costs), recipe.stage_ends
             )
         points = [max(10, int(f * recipe.max_steps)) for f in REPLAN_AT]
         callbacks.append(replan_steps(deadline, points, record_plan, log, stages=stage_plan))
@@ -846,7 +836,7 @@ def pretrain(
     evaluated = False  # Trainer.train evaluates at its end, unless stopped early
     for k in range(len(recipe.stages)):
         # the stage ends of the current plan: a re-plan in an earlier stage moved them
-        end = stage_ends(recipe, plan["max_steps"])[k]
+        end = recipe.stage_ends(plan["max_steps"])[k]
         stage_dir = out / "train" / f"stage-{k + 1}" if multi else out / "train"
         cfg = dataclasses.replace(base, output_dir=stage_dir, max_steps=plan["max_steps"])
         previous_trainer = trainer
