@@ -169,3 +169,18 @@ def test_sinusoidal_positions_are_a_non_persistent_buffer() -> None:
 def test_unknown_position_embedding() -> None:
     with pytest.raises(ValueError, match="unknown position_embedding 'rotary'; valid: learned, sinusoidal"):
         Embeddings(50, 8, 8, max_positions=10, position_embedding="rotary")
+
+
+def test_tile_positions_repeats_the_trained_rows() -> None:
+    emb = Embeddings(50, 8, 8, max_positions=16, position_offset=2)  # RoBERTa's offset: positions at rows 2..
+    before = emb.position.weight.detach().clone()
+    assert emb.tile_positions(3, 8)
+    after = emb.position.weight
+    for i in range(3, 8):  # position i starts as position i mod 3
+        torch.testing.assert_close(after[2 + i], before[2 + i % 3], rtol=0, atol=0)
+    torch.testing.assert_close(after[:5], before[:5], rtol=0, atol=0)  # the trained rows and the offset's
+    torch.testing.assert_close(after[10:], before[10:], rtol=0, atol=0)  # beyond the new length
+    with pytest.raises(ValueError, match=r"length \(15\) <= 14 positions"):
+        emb.tile_positions(3, 15)
+    sinusoidal = Embeddings(50, 8, 8, max_positions=16, position_embedding="sinusoidal")
+    assert not sinusoidal.tile_positions(3, 8)  # nothing trained to copy

@@ -17,6 +17,7 @@ import torch
 from attnlab.data import MaskingConfig
 from attnlab.io import load_pretrained
 from attnlab.models import EncoderForPreTraining, ReplacedTokenDetection
+from attnlab.nn.embeddings import Embeddings
 from attnlab.pretraining import RECIPES, LengthStage, get_recipe
 from attnlab.pretraining.run import (
     corpus_documents,
@@ -219,6 +220,52 @@ def test_two_length_stages_share_one_schedule(corpus_file, tmp_path):
     # a schedule restarted at the stage boundary would climb back at step 3
     assert lrs == pytest.approx([recipe.lr * f for f in (0.8, 0.6, 0.4, 0.2)])
     assert (tmp_path / "run" / "train" / "stage-2" / "checkpoints" / "step-000004").is_dir()
+
+
+def test_a_longer_stage_can_start_from_copied_positions(corpus_file, tmp_path, monkeypatch):
+    """stage_positions="copy": the positions a longer stage adds start as the earlier stage's (Longformer's
+    start), once, when that stage starts; a run resumed before it copies at the same point, and ends equal."""
+    from attnlab.pretraining import run as run_module
+
+    recipe = RECIPES["bert"].scaled_down(max_steps=4, batch_size=4, max_length=32, keep_stages=True)
+    recipe = recipe.override(
+        stages=[{"max_length": 16, "fraction": 0.5}, {"max_length": 32, "fraction": 0.5}],
+        stage_positions="copy",
+    )
+    tok, train, heldout = _prepared(recipe, corpus_file, tmp_path)
+    seen = []
+
+    def spy(model, recipe, k, log):
+        run_module_start(model, recipe, k, log)
+        table = next(m for m in model.modules() if isinstance(m, Embeddings)).position.weight
+        seen.append(torch.equal(table[16:32], table[:16]))
+
+    run_module_start = run_module.start_stage_positions
+    monkeypatch.setattr(run_module, "start_stage_positions", spy)
+    common = dict(preset="bert-mini", model_overrides=TINY_MODEL, eval_examples=8, log=lambda m: None)
+    full = pretrain(recipe, tok, train, heldout, tmp_path / "full", trainer_overrides=TRAINER, **common)
+    assert seen == [True]  # called once, before stage 2, and the rows were copies then
+    cut = pretrain(
+        recipe, tok, train, heldout, tmp_path / "cut", trainer_overrides=TRAINER, minutes=0, **common
+    )
+    assert cut.steps == 1 and seen == [True]
+    resumed = pretrain(
+        recipe, tok, train, heldout, tmp_path / "cut", trainer_overrides=TRAINER, resume=True, **common
+    )
+    assert resumed.steps == 4 and seen == [True, True]
+    a, b = full.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    keep = pretrain(
+        recipe.override(stage_positions="keep"), tok, train, heldout, tmp_path / "keep",
+        trainer_overrides=TRAINER, **common,
+    )  # fmt: skip
+    def positions(model):
+        return next(m for m in model.modules() if isinstance(m, Embeddings)).position.weight
+
+    assert seen == [True, True, False]  # "keep": the rows stay as initialised
+    assert not torch.equal(positions(keep.model)[16:32], positions(full.model)[16:32])
+    with pytest.raises(ValueError, match="stage_positions: expected 'keep' or 'copy'"):
+        recipe.override(stage_positions="tile")
 
 
 def test_time_limit_then_resume_matches_an_uninterrupted_run(corpus_file, tmp_path):

@@ -87,6 +87,26 @@ class Embeddings(nn.Module):
         self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
         self.project = Linear(embedding_size, hidden_size) if embedding_size != hidden_size else None
 
+    @torch.no_grad()
+    def tile_positions(self, trained: int, length: int) -> bool:
+        """Learned positions ``trained .. length - 1`` (after ``position_offset``) become copies of the
+        ``trained`` positions before them, repeated: how Longformer started the positions RoBERTa never had
+        (Beltagy et al. 2020, section 5: "copying the 512 position embeddings from RoBERTa multiple times"),
+        so that a longer length stage starts from positions that already carry a local order. False (and
+        nothing changed) for a sinusoidal table, which has no trained rows."""
+        if not isinstance(self.position, nn.Embedding):
+            return False
+        if not 0 < trained < length <= self.max_positions - self.position_offset:
+            raise ValueError(
+                f"tile_positions: expected 0 < trained ({trained}) < length ({length}) <= "
+                f"{self.max_positions - self.position_offset} positions"
+            )
+        w, o = self.position.weight, self.position_offset
+        w[o + trained : o + length] = w[o : o + trained].repeat(math.ceil(length / trained) - 1, 1)[
+            : length - trained
+        ]
+        return True
+
     def position_ids(self, input_ids: Tensor) -> Tensor:
         """Default positions: ``arange(T)`` broadcast (1, T), or offset ones (B, T) (RoBERTa)."""
         if self.position_offset > 0:

@@ -88,6 +88,9 @@ class Recipe:
     dupe_factor: int = 1  # BERT: 10 differently masked copies of the static data
     short_seq_prob: float | None = None  # None: the instance format's default (0.1 for segment_pair, sop)
     stages: tuple[LengthStage, ...] = (LengthStage(512),)  # fractions sum to 1
+    # what a longer length stage's new positions start as: "keep" (BERT: as initialised, decayed) or "copy"
+    # (the previous stage's trained positions repeated, Longformer's start for its longer table)
+    stage_positions: str = "keep"
     # --- tokenizer trained when none is given
     tokenizer: str = "wordpiece"
     vocab_size: int = 30522
@@ -144,6 +147,8 @@ class Recipe:
             fail("instance_format", f"a single-segment format for objective {self.objective!r} (no NSP/SOP)")
         if not self.stages or abs(sum(s.fraction for s in self.stages) - 1.0) > 1e-6:
             fail("stages", "length stages whose fractions sum to 1")
+        if self.stage_positions not in ("keep", "copy"):
+            fail("stage_positions", "'keep' or 'copy'")
         for name in ("dupe_factor", "max_steps", "batch_size", "vocab_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -71,6 +71,7 @@ from attnlab.models import (
 )
 from attnlab.models.gpt import GPT, GPTConfig, build_gpt
 from attnlab.models.transfo_xl import TransfoXLConfig, build_transfo_xl
+from attnlab.nn.embeddings import Embeddings
 from attnlab.pretraining.baselines import unigram_baseline, unigram_counts
 from attnlab.pretraining.causal_lm import (
     CausalLMMetric,
@@ -449,6 +450,19 @@ def time_limit(deadline: float) -> Callable[[Trainer, dict[str, Any]], None]:
             trainer.request_stop(TIME_LIMIT)
 
     return callback
+
+
+def start_stage_positions(model: nn.Module, recipe: Recipe, k: int, log: Callable[[str], None]) -> None:
+    """Before length stage ``k``: with ``recipe.stage_positions == "copy"``, the learned positions beyond the
+    longest earlier stage start as copies of those it trained (`Embeddings.tile_positions`), in every
+    embedding table of ``model`` (ELECTRA has two)."""
+    trained = max(s.max_length for s in recipe.stages[:k])
+    length = recipe.stages[k].max_length
+    if recipe.stage_positions == "keep" or length <= trained:
+        return
+    tiled = [m.tile_positions(trained, length) for m in model.modules() if isinstance(m, Embeddings)]
+    if any(tiled):
+        log(f"positions {trained}-{length - 1} start as copies of positions 0-{trained - 1}")
 
 
 @dataclass(frozen=True)
@@ -854,12 +868,15 @@ def pretrain(
                 previous_trainer.examples_seen,
                 previous_trainer.tokens_seen,
             )
-        if resume and latest_checkpoint(trainer.checkpoint_root) is not None:
+        resumed = resume and latest_checkpoint(trainer.checkpoint_root) is not None
+        if resumed:
             path = trainer.resume()
             log(f"resumed from {path} (step {trainer.step})")
         if trainer.step >= end:
             evaluated = False
             continue  # this stage finished in an earlier run
+        if previous_trainer is not None and not resumed:  # the stage starts here (a resumed one started)
+            start_stage_positions(model, recipe, k, log)
         if multi:
             log(f"stage {k + 1}/{len(recipe.stages)}: length {recipe.stages[k].max_length}, steps to {end}")
         result = trainer.train()
