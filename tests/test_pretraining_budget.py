@@ -29,6 +29,15 @@ def test_budget_tiers_grow_with_the_minutes():
     assert [b.minutes for b in BUDGETS] == sorted(b.minutes for b in BUDGETS)
 
 
+def test_the_half_hour_budget_runs_two_length_stages():
+    budget = budget_for(30)
+    r = for_budget(RECIPES["mlm"], budget, max_steps=1000)
+    assert [(s.max_length, s.fraction) for s in r.stages] == [(64, 0.9), (128, pytest.approx(0.1))]
+    assert r.stage_ends() == [900, 1000] and r.stage_positions == "copy"
+    assert [s.max_length for s in for_budget(RECIPES["mlm"], budget, max_length=96).stages] == [96]
+    assert [s.max_length for s in for_budget(RECIPES["mlm"], budget_for(4)).stages] == [32]
+
+
 # the masked LMs (the causal LM, recipe gpt: tests/test_pretrain_gpt.py)
 MASKED_LM_RECIPES = sorted(n for n, r in RECIPES.items() if r.objective != "clm")
 

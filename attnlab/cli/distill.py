@@ -155,6 +155,7 @@ def _run_distill(args: argparse.Namespace) -> int:
             recipe, budget, max_steps=1000 if args.max_steps is None else args.max_steps,
             batch_size=args.batch_size, max_length=args.max_length,
         )  # fmt: skip
+        recipe = recipe.override(stage_positions="keep")  # the student's positions are the teacher's, trained
     if overrides["masking"]:
         overrides["recipe"]["masking"] = overrides["masking"]
     recipe = recipe.override(**overrides["recipe"])

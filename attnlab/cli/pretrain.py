@@ -105,7 +105,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=positive_int, help="optimizer steps (default: what fits in --minutes)")
     p.add_argument("--batch-size", type=positive_int, help="sequences per step (default: the budget's, 32)")
     p.add_argument(
-        "--max-length", type=positive_int, help="tokens per sequence (default: the budget's, 32 up to 10 min)"
+        "--max-length",
+        type=positive_int,
+        help="tokens per sequence, one length throughout (default: the budget's: 32 up to 20 min; 64, then "
+        "128 in two stages, up to 60; 128 beyond)",
     )
     p.add_argument("--paper", action="store_true", help="the paper's steps, batch and lengths (big machines)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoints in --output")

@@ -20,10 +20,24 @@ the project's 2-core CPU on the built-in corpus (`experiments/pretrain_budget.py
   30% 33.1%, 40% 35.5% at 3,000 steps; held-out accuracy is still measured at 15%;
 - **a small vocabulary** trained on the corpus (2,048 tokens): fewer output rows and every token seen often.
 
-The longer budgets' sizes (bert-mini and bert-small at 128 tokens) are not yet measured against the small
-model: they are chosen so that a model pre-trained for half an hour or more has trained every position a
-fine-tuning task uses (128 tokens) and the capacity a larger corpus can fill; `experiments/
-pretrain_then_finetune.py` is the measurement that should settle them.
+The longer budgets' sizes (bert-mini and bert-small) are chosen so that a model pre-trained for half an hour
+or more has trained every position a fine-tuning task uses (128 tokens) and the capacity a larger corpus can
+fill. Their lengths, measured for half an hour on the Gutenberg books (bert-mini, one 5,156-token WordPiece
+trained on the books, held-out MLM accuracy on the same 16,669 masked tokens of 128-token blocks, unigram
+guess 5.6%; 2026-11-27, the later sessions' AVX2 machine at 1.3 s a 128-token step):
+
+- 128 tokens throughout: 1,424 steps, 15.7% (perplexity 281; 22.8% at 1,775 steps on 11-26's faster
+  machine): the run spends most of its budget on the MLM plateau (loss about 5.7 from step 400 to its end);
+- **BERT's two stages**, 90% of the steps at 64 tokens and 10% at 128 (as BERT ran its first 90% at 128
+  and the last 10% at 512, Devlin et al. 2019, appendix A.2): 2,465 steps, 23.0% (perplexity 113). The short
+  steps leave the plateau near step 800 instead of 1,300, but the positions 64-127 enter at the end of the
+  schedule, with the learning rate near zero: the 128-token loss jumps to 5.0 and stays there;
+- the same with those positions started as copies of positions 0-63 (Longformer's start for positions its
+  base model never had, Beltagy et al. 2020, section 5; ``Recipe.stage_positions="copy"``): 2,539 steps,
+  **29.1%** (perplexity 57.9); the 128-token loss falls from 5.1 to 4.5 within the last stage.
+
+So the 30-minute tier runs the third (`Budget.short_length`); the 120-minute tier (bert-small at 128) is not
+yet measured. `experiments/pretrain_then_finetune.py` measures what each buys downstream.
 
 A `Budget` holds the sizes for runs up to ``minutes``; `for_budget` turns any paper's recipe into its budget
 version, keeping the paper's objective and data format (BERT keeps NSP, ALBERT SOP and its architecture,
@@ -44,6 +58,7 @@ from attnlab.pretraining.recipes import LengthStage, Recipe
 TRAIN_MASK_RATE = 0.4  # Wettig et al. 2023; evaluation stays at 15% (run.EVAL_MASK_RATE)
 WARMUP_FRACTION = 0.05  # of the planned steps; pre-LN needs little (Xiong et al. 2020)
 MODEL_CHANGES: dict[str, Any] = {"norm_first": True}  # pre-LN + a final LayerNorm (EncoderConfig field)
+SHORT_FRACTION = 0.9  # of the steps at a budget's short_length (BERT: 90% at 128, 10% at 512)
 
 
 @dataclass(frozen=True)
@@ -52,17 +67,27 @@ class Budget:
 
     minutes: float  # runs of up to this many minutes take this budget's sizes
     preset: str  # the model (attnlab.models.PRESETS), changed by MODEL_CHANGES
-    max_length: int  # tokens per packed sequence
+    max_length: int  # tokens per packed sequence (of the last length stage)
     batch_size: int  # sequences per optimizer step
     lr: float  # peak learning rate
     vocab_size: int  # size of a tokenizer trained on the corpus
+    short_length: int | None = None  # BERT's two stages: SHORT_FRACTION of the steps at this length first
+
+    def stages(self, max_length: int | None = None) -> tuple[LengthStage, ...]:
+        """The length stages: ``short_length`` then ``max_length``, or one stage (of ``max_length`` when
+        given: a user's length replaces the budget's schedule)."""
+        if max_length is not None or self.short_length is None:
+            return (LengthStage(max_length or self.max_length),)
+        short, rest = SHORT_FRACTION, 1 - SHORT_FRACTION
+        return (LengthStage(self.short_length, short), LengthStage(self.max_length, rest))
 
 
 # Chosen by measurement on 2 cores (experiments/pretrain_budget.py). Runs without a time budget (--max-steps
 # alone) take the middle one.
 BUDGETS: tuple[Budget, ...] = (
     Budget(minutes=20, preset="bert-tiny", max_length=32, batch_size=32, lr=2e-3, vocab_size=2048),
-    Budget(minutes=60, preset="bert-mini", max_length=128, batch_size=32, lr=1e-3, vocab_size=8192),
+    Budget(minutes=60, preset="bert-mini", max_length=128, batch_size=32, lr=1e-3, vocab_size=8192,
+           short_length=64),
     Budget(minutes=math.inf, preset="bert-small", max_length=128, batch_size=32, lr=1e-3, vocab_size=16384),
 )
 
@@ -127,7 +152,8 @@ def for_budget(
         )
     return dataclasses.replace(
         recipe,
-        stages=(LengthStage(length),),  # one length; predictions per sequence follow the rate
+        stages=budget.stages(max_length),  # predictions per sequence follow the rate
+        stage_positions="copy",  # a longer stage's new positions start from the trained ones
         masking=dataclasses.replace(recipe.masking, rate=TRAIN_MASK_RATE, max_predictions=None),
         static_masking=False,  # a new mask each epoch: a short corpus is seen many times
         dupe_factor=1,
