@@ -343,3 +343,25 @@ def test_distill_under_torchrun_two_processes(corpus_and_teacher, tmp_path):
     state = trainer_state(out, 3)
     assert state["world_size"] == 2 and state["examples_seen"] == 3 * 4 * 2
     assert json.loads((out / "model" / "config.json").read_text())["config"]["num_layers"] == 2
+
+
+def test_distill_keeps_the_teachers_trained_positions(corpus_and_teacher, tmp_path, monkeypatch):
+    """The budget's length stages copy positions a shorter stage trained (pretrain); a student starts from
+    its teacher's positions, all trained, so `attnlab distill` keeps them."""
+    from attnlab.pretraining import run as run_module
+
+    root, corpus, _ = corpus_and_teacher
+    seen = {}
+
+    def capture(recipe, *a, **kw):
+        seen["recipe"] = recipe
+        raise Crash()
+
+    monkeypatch.setattr(run_module, "pretrain", capture)
+    stages = 'stages=[{"max_length": 16, "fraction": 0.5}, {"max_length": 32, "fraction": 0.5}]'
+    argv = ["distill", "--teacher", str(root / "teacher"), "--corpus", str(corpus), "--output",
+            str(tmp_path / "d"), "--max-steps", "4", "--no-progress", "--set", stages]  # fmt: skip
+    with pytest.raises(Crash):
+        main(argv)
+    recipe = seen["recipe"]
+    assert [s.max_length for s in recipe.stages] == [16, 32] and recipe.stage_positions == "keep"
