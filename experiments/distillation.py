@@ -27,9 +27,13 @@ What it does:
 4. The fine-tuning learning rate of each kind of model (teacher; students) is chosen from ``--lr-grid`` on a
    split of SST-2's TRAIN data (the last 1,000 shuffled training sentences held out), never on dev.
 5. Every model fine-tuned on each task with the project's recipe (`attnlab.tasks.finetune`: AdamW, 10%
-   warm-up, linear decay, dropout 0.1, batch 32, 128 tokens) for a fixed ``--finetune-steps`` steps: the
-   shuffled training set repeated or cut to exactly steps x 32 examples, one pass, evaluated once at the
-   end (no best-epoch pick on dev); one seed. Dev metrics: accuracy (SST-2, RTE), F1 (MRPC), Spearman
+   warm-up, linear decay, dropout 0.1, batch 32, 128 tokens) for a fixed ``--finetune-steps`` steps: as
+   many of the trainer's epochs over the training set as that takes (each a fresh seeded order, the last
+   cut short), in length-grouped batches (``finetune --group-by-length``: the same examples, about half the
+   padding positions of a pair task's random batches, so half the time; ``--no-group-by-length`` for
+   random batches), evaluated once at the end (no best-epoch pick on dev); one seed. Until 2026-11-27 the
+   training set was repeated or cut to steps x 32 examples and read in random batches (the runs of
+   docs/distillation.md before that date). Dev metrics: accuracy (SST-2, RTE), F1 (MRPC), Spearman
    (STS-B), Matthews correlation (CoLA); the macro score is their mean (x100).
 
 Prints the paper's figures beside the measured ones, the targets with PASS/FAIL, and writes
@@ -41,7 +45,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -105,6 +111,11 @@ def distill(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from attnlab.cli import main
 
     target = out / "students" / name
+    prepared = sorted((out / "students").glob("*/data/manifest.json"))
+    if prepared and not (target / "data").exists():
+        # the same corpus and tokenizer: the command reuses a copy of another student's shards (it checks
+        # their key: on a mismatch it prepares them again), instead of minutes of tokenising each time
+        shutil.copytree(prepared[0].parent, target / "data")
     argv = [
         "distill", "--teacher", str(args.teacher), "--corpus", *args.corpus, "--format", "text",
         "--minutes", f"{args.distill_minutes:g}", "--max-length", "128", "--batch-size", "32",
@@ -194,30 +205,30 @@ def benchmark(teacher_dir: Path, student_dir: Path, stsb_dir: Path, pairs: int =
 # ------------------------------------------------------------------------------------------- fine-tuning
 
 
-def fixed_steps(examples: list[Any], steps: int, batch: int, seed: int = 0) -> list[Any]:
-    """The shuffled examples repeated or cut to exactly ``steps * batch``: one pass of a fixed budget."""
-    shuffled = list(examples)
-    random.Random(seed).shuffle(shuffled)
-    need = steps * batch
-    return (shuffled * (need // len(shuffled) + 1))[:need]
-
-
 def finetune_score(
-    model_dir: Path, task: str, train: list[Any], dev: list[Any], lr: float, steps: int, out: Path
+    model_dir: Path, task: str, train: list[Any], dev: list[Any], lr: float, steps: int, out: Path,
+    group_by_length: bool = True,
 ) -> dict[str, Any]:
+    """``steps`` optimizer steps of batch 32 over ``train`` (the trainer's epochs, each a fresh seeded order
+    of every example; the last cut short), one evaluation on ``dev`` at the end."""
     from attnlab.tasks.finetune import FinetuneConfig, ModelSource, finetune_examples, get_task
 
     spec = get_task(task)
+    per_epoch = math.ceil(len(train) / 32)
     cfg = FinetuneConfig(
-        learning_rates=(lr,), seeds=(0,), epochs=1.0, batch_size=32, max_length=128, keep_best=False,
-        output_dir=out, overwrite=True, progress_bar=False,
+        learning_rates=(lr,), seeds=(0,),
+        epochs=(steps - 1e-6) / per_epoch,  # the trainer's ceil(epochs * per_epoch) is then exactly steps
+        batch_size=32, max_length=128, keep_best=False, eval_every=steps + 1,  # only the last step's
+        group_by_length=group_by_length, output_dir=out, overwrite=True, progress_bar=False,
     )  # fmt: skip
     t0 = time.monotonic()
     result = finetune_examples(
-        spec, ModelSource(directory=model_dir), fixed_steps(train, steps, 32), dev, cfg,
+        spec, ModelSource(directory=model_dir), train, dev, cfg,
         regression=False,  # as `finetune` passes for GLUE: STS-B is a regression TaskSpec already
     )  # fmt: skip
     run = result.runs[0]
+    if run.steps != steps or len(run.epochs) != 1:
+        raise RuntimeError(f"{task}: {run.steps} steps, {len(run.epochs)} evaluations (expected {steps}, 1)")
     return {"score": 100 * result.median, "metrics": run.best, "steps": run.steps,
             "seconds": time.monotonic() - t0}  # fmt: skip
 
@@ -236,7 +247,10 @@ def select_lr(model_dir: Path, args: argparse.Namespace, out: Path, kind: str) -
     fit, held = train[:-1000], train[-1000:]
     scores = {}
     for lr in args.lr_grid:
-        r = finetune_score(model_dir, "sst2", fit, held, lr, args.finetune_steps, out / f"lr-{kind}-{lr:g}")
+        r = finetune_score(
+            model_dir, "sst2", fit, held, lr, args.finetune_steps, out / f"lr-{kind}-{lr:g}",
+            args.group_by_length,
+        )
         scores[lr] = r["score"]
         log(f"  lr selection ({kind}): lr {lr:g} -> SST-2 held-out-train accuracy {r['score']:.2f}")
     return max(scores, key=scores.get), scores
@@ -326,6 +340,10 @@ def main() -> int:
     p.add_argument("--lr-grid", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
     p.add_argument("--output", type=Path, default=ROOT / "runs/distill-exp")
     p.add_argument("--skip-distill", action="store_true", help="reuse OUT/students")
+    p.add_argument(
+        "--group-by-length", action=argparse.BooleanOptionalAction, default=True,
+        help="fine-tune on length-grouped batches (attnlab finetune --group-by-length; default on)",
+    )  # fmt: skip
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING)
     out = args.output
@@ -370,7 +388,9 @@ def main() -> int:
         for name, model_dir in models.items():
             lr = lr_teacher if name == "teacher" else lr_student
             target = out / "glue" / name / task
-            r = finetune_score(model_dir, task, train, dev, lr, args.finetune_steps, target)
+            r = finetune_score(
+                model_dir, task, train, dev, lr, args.finetune_steps, target, args.group_by_length
+            )
             results["glue"].setdefault(name, {})[task] = r
             log(f"  {task:<5} {name:<16} {spec.metric} {r['score']:6.2f}  ({r['steps']} steps, "
                 f"{r['seconds']:.0f}s)")  # fmt: skip

@@ -135,6 +135,49 @@ def test_mean_pooling_learns_the_toy_task_and_is_kept_in_the_saved_model(tmp_pat
         _cfg(tmp_path, pooling="max")
 
 
+def test_length_grouping_pads_less_learns_the_toy_task_and_is_recorded(tmp_path, monkeypatch):
+    """--group-by-length: the training batches hold examples of similar length (padding measured on the
+    batches the trainer collates), every example is still read once an epoch, the run learns as the plain one
+    does, and run.json records the setting (which --resume compares)."""
+    import attnlab.tasks.finetune as ft
+
+    seen: list[tuple[int, int]] = []  # (padded positions, real tokens) of each training batch
+    real_collate = ft.collate
+
+    def spy(features, pad_id=0):
+        batch = real_collate(features, pad_id)
+        if "labels" in batch and len(features) == FAST["batch_size"]:
+            seen.append((batch["input_ids"].numel(), int(batch["attention_mask"].sum())))
+        return batch
+
+    monkeypatch.setattr(ft, "collate", spy)
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    rng = random.Random(5)
+    train = [SentenceExample(" ".join(["the"] * rng.randint(1, 16)) + (" good" if i % 2 else " bad"), None,
+                             str(i % 2), f"t{i}") for i in range(160)]  # fmt: skip
+    padding = {}
+    for grouped in (False, True):
+        seen.clear()
+        out = tmp_path / str(grouped)
+        cfg = _cfg(out, learning_rates=(2e-3,), epochs=3, seeds=(0,), group_by_length=grouped)
+        result = finetune_examples(SPEC, source, train, train[:48], cfg)
+        assert result.median >= 0.9  # chance is 0.5
+        padding[grouped] = 1 - sum(r for _, r in seen) / sum(p for p, _ in seen)
+        assert json.loads((out / "run.json").read_text())["settings"]["group_by_length"] is grouped
+    assert padding[True] < 0.1 < 0.25 < padding[False]
+
+
+def test_eval_every_sets_the_evaluations_and_the_last_step_is_always_one(tmp_path):
+    source = ModelSource(config=TINY, tokenizer=_tok())
+    train, dev = _sentiment(64, 0), _sentiment(16, 1)  # 4 batches of 16 an epoch, 8 steps in 2 epochs
+    for every, steps in ((3, [3, 6, 8]), (100, [8]), (0, [4, 8])):
+        cfg = _cfg(tmp_path / str(every), learning_rates=(1e-3,), epochs=2, seeds=(0,), eval_every=every)
+        (run,) = finetune_examples(SPEC, source, train, dev, cfg).runs
+        assert [e["step"] for e in run.epochs] == steps and run.steps == 8
+    with pytest.raises(ValueError, match="FinetuneConfig.eval_every"):
+        _cfg(tmp_path, eval_every=-1)
+
+
 def test_time_budget_stops_and_still_evaluates(tmp_path):
     source = ModelSource(config=TINY, tokenizer=_tok())
     cfg = _cfg(tmp_path, learning_rates=(1e-3,), epochs=50, minutes=1e-4)

@@ -184,3 +184,83 @@ def test_loader_tells_epoch_aware_datasets_their_epoch():
     first = [item for batch in loader for item in batch]
     second = [item for batch in loader for item in batch]
     assert {e for e, _ in first} == {0} and {e for e, _ in second} == {1}
+
+
+# ---------------------------------------------------------------------------------- length grouping
+
+
+def _lengths(n: int, seed: int = 0) -> list[int]:
+    return torch.randint(1, 129, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def _padding(batches: list[list[int]], lengths: list[int]) -> float:
+    """Padded positions / all positions when each batch pads to its longest example."""
+    padded = sum(max(lengths[i] for i in b) * len(b) for b in batches)
+    return 1 - sum(lengths[i] for b in batches for i in b) / padded
+
+
+def test_length_grouping_reads_every_example_once_with_less_padding() -> None:
+    n, b = 1003, 32
+    lengths = _lengths(n)
+    plain = ResumableLoader(CountingDataset(n), b, seed=3)
+    grouped = ResumableLoader(CountingDataset(n), b, seed=3, lengths=lengths, group_chunk=8)
+    for epoch in range(2):
+        order = grouped.epoch_indices(epoch).tolist()
+        assert sorted(order) == list(range(n))  # a permutation: nothing dropped or repeated
+        batches = [order[i : i + b] for i in range(0, n, b)]
+        assert [len(x) for x in batches][-1] == n % b  # the short batch stays last
+        plain_order = plain.epoch_indices(epoch).tolist()
+        plain_batches = [plain_order[i : i + b] for i in range(0, n, b)]
+        assert _padding(batches, lengths) < 0.2 < 0.4 < _padding(plain_batches, lengths)
+        # each sorted chunk holds the examples of the plain permutation's chunk (the draw stays the seed's)
+        chunk = 8 * b
+        assert {frozenset(plain_order[i : i + chunk]) for i in range(0, n, chunk)} == {
+            frozenset(x for bb in batches if bb[0] in plain_order[i : i + chunk] for x in bb)
+            for i in range(0, n, chunk)
+        }
+    assert grouped.epoch_indices(0).tolist() != grouped.epoch_indices(1).tolist()
+    again = ResumableLoader(CountingDataset(n), b, seed=3, lengths=lengths, group_chunk=8)
+    assert again.epoch_indices(1).tolist() == grouped.epoch_indices(1).tolist()
+    # the batches' order is shuffled, not longest first
+    firsts = [lengths[x[0]] for x in batches[:-1]]
+    assert firsts != sorted(firsts, reverse=True)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(4, 60), batch_size=st.integers(1, 6), stop=st.integers(0, 20), seed=st.integers(0, 99))
+def test_length_grouped_resume_is_exact(n, batch_size, stop, seed) -> None:
+    lengths = _lengths(n, seed)
+
+    def loader(dataset):
+        return ResumableLoader(dataset, batch_size, seed=seed, lengths=lengths, group_chunk=2)
+
+    expected = _take(loader(CountingDataset(n)), stop + 5)
+    first = loader(CountingDataset(n))
+    got = _take(first, stop) if stop else []
+    resumed = loader(CountingDataset(n))
+    resumed.load_state_dict(first.state_dict())
+    assert got + _take(resumed, 5) == expected
+
+
+@pytest.mark.parametrize("n", [96, 95])
+def test_length_grouped_shards_are_the_single_process_global_batches(n: int) -> None:
+    world, b = 3, 4
+    lengths = _lengths(n, 1)
+    single = ResumableLoader(CountingDataset(n), b * world, seed=2, lengths=lengths, drop_last=True)
+    ranks = [
+        ResumableLoader(
+            CountingDataset(n), b, seed=2, rank=r, world_size=world, lengths=lengths, drop_last=True
+        )
+        for r in range(world)
+    ]
+    per_rank = [[_ids(x) for x in r] for r in ranks]
+    assert [sorted(sum((p[k] for p in per_rank), [])) for k in range(len(ranks[0]))] == [
+        sorted(_ids(x)) for x in single
+    ]
+
+
+def test_length_grouping_errors_name_the_field() -> None:
+    with pytest.raises(ValueError, match="lengths: 3 lengths for a dataset of 4"):
+        ResumableLoader(CountingDataset(4), 2, lengths=[1, 2, 3])
+    with pytest.raises(ValueError, match="group_chunk"):
+        ResumableLoader(CountingDataset(4), 2, lengths=[1, 2, 3, 4], group_chunk=0)

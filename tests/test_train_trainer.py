@@ -243,6 +243,9 @@ def test_bad_batches_and_outputs_are_reported(tmp_path) -> None:
         Trainer(TinyLM(), cfg, iter([{"x": 1}]))
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         Trainer(TinyLM(), lm_config(tmp_path / "empty", 2), TokenDataset()).resume("latest")
+    grouped = TrainerConfig(max_steps=2, output_dir=tmp_path / "grouped", group_by_length=True)
+    with pytest.raises(ValueError, match="group_by_length needs the lengths.*TokenDataset has no `lengths`"):
+        Trainer(TinyLM(), grouped, TokenDataset())
 
 
 @pytest.mark.parametrize(

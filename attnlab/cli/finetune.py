@@ -78,6 +78,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default) or the mean of the tokens' final states (no pooler; attnlab format and ONNX only)",
     )  # fmt: skip
     ft.add_argument(
+        "--eval-every", type=non_negative_int, default=0,
+        help="optimizer steps between evaluations, each keeping the best model so far (default 0: each "
+        "epoch's end); the last step is always evaluated",
+    )  # fmt: skip
+    ft.add_argument(
+        "--group-by-length", action="store_true",
+        help="batches of examples of similar length (HF's group_by_length): less padding, faster steps; "
+        "every example still once an epoch in a seeded order",
+    )  # fmt: skip
+    ft.add_argument(
         "--encoder-dropout", type=probability_or_keep, default=ENCODER_DROPOUT, metavar="P|keep",
         help="dropout of the encoder's layers while fine-tuning (BERT's 0.1, also for models pre-trained "
         "without dropout); 'keep': the checkpoint's own",
@@ -313,14 +323,14 @@ def run_finetune(args: argparse.Namespace) -> int:
     cfg = FinetuneConfig(
         learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
         warmup=args.warmup, weight_decay=args.weight_decay, dropout=args.dropout,
-        encoder_dropout=args.encoder_dropout, pooling=args.pooling,
+        encoder_dropout=args.encoder_dropout, pooling=args.pooling, group_by_length=args.group_by_length,
         max_length=args.max_length or (384 if spec.kind == "qa" else 128), stride=args.stride,
         max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
         selection_examples=args.selection_examples, device=args.device,
         output_dir=args.output_dir or f"runs/finetune-{spec.name}",
-        progress_bar=args.progress, save_every=args.save_every, resume=args.resume,
-        overwrite=args.overwrite, tensorboard=True, teacher=args.teacher,
+        progress_bar=args.progress, save_every=args.save_every, eval_every=args.eval_every,
+        resume=args.resume, overwrite=args.overwrite, tensorboard=True, teacher=args.teacher,
         distill_temperature=args.temperature, distill_alpha=args.alpha, knowledge=knowledge,
     )  # fmt: skip
     result = finetune(spec, args.data_dir, source, cfg, _columns(args))

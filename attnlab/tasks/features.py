@@ -104,6 +104,15 @@ class FeatureDataset(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> Feature:
         return self.features[index]
 
+    @property
+    def lengths(self) -> list[int]:
+        """Tokens of each feature (the longest choice for multiple choice): what length grouping sorts by."""
+        return [_length(f.inputs["input_ids"]) for f in self.features]
+
+
+def _length(ids: Sequence[Any]) -> int:
+    return max(len(row) for row in ids) if ids and isinstance(ids[0], (list, tuple)) else len(ids)
+
 
 # ---------------------------------------------------------------------------------------------------------
 # tokenizer settings

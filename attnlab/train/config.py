@@ -68,6 +68,9 @@ class TrainerConfig:
     lm_perplexity: bool = False  # evaluation also reports exp(eval_loss) (for per-token LM losses)
     num_workers: int = 0  # loader worker processes when the trainer builds the loader itself
     drop_last: bool = True  # when the trainer builds the loader itself
+    # Batches of similar lengths (HF's group_by_length; attnlab.train.data): less padding, the same examples
+    # each epoch. When the trainer builds the loader itself, from the dataset's ``lengths``.
+    group_by_length: bool = False
 
     extra: dict = field(default_factory=dict)  # free-form user values copied into trainer_state.json
 

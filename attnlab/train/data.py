@@ -9,6 +9,12 @@ Sharding (DDP): the epoch's order is cut to a multiple of ``world_size`` (drop_l
 around, and rank r takes every world_size-th index from r (as `torch.utils.data.DistributedSampler`).
 Batch k of every rank together is then exactly the examples of batch k of a single process with
 ``world_size`` times the batch size: the two runs see the same global batches.
+
+Length grouping (``lengths``; HF's ``group_by_length``): padded batches cost the time of their longest
+example, so the epoch's permutation is cut into chunks of ``group_chunk`` global batches, each chunk sorted by
+length and cut into global batches, and the full batches are shuffled (the short last one stays last).
+Batches then hold examples of similar length (less padding) while every example is still read once an epoch
+in an order drawn from (seed, epoch) alone: resume and sharding work as above.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ class ResumableLoader:
         drop_last: drop the incomplete last batch (and the tail that does not divide among ranks);
             otherwise the last batch is short and the shard is padded by wrapping around.
         rank, world_size: this process's shard.
+        lengths: each example's length (e.g. tokens); given, a shuffled epoch is length-grouped (above).
+        group_chunk: global batches per sorted chunk of a length-grouped epoch (HF's megabatches: 50).
         num_workers: 0 reads in this process; > 0 uses a `DataLoader` with worker processes whose
             random seeds come from (seed, epoch) rather than from the global torch RNG.
     """
@@ -49,6 +57,8 @@ class ResumableLoader:
         drop_last: bool = False,
         rank: int = 0,
         world_size: int = 1,
+        lengths: Sequence[int] | None = None,
+        group_chunk: int = 50,
         num_workers: int = 0,
     ) -> None:
         if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
@@ -63,6 +73,12 @@ class ResumableLoader:
             )
         if num_workers < 0:
             raise ValueError(f"ResumableLoader.num_workers: expected >= 0, got {num_workers}")
+        if lengths is not None and len(lengths) != len(dataset):
+            raise ValueError(
+                f"ResumableLoader.lengths: {len(lengths)} lengths for a dataset of {len(dataset)} examples"
+            )
+        if not isinstance(group_chunk, int) or group_chunk < 1:
+            raise ValueError(f"ResumableLoader.group_chunk: expected a positive int, got {group_chunk!r}")
         self.dataset = dataset
         self.batch_size = batch_size
         self.collate_fn = collate_fn or default_collate
@@ -72,6 +88,8 @@ class ResumableLoader:
         self.rank = rank
         self.world_size = world_size
         self.num_workers = num_workers
+        self.lengths = None if lengths is None else np.asarray(lengths)
+        self.group_chunk = group_chunk
         self.epoch = 0
         self.position = 0  # batches of self.epoch already handed out
         if len(self) == 0:
@@ -96,6 +114,10 @@ class ResumableLoader:
         n = len(self.dataset)
         if self.shuffle:
             order = np.random.default_rng([self.seed, epoch]).permutation(n)
+            if self.lengths is not None:
+                global_batch = self.batch_size * self.world_size
+                rng = np.random.default_rng([self.seed, epoch, 2])
+                order = group_by_length(order, self.lengths, global_batch, self.group_chunk, rng)
         else:
             order = np.arange(n)
         per_rank = self._shard_size()
@@ -185,6 +207,26 @@ class ResumableLoader:
         self.epoch, self.position = state["epoch"], state["position"]
 
 
+def group_by_length(
+    order: np.ndarray, lengths: np.ndarray, batch: int, chunk: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``order`` (a permutation) regrouped so that each run of ``batch`` indices holds similar lengths.
+
+    Chunks of ``chunk * batch`` consecutive indices are each sorted by length (longest first, ties in
+    ``order``'s order), cut into batches of ``batch``; the full batches are shuffled by ``rng`` and the short
+    last batch (``len(order) % batch`` indices), if any, is kept at the end, where unsorted loaders have it.
+    """
+    size = chunk * batch
+    pieces = []
+    for start in range(0, len(order), size):
+        part = order[start : start + size]
+        pieces.append(part[np.argsort(-lengths[part], kind="stable")])
+    grouped = np.concatenate(pieces) if pieces else order
+    full = len(grouped) // batch
+    batches = grouped[: full * batch].reshape(full, batch)[rng.permutation(full)]
+    return np.concatenate([batches.reshape(-1), grouped[full * batch :]])
+
+
 def count_examples(batch: Any) -> int:
     """Number of examples in a batch: the leading size of its first tensor (1 if it holds none)."""
     tensors = _tensors(batch)
@@ -224,4 +266,4 @@ def move_to(obj: Any, device: torch.device) -> Any:
     return obj
 
 
-__all__: Sequence[str] = ("ResumableLoader", "count_examples", "count_tokens", "move_to")
+__all__: Sequence[str] = ("ResumableLoader", "count_examples", "count_tokens", "group_by_length", "move_to")

@@ -207,6 +207,14 @@ class Trainer:
                 )
             return data
         if isinstance(data, torch.utils.data.Dataset):
+            lengths = None
+            if train and cfg.group_by_length:
+                lengths = getattr(data, "lengths", None)
+                if lengths is None:
+                    raise ValueError(
+                        f"Trainer: group_by_length needs the lengths of the examples, and the dataset "
+                        f"{type(data).__name__} has no `lengths` attribute"
+                    )
             return ResumableLoader(
                 data,
                 cfg.batch_size,
@@ -216,6 +224,7 @@ class Trainer:
                 drop_last=cfg.drop_last if train else False,
                 rank=ctx.rank if train else 0,
                 world_size=ctx.world_size if train else 1,
+                lengths=lengths,
                 num_workers=cfg.num_workers,
             )
         if not isinstance(data, Iterable):
