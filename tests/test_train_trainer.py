@@ -246,6 +246,8 @@ def test_bad_batches_and_outputs_are_reported(tmp_path) -> None:
     grouped = TrainerConfig(max_steps=2, output_dir=tmp_path / "grouped", group_by_length=True)
     with pytest.raises(ValueError, match="group_by_length needs the lengths.*TokenDataset has no `lengths`"):
         Trainer(TinyLM(), grouped, TokenDataset())
+    with pytest.raises(ValueError, match="group_by_length needs a Dataset with `lengths`.*list"):
+        Trainer(TinyLM(), grouped, [{"x": torch.ones(2)}])
 
 
 @pytest.mark.parametrize(
