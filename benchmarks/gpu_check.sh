@@ -40,7 +40,9 @@ part pretraining 120 "$PY" benchmarks/pretraining.py --device cuda --skip-prep -
 part encoder_inference 90 "$PY" benchmarks/encoder_inference.py --device cuda --preset bert-base-uncased --batch-sizes 1,32 --seq-lens 128,512
 part generation 100 "$PY" benchmarks/generation.py --device cuda --presets gpt-bpe-small,gpt2 --new-tokens 128 --batch-sizes 1,8 --repeats 3 --skip-uncached
 if [ "$JOBS" -gt 0 ]; then xdist=(-n "$JOBS"); else xdist=(); fi
-part tests 300 "$PY" -m pytest -q -rfE --timeout 200 "${xdist[@]}"
+# two threads a worker: 8 workers of torch's default (all cores) each oversubscribe the CPU, and a test that
+# plans its steps from measured speed (tests/test_translation_plan.py) then plans too few
+part tests 300 env OMP_NUM_THREADS="${TEST_THREADS:-2}" "$PY" -m pytest -q -rfE --timeout 200 "${xdist[@]}"
 
 for f in pretraining encoder_inference generation; do
     echo "---- $f"

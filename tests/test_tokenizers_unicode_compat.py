@@ -255,3 +255,108 @@ def test_every_code_point_classes_as_hf():
     marks = [c for c in cps if unicodedata.combining(chr(c)) > 1]
     hf_class0 = {c for c in marks if nfd.normalize_str(chr(c) + "\u0334") == chr(c) + "\u0334"}
     assert hf_class0 == {c for c in marks if U.hf_combining(chr(c)) == 0}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# A newer Python's Unicode (3.12: 15.0, 3.13: 15.1, 3.14: 16.0), emulated with the unicodedata2 backport
+
+
+@pytest.fixture
+def newer_unicodedata(monkeypatch):
+    """Python's ``unicodedata`` replaced, in every tokenizer module that reads it, by the unicodedata2
+    backport of a newer Unicode, as a newer Python has it. The reference answers (HF's) stay the same: its
+    tables do not follow Python's. Only on Python 3.11, whose Unicode 14 the tables were measured against."""
+    if unicodedata.unidata_version != "14.0.0":
+        pytest.skip("the emulation starts from Python 3.11's Unicode 14 (elsewhere the sweeps run as is)")
+    ud2 = pytest.importorskip("unicodedata2")
+    assert U.newer_unicode(ud2.unidata_version), ud2.unidata_version
+    from attnlab.tokenizers import unicode_forms as UF
+
+    for module in (U, ON, UF):
+        monkeypatch.setattr(module, "unicodedata", ud2)
+        monkeypatch.setattr(module, "UNASSIGNED_IN_14", U.ASSIGNED_AFTER_14)
+    monkeypatch.setattr(ON, "_HF_TABLE_CHARS", ON._hf_table_chars())
+    monkeypatch.setattr(UF, "_COMPOSE_CACHE", {})
+    return ud2
+
+
+def _newer_code_points() -> list[int]:
+    """Every code point assigned after Unicode 14 or recategorised, and a seeded sample of the others."""
+    changed = {c for lo, hi in U.ASSIGNED_AFTER_14.pairs for c in range(lo, hi + 1)} | set(U.CATEGORY_14)
+    rest = random.Random(0).sample([c for c in _code_points() if c not in changed], 5_000)
+    return sorted(changed) + rest
+
+
+def test_the_backport_really_differs_from_python_3_11(newer_unicodedata):
+    """The emulation is one: the newer Unicode assigns what 14.0 does not, and Python's own answers for them
+    would differ from HF's (so the test below could fail)."""
+    ud2 = newer_unicodedata
+    assert unicodedata.category("\u0ece") == "Cn" and ud2.category("\u0ece") == "Mn"  # Lao, new in 15.0
+    assert unicodedata.normalize("NFKC", "\U0001e05f") == "\U0001e05f"  # Cyrillic Extended-D, new in 15.0
+    assert ud2.normalize("NFKC", "\U0001e05f") != "\U0001e05f"
+    assert U.category("\u0ece") == "Cn" and U.hf_decomposition("\U0001e05f", True) == "\U0001e05f"
+
+
+def test_unicode_14_view_of_a_newer_python_answers_as_python_3_11(newer_unicodedata):
+    """The per-character answers the normalisers are built on, under the newer Unicode, equal Python 3.11's
+    (which equal HF's, by the sweeps above)."""
+    from attnlab.tokenizers import unicode_forms as UF
+
+    real = unicodedata
+    for cp in _newer_code_points():
+        ch = chr(cp)
+        assert U.category(ch) == real.category(ch), f"{cp:X}"
+        assert U.hf_combining(ch) == (0 if cp in U.CCC_UNKNOWN else real.combining(ch)), f"{cp:X}"
+        for compat in (False, True):
+            unknown = cp in U.NFD_UNKNOWN or (compat and cp in U.NFKD_UNKNOWN)
+            want = ch if unknown else real.normalize("NFKD" if compat else "NFD", ch)
+            assert U.hf_decomposition(ch, compat) == want, (f"{cp:X}", compat)
+        assert U.hf_lower(ch) == (U.LOWERCASE_EXTRA.get(cp) or ch.lower()), f"{cp:X}"
+        assert U.is_alnum(ch) == ch.isalnum()
+    # a composite the newer Unicode has and 14.0 does not (Tulu-Tigalari, 16.0: U+113C5 = U+113C2 U+113C2)
+    assert newer_unicodedata.normalize("NFC", "\U000113c2\U000113c2") == "\U000113c5"
+    assert UF._compose("\U000113c2", "\U000113c2") is None
+
+
+@pytest.mark.parametrize(
+    "hf, ours, sep",
+    [
+        (normalizers.BertNormalizer(), ON.BertNormalizer(), "|"),
+        (normalizers.BertNormalizer(lowercase=False), ON.BertNormalizer(lowercase=False), "|"),
+        (normalizers.NFD(), ON.NFD(), _SEP),
+        (normalizers.NFKD(), ON.NFKD(), _SEP),
+        (normalizers.NFC(), ON.NFC(), _SEP),
+        (normalizers.NFKC(), ON.NFKC(), _SEP),
+        (normalizers.StripAccents(), ON.StripAccents(), "|"),
+        (normalizers.Lowercase(), ON.Lowercase(), _SEP),
+    ],
+    ids=["bert_uncased", "bert_cased", "NFD", "NFKD", "NFC", "NFKC", "StripAccents", "lowercase"],
+)
+def test_newer_python_normalises_new_characters_as_hf(newer_unicodedata, hf, ours, sep):
+    """The normalisers under the newer Unicode, one character at a time and whole texts with marks, against HF
+    (Python 3.12's NFKC of U+1E05F, a superscript Cyrillic letter since 15.0, broke parity before)."""
+    cps = [c for c in _newer_code_points() if chr(c) != sep]
+    want = _per_char(hf.normalize_str, cps, sep)
+    got = _per_char(ours.normalize_str, cps, sep)
+    bad = sorted(c for c in cps if want[c] != got[c])
+    assert not bad, (len(bad), [f"{c:X}" for c in bad[:40]])
+    rng = random.Random(1)
+    for _ in range(200):
+        marks = ["", "\u0301", "\u0323\u0301", " ", "e"]
+        text = "".join(chr(rng.choice(cps)) + rng.choice(marks) for _ in range(8))
+        assert ours.normalize_str(text) == hf.normalize_str(text), ascii(text)
+
+
+def test_newer_python_tokenizes_new_characters_as_hf(newer_unicodedata):
+    """A BERT WordPiece tokenizer end to end (clean-up, accents, punctuation split, offsets) under the newer
+    Unicode: the two texts the fuzz test failed on with Python 3.12, and runs of new characters."""
+    hf = hf_bert()
+    ours = tokenizer_from_json_str(hf.to_str())
+    texts = [
+        "is\t\u03c2B\u2994\u0ece\t\U0001e05f a",
+        "in \U0001f82bp\u2a916\u6f0f\u5975\u72ea\U0001e064\u20e3\u2028\u1ba7\u20e2",
+        "".join(chr(c) for c in range(0x1E030, 0x1E06E)) + " ab\u0ece,e\U000113c2\U000113c2",
+    ]
+    for text in texts:
+        a, b = ours.encode(text), hf.encode(text)
+        assert (a.tokens, a.offsets) == (b.tokens, b.offsets), ascii(text)

@@ -23,6 +23,7 @@ from attnlab.tokenizers.unicode_compat import (
     CCC_UNKNOWN,
     NFD_UNKNOWN,
     NFKD_UNKNOWN,
+    UNASSIGNED_IN_14,
     hf_is_combining_mark,
     hf_is_control,
     hf_is_nonspacing_mark,
@@ -483,21 +484,27 @@ class _UnicodeNormalization(Normalizer):
         return {"type": self.form}
 
 
-# Characters whose decomposition or combining class HF's tables lack, and the pieces they would decompose to:
-# a text holding none of them normalises the same with Python's tables.
-_HF_TABLE_CHARS = regex.compile(
-    "["
-    + ranges_class(NFKD_UNKNOWN)
-    + ranges_class(NFD_UNKNOWN)
-    + ranges_class(CCC_UNKNOWN)
-    + "".join(
-        regex.escape(c)
-        for lo, hi in NFKD_UNKNOWN.pairs
-        for cp in range(lo, hi + 1)
-        for c in unicodedata.normalize("NFKD", chr(cp))
+def _hf_table_chars() -> regex.Pattern:
+    """Characters whose decomposition or combining class HF's tables lack (and those this Python assigns and
+    Unicode 14 did not), and the pieces they would decompose to: a text holding none of them normalises the
+    same with Python's tables."""
+    return regex.compile(
+        "["
+        + ranges_class(NFKD_UNKNOWN)
+        + ranges_class(NFD_UNKNOWN)
+        + ranges_class(CCC_UNKNOWN)
+        + ranges_class(UNASSIGNED_IN_14)
+        + "".join(
+            regex.escape(c)
+            for lo, hi in NFKD_UNKNOWN.pairs
+            for cp in range(lo, hi + 1)
+            for c in unicodedata.normalize("NFKD", chr(cp))
+        )
+        + "]"
     )
-    + "]"
-)
+
+
+_HF_TABLE_CHARS = _hf_table_chars()
 
 
 class NFD(_UnicodeNormalization):

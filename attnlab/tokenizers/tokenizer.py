@@ -23,6 +23,7 @@ from attnlab.tokenizers import pre_tokenizers as pre
 from attnlab.tokenizers import processors as proc
 from attnlab.tokenizers.encoding import Encoding
 from attnlab.tokenizers.models import BPE, Model, Unigram, WordPiece
+from attnlab.tokenizers.unicode_compat import is_alnum
 
 if TYPE_CHECKING:
     import numpy as np
@@ -698,7 +699,7 @@ def _pad_multiple(encodings: list[Encoding], p: dict[str, Any], target: int | No
 
 
 def _is_word_char(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
+    return is_alnum(ch) or ch == "_"
 
 
 def flatten_overflowing(encodings: Sequence[Encoding]) -> tuple[list[Encoding], list[int]]:

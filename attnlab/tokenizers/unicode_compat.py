@@ -11,6 +11,14 @@ for any input (unassigned and newly assigned code points included) has to know t
 The tables were measured by sweeping every code point through HF tokenizers' own components and comparing
 with Python's answer; ``tests/test_tokenizers_unicode_compat.py`` repeats the sweep (slow) and fails when a
 table no longer matches (a new HF, Python or regex version). Ranges are hexadecimal code points.
+
+Python's own Unicode version moves with the interpreter (3.11: 14.0, 3.12: 15.0, 3.13: 15.1, 3.14: 16.0), and
+the tables are differences from 14.0. A newer Python knows the code points assigned since (28,111 of them up
+to Unicode 18.0, ``ASSIGNED_AFTER_14``) and gives two older ones another category (``CATEGORY_14``); HF's
+tables know neither (so its answer is Python 3.11's). On such a Python the functions here answer for those
+code points as Unicode 14 does: unassigned (category Cn, combining class 0, no decomposition, no case
+mapping), unless a table above says otherwise. ``category`` is ``unicodedata.category`` seen that way.
+(Python 3.10's Unicode 13 lacks what 14.0 added; there parity holds only outside those code points.)
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from bisect import bisect_right
 from functools import cache
 
 __all__ = [
+    "category",
+    "is_alnum",
     "hf_is_control",
     "hf_is_punctuation",
     "hf_is_nonspacing_mark",
@@ -207,6 +217,57 @@ LOWERCASE_EXTRA = {
 }
 
 
+# Code points assigned from Unicode 15.0 to 18.0 (unassigned in Python 3.11's 14.0; measured with the
+# unicodedata2 backport 18.0.0 against Python 3.11's unicodedata).
+ASSIGNED_AFTER_14 = _ranges(
+    "558 58B-58C 5C8-5C9 88F 897 B53-B54 C5C CDC CF3 ECE 1ACF-1AF0 1B4E-1B4F 1B7F 1C89-1C8A 208F "
+    "209D-209F 20C1-20C4 2427-2429 2B96 2E60-2E63 2FFC-2FFF 31E4-31E5 31EF A7CB-A7CF A7D2 A7D4 "
+    "A7DA-A7DD A7E2 A7F1 AB6C-AB6D FBC3-FBD2 FD90-FD91 FDC8-FDCE 105C0-105F3 107BB-107BF 10940-10959 "
+    "10D40-10D65 10D69-10D85 10D8E-10D8F 10EC2-10EC7 10EC9-10EEE 10EF0-10EFF 1123F-11241 11380-11389 "
+    "1138B 1138E 11390-113B5 113B7-113C0 113C2 113C5 113C7-113CA 113CC-113D5 113D7-113D8 113E1-113E2 "
+    "116D0-116E3 11B00-11B0A 11B60-11B67 11BC0-11BE1 11BF0-11BF9 11DB0-11DDB 11DE0-11DE9 11DF0-11DF1 "
+    "11F00-11F10 11F12-11F3A 11F3E-11F5A 1246F 12475-1247F 12550-12686 1342F 13439-13455 13460-143FA "
+    "16100-16139 16D40-16D79 16EA0-16EB8 16EBB-16ED3 16FF2-16FF6 187F8-187FF 18CD6-18CDA 18CFF "
+    "18D09-18D20 18D80-18DF2 18E00-19191 191A0-191D2 1B123-1B128 1B132 1B155 1B168 1CC00-1CCFC "
+    "1CD00-1CEB3 1CEBA-1CED0 1CED2-1CED4 1CEDD-1CEFD 1D127-1D128 1D1EB-1D1FF 1D250-1D281 1D2C0-1D2D3 "
+    "1D6A6 1DB00-1DB1C 1DF1F-1DF81 1DF90-1DF96 1DFCD-1DFFF 1E030-1E06D 1E08F 1E4D0-1E4F9 1E5D0-1E5FA "
+    "1E5FF 1E6C0-1E6DE 1E6E0-1E6F5 1E6FE-1E6FF 1F1AE 1F6D8-1F6D9 1F6DC 1F774-1F77F 1F7D9-1F7DB "
+    "1F7F1-1F7FF 1F8B2-1F8BB 1F8C0-1F8C1 1F8D0-1F8D8 1FA54-1FA57 1FA75-1FA77 1FA87-1FA8F 1FAAD-1FAAF "
+    "1FABB-1FABF 1FAC6 1FAC8 1FACC-1FACF 1FADA-1FADD 1FADF 1FAE8-1FAEB 1FAEF 1FAF7-1FAFA 1FBCB-1FBEF "
+    "1FBFA 2B739-2B73F 2B81E 2CEA2-2CEAD 2EBF0-2EE5D 31350-33479 3D000-3FC3F "
+)
+
+# Code points assigned by 14.0 whose category changed since (16.0: U+1171E Mn -> Mc; 17.0: U+0295 Ll -> Lo):
+# their Unicode 14 category. Their combining classes and decompositions did not change.
+CATEGORY_14 = {0x295: "Ll", 0x1171E: "Mn"}
+
+TABLES_UNICODE = (14, 0, 0)  # the unicodedata version the tables above were measured against
+
+
+def newer_unicode(version: str) -> bool:
+    """Whether a unicodedata of ``version`` (e.g. ``"15.0.0"``) is newer than the tables' 14.0."""
+    return tuple(int(x) for x in version.split(".")) > TABLES_UNICODE
+
+
+# What this interpreter's unicodedata assigns and Unicode 14 did not: answered as unassigned.
+UNASSIGNED_IN_14 = ASSIGNED_AFTER_14 if newer_unicode(unicodedata.unidata_version) else _Ranges("")
+
+
+def category(ch: str) -> str:
+    """``unicodedata.category`` as Unicode 14 has it (on any Python from 3.11)."""
+    cp = ord(ch)
+    if cp in UNASSIGNED_IN_14:
+        return "Cn"
+    if UNASSIGNED_IN_14 and cp in CATEGORY_14:
+        return CATEGORY_14[cp]
+    return unicodedata.category(ch)
+
+
+def is_alnum(ch: str) -> bool:
+    """``str.isalnum`` for one character, as on Python 3.11 (code points assigned since are not)."""
+    return ch.isalnum() and ord(ch) not in UNASSIGNED_IN_14
+
+
 def hf_is_control(ch: str) -> bool:
     """BERT's control characters as HF removes them: Cc, Cf and Co but tab, newline and carriage return.
 
@@ -214,7 +275,7 @@ def hf_is_control(ch: str) -> bool:
     ``category.startswith("C")``, deletes them; HF keeps them, and the WordPiece model makes them "[UNK]")."""
     if ch in "\t\n\r":
         return False
-    cat = unicodedata.category(ch)
+    cat = category(ch)
     return cat in ("Cc", "Cf", "Co") and ord(ch) not in CONTROL_UNKNOWN
 
 
@@ -228,20 +289,25 @@ def hf_is_nonspacing_mark(ch: str) -> bool:
     cp = ord(ch)
     if cp in NONSPACING_EXTRA:
         return True
-    return unicodedata.category(ch) == "Mn" and cp not in NONSPACING_UNKNOWN
+    return category(ch) == "Mn" and cp not in NONSPACING_UNKNOWN
 
 
 def hf_nfd(text: str) -> str:
     """NFD as HF computes it (characters whose decomposition its tables lack are left whole)."""
-    if not any(ord(c) in NFD_UNKNOWN for c in text):
+    if not any(ord(c) in NFD_UNKNOWN or ord(c) in UNASSIGNED_IN_14 for c in text):
         return unicodedata.normalize("NFD", text)
-    return "".join(c if ord(c) in NFD_UNKNOWN else unicodedata.normalize("NFD", c) for c in text)
+    return "".join(c if _whole(ord(c), False) else unicodedata.normalize("NFD", c) for c in text)
+
+
+def _whole(cp: int, compat: bool) -> bool:
+    """Whether HF's tables leave code point ``cp`` undecomposed (by NFD, or NFKD when ``compat``) where Python
+    may not."""
+    return cp in NFD_UNKNOWN or cp in UNASSIGNED_IN_14 or (compat and cp in NFKD_UNKNOWN)
 
 
 def hf_decomposition(ch: str, compat: bool) -> str:
     """One character's full decomposition (canonical, or compatibility when ``compat``) as HF has it."""
-    cp = ord(ch)
-    if cp in NFD_UNKNOWN or (compat and cp in NFKD_UNKNOWN):
+    if _whole(ord(ch), compat):
         return ch
     return unicodedata.normalize("NFKD" if compat else "NFD", ch)
 
@@ -251,18 +317,19 @@ def hf_is_combining_mark(ch: str) -> bool:
     cp = ord(ch)
     if cp in COMBINING_MARK_EXTRA:
         return True
-    return unicodedata.category(ch)[0] == "M" and cp not in COMBINING_MARK_UNKNOWN
+    return category(ch)[0] == "M" and cp not in COMBINING_MARK_UNKNOWN
 
 
 def hf_combining(ch: str) -> int:
     """The canonical combining class HF's normalisation tables give ``ch``."""
     cls = unicodedata.combining(ch)
-    return 0 if cls and ord(ch) in CCC_UNKNOWN else cls
+    return 0 if cls and (ord(ch) in CCC_UNKNOWN or ord(ch) in UNASSIGNED_IN_14) else cls
 
 
 def hf_lower(ch: str) -> str:
     """One character lowercased as Rust's ``char::to_lowercase`` does (no final-sigma context)."""
-    return LOWERCASE_EXTRA.get(ord(ch)) or ch.lower()
+    cp = ord(ch)
+    return LOWERCASE_EXTRA.get(cp) or (ch if cp in UNASSIGNED_IN_14 else ch.lower())
 
 
 def ranges_class(r: _Ranges) -> str:

@@ -22,11 +22,22 @@ import unicodedata
 
 import regex
 
-from attnlab.tokenizers.unicode_compat import NFD_UNKNOWN, NFKD_UNKNOWN, hf_combining, hf_decomposition
+from attnlab.tokenizers.unicode_compat import (
+    NFD_UNKNOWN,
+    NFKD_UNKNOWN,
+    UNASSIGNED_IN_14,
+    hf_combining,
+    hf_decomposition,
+)
 
 __all__ = ["FORMS", "unicode_plan", "reorders_marks"]
 
 FORMS = ("NFD", "NFKD", "NFC", "NFKC")
+
+def _unknown_composite(cp: int) -> bool:
+    """A composite HF's tables do not compose to (decomposition unknown there, or assigned after 14.0)."""
+    return cp in NFD_UNKNOWN or cp in NFKD_UNKNOWN or cp in UNASSIGNED_IN_14
+
 
 _COMPOSE_CACHE: dict[tuple[str, str], str | None] = {}
 
@@ -38,7 +49,7 @@ def _compose(starter: str, ch: str) -> str | None:
     if hit is not ...:
         return hit  # type: ignore[return-value]
     out = unicodedata.normalize("NFC", starter + ch)
-    res = out if len(out) == 1 and ord(out) not in NFD_UNKNOWN and ord(out) not in NFKD_UNKNOWN else None
+    res = out if len(out) == 1 and not _unknown_composite(ord(out)) else None
     if len(_COMPOSE_CACHE) < 1 << 16:
         _COMPOSE_CACHE[key] = res
     return res
