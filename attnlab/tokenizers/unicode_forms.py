@@ -34,6 +34,7 @@ __all__ = ["FORMS", "unicode_plan", "reorders_marks"]
 
 FORMS = ("NFD", "NFKD", "NFC", "NFKC")
 
+
 def _unknown_composite(cp: int) -> bool:
     """A composite HF's tables do not compose to (decomposition unknown there, or assigned after 14.0)."""
     return cp in NFD_UNKNOWN or cp in NFKD_UNKNOWN or cp in UNASSIGNED_IN_14
