@@ -31,7 +31,9 @@ What it does:
    many of the trainer's epochs over the training set as that takes (each a fresh seeded order, the last
    cut short), in length-grouped batches (``finetune --group-by-length``: the same examples, about half the
    padding positions of a pair task's random batches, so half the time; ``--no-group-by-length`` for
-   random batches), evaluated once at the end (no best-epoch pick on dev); one seed. Until 2026-11-27 the
+   random batches), evaluated once at the end (no best-epoch pick on dev); one seed. ``--jobs`` runs (default
+   2) fine-tune at a time, each in its own process with an equal share of the cores (one thread each on 2
+   cores: a 2-4-layer model uses one thread far better than two), longest tasks first. Until 2026-11-27 the
    training set was repeated or cut to steps x 32 examples and read in random batches (the runs of
    docs/distillation.md before that date). Dev metrics: accuracy (SST-2, RTE), F1 (MRPC), Spearman
    (STS-B), Matthews correlation (CoLA); the macro score is their mean (x100).
@@ -46,6 +48,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import random
 import shutil
 import statistics
@@ -62,6 +65,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 TASK_DIRS = {"sst2": "SST-2", "mrpc": "MRPC", "stsb": "STS-B", "cola": "CoLA", "rte": "RTE"}
+# Relative time of a fine-tuning run at the same steps (longer sequences cost more; measured 2026-11-27: RTE
+# took 25 of 62 minutes), to start the longest first when runs share the cores
+TASK_COST = {"rte": 5, "mrpc": 2, "stsb": 2, "sst2": 1, "cola": 1}
 STUDENTS = {  # name: extra `attnlab distill` arguments
     "distilled": [],
     "no-cosine": ["--alpha-cos", "0"],
@@ -233,6 +239,57 @@ def finetune_score(
             "seconds": time.monotonic() - t0}  # fmt: skip
 
 
+def finetune_task(
+    model_dir: Path, task: str, glue: str, lr: float, steps: int, out: Path, group_by_length: bool,
+    threads: int | None = None,
+) -> dict[str, Any]:
+    """`finetune_score` on ``task``'s TRAIN and dev splits read from ``glue``, with ``threads`` torch threads
+    (None: as they are); what each worker process of ``--jobs`` runs."""
+    from attnlab.tasks.finetune import get_task, load_split
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    spec, d = get_task(task), Path(glue) / TASK_DIRS[task]
+    train, dev = load_split(spec, d, "train"), load_split(spec, d, "dev")
+    return finetune_score(model_dir, task, train, dev, lr, steps, out, group_by_length)
+
+
+def finetune_grid(
+    models: dict[str, Path], lrs: dict[str, float], args: argparse.Namespace, out: Path
+) -> dict[str, dict[str, Any]]:
+    """Every model fine-tuned on every task, ``--jobs`` runs at a time in worker processes (each with an
+    equal share of the cores: small models use one thread far better than two), longest tasks first; the
+    results as ``{model: {task: result}}``. One job runs in this process."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+
+    from attnlab.tasks.finetune import get_task
+
+    order = sorted(args.tasks, key=lambda t: -TASK_COST[t])
+    calls = [(name, task) for task in order for name in models]
+    results: dict[str, dict[str, Any]] = {}
+
+    def done(name: str, task: str, r: dict[str, Any]) -> None:
+        results.setdefault(name, {})[task] = r
+        log(f"  {task:<5} {name:<16} {get_task(task).metric} {r['score']:6.2f}  ({r['steps']} steps, "
+            f"{r['seconds']:.0f}s)")  # fmt: skip
+
+    def call_args(name: str, task: str) -> tuple:
+        target = out / "glue" / name / task
+        return (models[name], task, args.glue, lrs[name], args.finetune_steps, target, args.group_by_length)
+
+    if args.jobs <= 1:
+        for name, task in calls:
+            done(name, task, finetune_task(*call_args(name, task)))
+        return results
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(finetune_task, *call_args(n, t), threads): (n, t) for n, t in calls}
+        for future in as_completed(futures):
+            done(*futures[future], future.result())
+    return {name: {task: results[name][task] for task in args.tasks} for name in models}
+
+
 def select_lr(model_dir: Path, args: argparse.Namespace, out: Path, kind: str) -> tuple[float, dict]:
     """The learning rate of ``--lr-grid`` with the best SST-2 accuracy on held-out TRAIN sentences (a grid of
     one value is taken as it is)."""
@@ -341,6 +398,10 @@ def main() -> int:
     p.add_argument("--output", type=Path, default=ROOT / "runs/distill-exp")
     p.add_argument("--skip-distill", action="store_true", help="reuse OUT/students")
     p.add_argument(
+        "--jobs", type=int, default=2,
+        help="fine-tuning runs at a time, each in its own process with cores / jobs threads (default 2)",
+    )  # fmt: skip
+    p.add_argument(
         "--group-by-length", action=argparse.BooleanOptionalAction, default=True,
         help="fine-tune on length-grouped batches (attnlab finetune --group-by-length; default on)",
     )  # fmt: skip
@@ -379,22 +440,10 @@ def main() -> int:
     results["lr"] = {"teacher": lr_teacher, "student": lr_student, "scores": {"teacher": s1, "student": s2}}
     log(f"  chosen: teacher {lr_teacher:g}, students {lr_student:g}")
 
-    from attnlab.tasks.finetune import get_task, load_split
-
     models = {"teacher": args.teacher, **{n: out / "students" / n / "model" for n in args.students}}
-    for task in args.tasks:
-        spec, d = get_task(task), Path(args.glue) / TASK_DIRS[task]
-        train, dev = load_split(spec, d, "train"), load_split(spec, d, "dev")
-        for name, model_dir in models.items():
-            lr = lr_teacher if name == "teacher" else lr_student
-            target = out / "glue" / name / task
-            r = finetune_score(
-                model_dir, task, train, dev, lr, args.finetune_steps, target, args.group_by_length
-            )
-            results["glue"].setdefault(name, {})[task] = r
-            log(f"  {task:<5} {name:<16} {spec.metric} {r['score']:6.2f}  ({r['steps']} steps, "
-                f"{r['seconds']:.0f}s)")  # fmt: skip
-        (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    lrs = {name: lr_teacher if name == "teacher" else lr_student for name in models}
+    log(f"\n== GLUE fine-tuning, {args.jobs} run(s) at a time  [{uptime()}]")
+    results["glue"] = finetune_grid(models, lrs, args, out)
 
     log("\n== held-out MLM accuracy on the books (15% masked)")
     teacher_run = args.teacher.parent / "run.json"
