@@ -171,3 +171,17 @@ def test_finetune_writes_tensorboard_and_a_loss_curve(tmp_path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "chosen on 4 held-out training examples" in printed and "dev accuracy" in printed.splitlines()[0]
     assert json.loads((out / "results.json").read_text())["train_examples"] == 12
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_no_command_takes_abbreviated_options(name: str) -> None:
+    """argparse's prefix matching would read an option a command lacks as a longer one it has (``translate
+    --max-length 5`` became ``--max-length-offset 5``): every parser refuses abbreviations."""
+    assert COMMANDS[name].allow_abbrev is False
+
+
+def test_an_abbreviated_option_is_an_error(capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(["translate", "model", "--max-length", "5"])
+    assert stop.value.code == 2
+    assert "--max-length" in capsys.readouterr().err

@@ -25,7 +25,10 @@ from .errors import user_message
 
 
 def _add_debug(parser: argparse.ArgumentParser) -> None:
-    """``--debug`` on every sub-command too (SUPPRESS: an absent flag keeps the top-level value)."""
+    """``--debug`` on every sub-command too (SUPPRESS: an absent flag keeps the top-level value), and no
+    abbreviated options anywhere: argparse would otherwise read ``translate --max-length 5`` as the only
+    option that starts so, ``--max-length-offset 5``, without a word."""
+    parser.allow_abbrev = False
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
