@@ -365,3 +365,11 @@ def test_distill_keeps_the_teachers_trained_positions(corpus_and_teacher, tmp_pa
         main(argv)
     recipe = seen["recipe"]
     assert [s.max_length for s in recipe.stages] == [16, 32] and recipe.stage_positions == "keep"
+
+
+def test_distill_debug_shows_the_traceback(corpus_and_teacher, tmp_path):
+    """``--debug`` re-raises (the command used to turn every ValueError into one line itself, --debug or not,
+    which also hid the tracebacks of bugs)."""
+    root, corpus, _ = corpus_and_teacher
+    with pytest.raises(ValueError, match="--layers"):
+        main([*_argv(root, corpus, tmp_path / "x"), "--layers", "0,x", "--debug"])

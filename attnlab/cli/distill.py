@@ -84,16 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_distill)
-
-
-def run_distill(args: argparse.Namespace) -> int:
-    from attnlab.cli.pretrain import _fail
-
-    try:
-        return _run_distill(args)
-    except (ValueError, TypeError, FileNotFoundError, NotADirectoryError) as e:
-        return _fail("distill", str(e))
+    p.set_defaults(func=run_distill)  # errors: attnlab.cli.main (one line; --debug: traceback)
 
 
 def parse_layers(text: str | None) -> list[int] | None:
@@ -105,7 +96,7 @@ def parse_layers(text: str | None) -> list[int] | None:
         raise ValueError(f"--layers {text!r}: expected comma-separated layer indices, e.g. 0,2,4") from None
 
 
-def _run_distill(args: argparse.Namespace) -> int:
+def run_distill(args: argparse.Namespace) -> int:
     import dataclasses
     import os
 
