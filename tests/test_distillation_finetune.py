@@ -64,6 +64,8 @@ def setup(tmp_path_factory):
     student = EncoderForPreTraining.from_config(student_config(teacher_config, 1))
     save_pretrained(student, root / "student")
     tok.save(root / "student")
+    save_pretrained(student, root / "student-other-tok")  # the same student saved with another vocabulary
+    other.save(root / "student-other-tok")
     return root, common
 
 
@@ -106,10 +108,14 @@ def test_finetune_teacher_errors(setup, capsys):
     base = ["finetune", "--model", str(root / "student"), "--epochs", "1", "--output-dir", str(root / "x")]
     assert main([*base, "--teacher", str(root / "student"), *common]) == 2  # a masked LM, not a task model
     assert "the teacher is a EncoderForPreTraining" in capsys.readouterr().err
-    assert main([*base, "--tokenizer", str(root / "other-tok"), "--teacher", str(root / "teacher" / "best"),
-                 "--overwrite", *common]) == 2  # fmt: skip
+    other = [*base[:1], "--model", str(root / "student-other-tok"), *base[3:]]
+    assert main([*other, "--teacher", str(root / "teacher" / "best"), "--overwrite", *common]) == 2
     err = capsys.readouterr().err
     assert "attnlab finetune: error:" in err and "vocabulary" in err and "differs from the student's" in err
+    # another tokenizer than the one saved with the student is refused before the teacher is looked at
+    assert main([*base, "--tokenizer", str(root / "other-tok"), "--teacher", str(root / "teacher" / "best"),
+                 "--overwrite", *common]) == 2  # fmt: skip
+    assert "its vocabulary differs" in capsys.readouterr().err
     assert main([*base, "--teacher", str(root / "missing"), "--overwrite", *common]) == 2
     assert "--teacher expects a fine-tuned model directory" in capsys.readouterr().err
 

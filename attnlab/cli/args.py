@@ -18,6 +18,7 @@ import math
 # of every command uses one of them (or is listed there as taking any integer, like --seed).
 __all__ = [
     "describe_defaults",
+    "device",
     "fraction",
     "non_negative_float",
     "non_negative_int",
@@ -118,6 +119,20 @@ def real_number(text: str) -> float:
     """Any finite number, for options whose sign has a meaning (beam search's length penalty: < 0 favours
     short hypotheses, > 0 long ones)."""
     return _float(text, "a finite number")
+
+
+def device(text: str) -> str:
+    """A device this machine has: cpu, cuda, cuda:N, mps or auto (checked at parse time, so a typo or a GPU
+    the machine lacks is named before any file is read, not torch's traceback from deep inside a run)."""
+    if text.strip().lower() in ("auto", "cpu"):
+        return text.strip().lower()
+    from attnlab.train.distributed import resolve_device  # imports torch: only for a non-default value
+
+    try:
+        resolve_device(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("--device ")) from None
+    return text
 
 
 NUMERIC_TYPES = (

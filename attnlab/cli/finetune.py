@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .args import (
+    device,
     fraction,
     non_negative_float,
     non_negative_int,
@@ -120,7 +121,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ft.add_argument(
         "--minutes", type=positive_float, default=None, help="wall-clock budget per run (default: none)"
     )
-    ft.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    ft.add_argument(
+        "--device", type=device, default="auto", help="cpu, cuda, cuda:1, ... (default: cuda if available)"
+    )
     ft.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"))
     ft.add_argument(
         "--progress", action=argparse.BooleanOptionalAction, default=True,
@@ -159,7 +162,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--stride", type=positive_int, default=128, help="QA: overlap of passage windows")
     ev.add_argument("--max-query-length", type=positive_int, default=64, help="QA: longer questions are cut")
     ev.add_argument("--batch-size", type=positive_int, default=64, help="sequences per forward pass")
-    ev.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    ev.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:1, ...")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     _kg_args(ev)
     ev.add_argument(
@@ -196,7 +199,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-length", type=positive_int, default=None, help="tokens per input (default: the model's limit)"
     )
     pr.add_argument("--batch-size", type=positive_int, default=16, help="inputs per forward pass")
-    pr.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    pr.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:1, ...")
     pr.add_argument(
         "--backend", default="torch", choices=("torch", "onnxruntime"),
         help="onnxruntime: run a directory written by `attnlab export MODEL --onnx DIR` on ONNX Runtime",
@@ -277,6 +280,8 @@ def _source(args: argparse.Namespace) -> Any:
         directory = check_model_dir(args.model)  # a run or checkpoint directory: says which one to pass
         source = ModelSource(directory=directory, tokenizer=tokenizer)
         check_vocab_fits(directory, source.tokenizer, args.tokenizer)
+        if tokenizer is not None:
+            _check_same_vocabulary(directory, tokenizer, args.tokenizer)
         return source
     if args.model in PRESETS:
         if tokenizer is None:
@@ -288,6 +293,33 @@ def _source(args: argparse.Namespace) -> Any:
     if "/" in args.model or "\\" in args.model:
         raise FileNotFoundError(f"--model {args.model}: no such directory")
     raise ValueError(f"--model {args.model!r} is neither a directory nor a preset ({', '.join(PRESETS)})")
+
+
+def _check_same_vocabulary(model_dir: Path, tokenizer: Any, tokenizer_dir: str) -> None:
+    """``--tokenizer`` must be the tokenizer saved with the model: the model learned one embedding row per
+    token id, so another vocabulary (even a smaller one, which fits the embedding) trains on wrong words.
+    A model directory without a tokenizer of its own cannot be compared and is let through."""
+    from attnlab.tokenizers import load_tokenizer
+
+    try:
+        own = load_tokenizer(model_dir)
+    except (OSError, ValueError):
+        return
+    mine, theirs = dict(own.get_vocab()), dict(tokenizer.get_vocab())
+    if mine == theirs:
+        return
+    reason = f"{len(theirs):,} tokens against {len(mine):,}"
+    by_id_mine = {i: w for w, i in mine.items()}
+    by_id_theirs = {i: w for w, i in theirs.items()}
+    for i in sorted(set(by_id_mine) | set(by_id_theirs)):
+        if by_id_mine.get(i) != by_id_theirs.get(i):
+            reason += f"; id {i} is {by_id_theirs.get(i)!r} in it and {by_id_mine.get(i)!r} in the model's"
+            break
+    raise ValueError(
+        f"--tokenizer {tokenizer_dir}: its vocabulary differs from the one saved with the model in "
+        f"{model_dir} ({reason}); the model's embedding rows are that vocabulary's ids, so leave --tokenizer "
+        "out (or give the model's own tokenizer)"
+    )
 
 
 def _plot_runs(output_dir: Path) -> None:
@@ -415,18 +447,16 @@ def _inputs(args: argparse.Namespace) -> list[Any]:
     if args.kind == "qa":
         out = []
         for n, line in enumerate(lines, 1):
+            source = "standard input" if args.file == "-" else args.file
+            where = f"{source}:{n}" if args.text is None else "--text"
             if args.question is not None:
                 out.append((args.question, line))
             elif line.lstrip().startswith("{"):
-                obj = json.loads(line)
-                if not isinstance(obj, dict) or not {"question", "context"} <= set(obj):
-                    raise ValueError(f"{args.file}:{n}: expected a JSON object with 'question' and 'context'")
-                out.append((obj["question"], obj["context"]))
+                out.append(_qa_object(line, where))
             elif "\t" in line:
                 q, c = line.split("\t", 1)
                 out.append((q, c))
             else:
-                where = f"{args.file}:{n}" if args.file else "--text"
                 raise ValueError(f"{where}: qa needs --question, or 'question<TAB>context' / JSON lines")
         return out
     if args.kind == "classify" and args.pair:
@@ -437,6 +467,20 @@ def _inputs(args: argparse.Namespace) -> list[Any]:
             out.append(tuple(line.split("\t", 1)))
         return out
     return lines
+
+
+def _qa_object(line: str, where: str) -> tuple[str, str]:
+    """``(question, context)`` of one JSON line; ``where`` (``FILE:LINE``, ``--text``) names it in errors."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(obj, dict) or not {"question", "context"} <= set(obj):
+        raise ValueError(f"{where}: expected a JSON object with 'question' and 'context'")
+    for name in ("question", "context"):
+        if not isinstance(obj[name], str):
+            raise ValueError(f"{where}: {name} must be a string, got {type(obj[name]).__name__}")
+    return obj["question"], obj["context"]
 
 
 def _check_model(model: str) -> None:

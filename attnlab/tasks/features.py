@@ -177,6 +177,23 @@ def _label_mapper(label_to_id: Mapping[Any, int] | Callable[[Any], int] | None) 
     return label_to_id
 
 
+def _tag_line(guid: str, k: int) -> str:
+    """Where word ``k`` of a sentence is: a CoNLL sentence's guid is ``FILE:LINE`` of its first word and its
+    words are on consecutive lines, so ``FILE:LINE+k``; any other guid, ``GUID word k+1``."""
+    name, _, line = guid.rpartition(":")
+    return f"{name}:{int(line) + k}" if name and line.isdigit() else f"{guid} word {k + 1}"
+
+
+def _check_tags(ex: TokenExample, label_to_id: Mapping[Any, int]) -> None:
+    """A tag the model has no class for (a dev tag the training data never had) names its file and line."""
+    for k, tag in enumerate(ex.tags):
+        if tag not in label_to_id:
+            raise ValueError(
+                f"{_tag_line(ex.guid, k)}: unknown label {tag!r} (word {ex.words[k]!r}); the model's labels, "
+                f"from the training data, are {sorted(map(str, label_to_id))}"
+            )
+
+
 # ---------------------------------------------------------------------------------------------------------
 # sentence and sentence-pair classification
 
@@ -208,7 +225,10 @@ def classification_features(
                 report.count("truncated", ex.guid)
             inputs = _inputs(e, with_token_types)
             if ex.label is not None:
-                inputs["labels"] = float(ex.label) if regression else int(to_id(ex.label))
+                try:
+                    inputs["labels"] = float(ex.label) if regression else int(to_id(ex.label))
+                except ValueError as error:  # a dev label the training data never had: say which example
+                    raise ValueError(f"{ex.guid}: {error}") from None
             features.append(Feature(inputs, i, ex.guid))
     report.features += len(features)
     return features
@@ -267,6 +287,8 @@ def token_classification_features(
     with _settings(tokenizer, max_length, stride=stride):
         for i, ex in enumerate(examples):
             report.examples += 1
+            if ex.tags and isinstance(label_to_id, Mapping):
+                _check_tags(ex, label_to_id)
             text, starts, ends = _word_spans(ex.words)
             e = tokenizer.encode(text)
             windows = [e, *e.overflowing]

@@ -231,7 +231,7 @@ def load_split(
     elif spec.kind == "token":
         examples = loaders.load_conll(path)
     elif spec.kind == "qa":
-        examples = loaders.load_squad(path)
+        examples = loaders.load_squad(path, require_answers=split == "train")
     else:
         examples = loaders.load_swag(path)
     logger.info("%s", examples.report.summary())

@@ -40,6 +40,7 @@ from attnlab.nn.pooling import POOLINGS, masked_mean
 from attnlab.tasks.features import PAD_TOKENS, qa_features, special_id
 from attnlab.tasks.qa_postprocess import QAWindow, postprocess_example
 from attnlab.tokenizers import Encoding, Tokenizer
+from attnlab.train.distributed import resolve_device
 
 MASK_TOKENS = ("[MASK]", "<mask>")
 
@@ -85,7 +86,7 @@ class Pipeline:
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.config = model.config
@@ -113,6 +114,7 @@ class Pipeline:
 
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+        device = resolve_device(device)  # before loading the model: a bad --device costs no load time
         if backend == "onnxruntime":
             from attnlab.inference.onnx_runner import OnnxRunner
 

@@ -46,6 +46,36 @@ class DistributedContext:
         return torch.device("cpu")
 
 
+DEVICES = "cpu, cuda, cuda:N, mps, auto"  # what --device accepts, named in its errors
+
+
+def resolve_device(name: str | torch.device, context: DistributedContext | None = None) -> torch.device:
+    """The device ``name`` means on this machine: ``"auto"`` is ``context``'s default (cuda:LOCAL_RANK where
+    CUDA is available, else cpu). A name torch does not know, or a CUDA/MPS device this machine lacks, is a
+    `ValueError` naming ``--device``: torch itself would fail later with a bare ``RuntimeError`` or an
+    ``AssertionError`` ("Torch not compiled with CUDA enabled") from deep inside ``model.to``."""
+    if isinstance(name, torch.device):
+        device = name
+    elif str(name).strip().lower() == "auto":
+        return (context or DistributedContext()).default_device()
+    else:
+        try:
+            device = torch.device(str(name).strip())
+        except (RuntimeError, ValueError):
+            raise ValueError(f"--device {name}: not a device ({DEVICES})") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+        if device.index is not None and device.index >= count:
+            raise ValueError(
+                f"--device {name}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}"
+            )
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {name}: MPS is not available on this machine; use --device cpu")
+    return device
+
+
 def setup_distributed(
     backend: str | None = None, timeout_s: float = 1800.0, device: str = "auto"
 ) -> DistributedContext:

@@ -67,6 +67,7 @@ from .distributed import (
     all_reduce_sum,
     barrier,
     current_context,
+    resolve_device,
     wrap_model,
 )
 from .logging import LOG_FILE, PLOT_FILE, RunLogger, plot_loss_curve
@@ -155,9 +156,7 @@ class Trainer:
             raise TypeError(f"Trainer: config must be a TrainerConfig, got {type(config).__name__}")
         self.config = config
         self.context = context or current_context()
-        self.device = (
-            self.context.default_device() if config.device == "auto" else torch.device(config.device)
-        )
+        self.device = resolve_device(config.device, self.context)
         set_seed(config.seed + self.context.rank)
 
         self.model = model.to(self.device)  # the user's module: saved, loaded and evaluated

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Iterator
 
 from attnlab.tasks.examples import DataFormatError, LoadReport
 
 _BOM = "\ufeff"
+# Python's csv module refuses a field over 128 KiB ("field larger than field limit"), yet a long passage is
+# data, not an error. 2**31 - 1 is the largest limit every platform accepts (a C long on Windows).
+_CSV_FIELD_LIMIT = 2**31 - 1
 
 
 def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
@@ -32,6 +36,34 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
             if text.endswith("\r"):
                 text = text[:-1]
             yield lineno, text
+
+
+def read_csv_rows(path: str | os.PathLike) -> Iterator[tuple[int, int, list[str]]]:
+    """Yield ``(line, lines, row)`` for each record of a quoted CSV file: the 1-based line it starts on (a
+    quoted field may span lines), how many lines it took, and its fields. A UTF-8 byte-order mark is dropped.
+
+    A malformed record, or bytes that are not UTF-8, raise :class:`DataFormatError` naming the line.
+    """
+    path = os.fspath(path)
+    if csv.field_size_limit() < _CSV_FIELD_LIMIT:
+        csv.field_size_limit(_CSV_FIELD_LIMIT)
+    previous_end = 0
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f)
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise DataFormatError(path, previous_end + 1, f"not valid CSV ({e})") from None
+            except UnicodeDecodeError:
+                # the text layer decodes in blocks, so its error knows no line: find it byte by byte
+                for _ in read_lines(path):
+                    pass
+                raise
+            yield previous_end + 1, reader.line_num - previous_end, row
+            previous_end = reader.line_num
 
 
 def check_not_empty(path: str | os.PathLike, examples: list, report: LoadReport) -> None:

@@ -6,8 +6,8 @@ label and the optional id, and get the same :class:`SentenceExample` records the
 
 from __future__ import annotations
 
-import csv
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Literal
@@ -21,12 +21,13 @@ from attnlab.tasks.examples import (
     check_error_policy,
     fail_or_skip,
 )
-from attnlab.tasks.loaders._lines import check_not_empty, read_lines
+from attnlab.tasks.loaders._lines import check_not_empty, read_csv_rows, read_lines
 
 TableFormat = Literal["csv", "tsv", "jsonl"]
 _FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
 LabelType = Literal["str", "int", "float"]
 _LABEL_TYPES = {"str": str, "int": int, "float": float}
+_LABEL_NAMES = {"str": "string", "int": "integer", "float": "finite number"}  # named in errors
 
 
 def _records(path: str, fmt: str, report: LoadReport) -> Iterator[tuple[int, Mapping | None, str]]:
@@ -65,25 +66,20 @@ def _records(path: str, fmt: str, report: LoadReport) -> Iterator[tuple[int, Map
                 continue
             yield lineno, dict(zip(header, fields)), ""
         return
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f)
-        header = None
-        previous_end = 0
-        for row in reader:
-            lineno = previous_end + 1
-            report.lines_read += reader.line_num - previous_end
-            previous_end = reader.line_num
-            if not row or not any(cell.strip() for cell in row):
-                report.structural["blank"] += 1
-                continue
-            if header is None:
-                header = [h.strip() for h in row]
-                report.structural["header"] += 1
-                continue
-            if len(row) != len(header):
-                yield lineno, None, f"expected {len(header)} columns ({', '.join(header)}), got {len(row)}"
-                continue
-            yield lineno, dict(zip(header, row)), ""
+    header = None
+    for lineno, n_lines, row in read_csv_rows(path):
+        report.lines_read += n_lines
+        if not row or not any(cell.strip() for cell in row):
+            report.structural["blank"] += 1
+            continue
+        if header is None:
+            header = [h.strip() for h in row]
+            report.structural["header"] += 1
+            continue
+        if len(row) != len(header):
+            yield lineno, None, f"expected {len(header)} columns ({', '.join(header)}), got {len(row)}"
+            continue
+        yield lineno, dict(zip(header, row)), ""
 
 
 def load_table(
@@ -151,13 +147,15 @@ def load_table(
             raw = record[label]
             try:
                 value = convert(raw.strip() if isinstance(raw, str) else raw)
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ValueError("a NaN or Inf target makes the first loss NaN")
             except (TypeError, ValueError):
                 fail_or_skip(
                     report,
                     errors,
                     lineno,
                     "unknown_label",
-                    f"label {raw!r} in column {label!r} is not a {label_type}",
+                    f"label {raw!r} in column {label!r} is not a {_LABEL_NAMES[label_type]}",
                 )
                 continue
             if allowed is not None and value not in allowed:

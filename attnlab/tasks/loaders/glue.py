@@ -12,6 +12,7 @@ Columns are found by name in the header, so MNLI's train file (``label1, gold_la
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -200,12 +201,14 @@ def load_glue(
                 try:
                     label = float(raw)
                 except ValueError:
+                    label = math.nan
+                if not math.isfinite(label):  # a NaN or Inf target makes the first loss NaN
                     fail_or_skip(
                         report,
                         errors,
                         lineno,
                         "bad_score",
-                        f"{spec.name}: column {spec.label!r} must be a number, got {raw!r}",
+                        f"{spec.name}: column {spec.label!r} must be a finite number, got {raw!r}",
                     )
                     continue
             elif raw not in spec.labels:

@@ -37,6 +37,17 @@ def _need(obj: object, key: str, kind: type | tuple[type, ...], path: str, where
     return value
 
 
+def _optional(obj: Mapping, key: str, kind: type, default, path: str, where: str):
+    """``obj[key]`` when present (it must be a ``kind``), else ``default``."""
+    if key not in obj:
+        return default
+    value = obj[key]
+    if not isinstance(value, kind):
+        what = {bool: "a boolean (true or false)", list: "a list"}.get(kind, kind.__name__)
+        raise DataFormatError(path, None, f"{where}.{key} must be {what}, got {json.dumps(value)}")
+    return value
+
+
 def _answers(
     raw: list, context: str, path: str, where: str, errors: str, report: LoadReport
 ) -> tuple[tuple[str, int], ...]:
@@ -66,12 +77,16 @@ def _answers(
 
 
 def iter_squad(
-    path: str | os.PathLike, errors: ErrorPolicy = "raise", report: LoadReport | None = None
+    path: str | os.PathLike,
+    errors: ErrorPolicy = "raise",
+    report: LoadReport | None = None,
+    require_answers: bool = False,
 ) -> Iterator[QAExample]:
     """Yield the questions of a SQuAD file in file order (see :func:`load_squad`)."""
     check_error_policy(errors)
     path = os.fspath(path)
     report = report if report is not None else LoadReport(path)
+    first_with_id: dict[str, str] = {}  # id -> the JSON path of the question that has it
     with open(path, "rb") as f:
         data = f.read()
     try:
@@ -92,16 +107,36 @@ def iter_squad(
                 report.lines_read += 1  # one "record" per question: JSON has no meaningful lines
                 qid = _need(qa, "id", str, path, where)
                 question = _need(qa, "question", str, path, where)
-                impossible = bool(qa.get("is_impossible", False))
-                answers = _answers(qa.get("answers", []), context, path, f"{where}.answers", errors, report)
+                # predictions and scores are keyed by id: a repeated one silently replaces the first's
+                if qid in first_with_id:
+                    message = f"{where}.id {qid!r} repeats {first_with_id[qid]}.id; ids must be unique"
+                    if errors == "raise":
+                        raise DataFormatError(path, None, message)
+                    report.skip("duplicate_id", f"{path}:{where}")
+                    continue
+                first_with_id[qid] = where
+                # bool("false") is True: only a JSON boolean says whether a question is answerable
+                impossible = _optional(qa, "is_impossible", bool, False, path, where)
+                raw_answers = _optional(qa, "answers", list, [], path, where)
+                answers = _answers(raw_answers, context, path, f"{where}.answers", errors, report)
                 plausible = _answers(
-                    qa.get("plausible_answers", []),
+                    _optional(qa, "plausible_answers", list, [], path, where),
                     context,
                     path,
                     f"{where}.plausible_answers",
                     errors,
                     report,
                 )
+                if require_answers and not impossible and not raw_answers:
+                    # a training question needs its answer (or is_impossible: true, SQuAD 2.0) to be learned
+                    message = (
+                        f"{where}.answers: a training question needs at least one answer "
+                        "(or is_impossible: true for an unanswerable one, SQuAD 2.0)"
+                    )
+                    if errors == "raise":
+                        raise DataFormatError(path, None, message)
+                    report.skip("no_answer", f"{path}:{where}")
+                    continue
                 if impossible and answers:
                     message = f"{where}: is_impossible is true but the question has {len(answers)} answer(s)"
                     if errors == "raise":
@@ -124,14 +159,18 @@ def iter_squad(
                 )
 
 
-def load_squad(path: str | os.PathLike, errors: ErrorPolicy = "raise") -> LoadedExamples[QAExample]:
+def load_squad(
+    path: str | os.PathLike, errors: ErrorPolicy = "raise", require_answers: bool = False
+) -> LoadedExamples[QAExample]:
     """Load a SQuAD v1.1 or v2.0 JSON file into :class:`QAExample` records (one per question).
 
     ``report.lines_read`` counts questions read; ``report.skipped`` the answers and questions dropped
     with ``errors="skip"``. Test-style files whose questions carry no ``answers`` load with
-    ``answers=()``.
+    ``answers=()``, unless ``require_answers`` (training data): then a question without answers and
+    without ``is_impossible: true`` is an error (counted as ``no_answer`` with ``errors="skip"``).
+    Question ids must be unique in the file (``duplicate_id``).
     """
     report = LoadReport(os.fspath(path))
-    examples = list(iter_squad(path, errors=errors, report=report))
+    examples = list(iter_squad(path, errors=errors, report=report, require_answers=require_answers))
     check_not_empty(path, examples, report)
     return LoadedExamples(examples, report)

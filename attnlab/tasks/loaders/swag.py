@@ -9,7 +9,6 @@ Real CSV quoting applies (fields contain commas and quotes), so :mod:`csv` parse
 
 from __future__ import annotations
 
-import csv
 import os
 
 from attnlab.tasks.examples import (
@@ -21,7 +20,7 @@ from attnlab.tasks.examples import (
     check_error_policy,
     fail_or_skip,
 )
-from attnlab.tasks.loaders._lines import check_not_empty
+from attnlab.tasks.loaders._lines import check_not_empty, read_csv_rows
 
 SWAG_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
 NUM_ENDINGS = 4
@@ -40,57 +39,51 @@ def load_swag(
     path = os.fspath(path)
     report = LoadReport(path)
     examples: list[MultipleChoiceExample] = []
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise DataFormatError(
-                path, 1, f"empty file; expected a header with {list(SWAG_COLUMNS)}"
-            ) from None
-        report.lines_read += reader.line_num
-        report.structural["header"] += 1
-        columns = {name: i for i, name in enumerate(header)}
-        missing = [c for c in SWAG_COLUMNS if c not in columns]
-        if missing:
-            raise DataFormatError(path, 1, f"header lacks {missing}; expected columns {list(SWAG_COLUMNS)}")
-        has_label = "label" in columns and labelled is not False
-        if labelled and "label" not in columns:
-            raise DataFormatError(path, 1, f"expected a 'label' column; header is {header}")
-        previous_end = reader.line_num
-        for row in reader:
-            lineno = previous_end + 1  # a quoted field may span lines: report where the record starts
-            report.lines_read += reader.line_num - previous_end
-            previous_end = reader.line_num
-            if not row:
-                report.structural["blank"] += 1
-                continue
-            if len(row) != len(header):
+    rows = read_csv_rows(path)
+    try:
+        _, n_lines, header = next(rows)
+    except StopIteration:
+        raise DataFormatError(path, 1, f"empty file; expected a header with {list(SWAG_COLUMNS)}") from None
+    report.lines_read += n_lines
+    report.structural["header"] += 1
+    columns = {name: i for i, name in enumerate(header)}
+    missing = [c for c in SWAG_COLUMNS if c not in columns]
+    if missing:
+        raise DataFormatError(path, 1, f"header lacks {missing}; expected columns {list(SWAG_COLUMNS)}")
+    has_label = "label" in columns and labelled is not False
+    if labelled and "label" not in columns:
+        raise DataFormatError(path, 1, f"expected a 'label' column; header is {header}")
+    for lineno, n_lines, row in rows:  # lineno: where the record starts (a quoted field may span lines)
+        report.lines_read += n_lines
+        if not row:
+            report.structural["blank"] += 1
+            continue
+        if len(row) != len(header):
+            fail_or_skip(
+                report,
+                errors,
+                lineno,
+                "missing_columns",
+                f"expected {len(header)} columns ({', '.join(header)}), got {len(row)}",
+            )
+            continue
+        label = None
+        if has_label:
+            raw = row[columns["label"]].strip()
+            if raw not in {str(i) for i in range(NUM_ENDINGS)}:
                 fail_or_skip(
                     report,
                     errors,
                     lineno,
-                    "missing_columns",
-                    f"expected {len(header)} columns ({', '.join(header)}), got {len(row)}",
+                    "unknown_label",
+                    f"label {raw!r} must be one of 0..{NUM_ENDINGS - 1}",
                 )
                 continue
-            label = None
-            if has_label:
-                raw = row[columns["label"]].strip()
-                if raw not in {str(i) for i in range(NUM_ENDINGS)}:
-                    fail_or_skip(
-                        report,
-                        errors,
-                        lineno,
-                        "unknown_label",
-                        f"label {raw!r} must be one of 0..{NUM_ENDINGS - 1}",
-                    )
-                    continue
-                label = int(raw)
-            start = row[columns["sent2"]]
-            endings = tuple(f"{start} {row[columns[f'ending{i}']]}".strip() for i in range(NUM_ENDINGS))
-            guid = row[columns["fold-ind"]] if "fold-ind" in columns else f"{os.path.basename(path)}:{lineno}"
-            examples.append(MultipleChoiceExample(row[columns["sent1"]], endings, label, guid))
+            label = int(raw)
+        start = row[columns["sent2"]]
+        endings = tuple(f"{start} {row[columns[f'ending{i}']]}".strip() for i in range(NUM_ENDINGS))
+        guid = row[columns["fold-ind"]] if "fold-ind" in columns else f"{os.path.basename(path)}:{lineno}"
+        examples.append(MultipleChoiceExample(row[columns["sent1"]], endings, label, guid))
     report.examples = len(examples)
     check_not_empty(path, examples, report)
     return LoadedExamples(examples, report)
