@@ -168,15 +168,32 @@ def read_manifest(directory: str | os.PathLike) -> Manifest | None:
     return Manifest(entries, run_id, extra)
 
 
+def _parses(path: Path) -> bool:
+    """Whether ``path`` is a JSON file that still parses (edited by hand rather than cut short)."""
+    if path.suffix != ".json":
+        return False
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return False
+    return True
+
+
 def _check(directory: Path, name: str, entry: FileEntry) -> None:
     path = directory / name
     if not path.is_file():
         raise IntegrityError(f"{path}: missing, but {directory / MANIFEST_NAME} lists it")
     size = path.stat().st_size
+    update = f"if the change was on purpose, `attnlab verify --update {directory}` records it"
+    if size != entry.size and _parses(path):  # an edited file, not a cut one
+        raise IntegrityError(
+            f"{path}: changed since it was written ({size} bytes, the manifest says {entry.size}); {update}"
+        )
     if size != entry.size:
         what = "truncated" if size < entry.size else "longer than written"
         raise IntegrityError(
-            f"{path}: {what}: {size} bytes, the manifest says {entry.size}; the file is damaged"
+            f"{path}: {what}: {size} bytes, the manifest says {entry.size}; the file is damaged "
+            "(restore it from a copy)"
         )
     key = _stat_key(path)
     if _VERIFIED.get(key) == entry.sha256:
@@ -185,7 +202,7 @@ def _check(directory: Path, name: str, entry: FileEntry) -> None:
     if digest != entry.sha256:
         raise IntegrityError(
             f"{path}: SHA-256 {digest[:16]}... differs from the manifest's {entry.sha256[:16]}...; the file "
-            "is damaged (or was changed after it was written)"
+            f"is damaged or was changed after it was written; {update}"
         )
     _VERIFIED[key] = digest
 

@@ -133,6 +133,39 @@ def test_perplexity_cli(hf_dir, tmp_path, capsys) -> None:
     assert code == 2 and "stride must be in [1, window length 32]" in err
 
 
+def test_default_stride_follows_the_window_of_a_small_model(hf_dir) -> None:
+    """No stride given: half the window (the model's context of 32 here), never a fixed 512."""
+    from attnlab.generation.perplexity import window_and_stride
+
+    ours = load_causal_lm(hf_dir)
+    ids = torch.tensor(char_tokenizer().encode(TEXT[:150], add_special_tokens=False).ids)
+    assert window_and_stride(32) == (32, 16) and window_and_stride(32, 8) == (8, 4)
+    expected = sliding_window_perplexity(ours, ids, 32, 16)
+    assert sliding_window_perplexity(ours, ids) == expected and expected.windows > 1
+
+
+def test_window_and_stride_errors_name_the_options() -> None:
+    from attnlab.generation.perplexity import window_and_stride
+
+    with pytest.raises(ValueError, match=r"--max-length 40: window length must be in \[2, 32\]"):
+        window_and_stride(32, 40)
+    with pytest.raises(ValueError, match=r"--stride 20: stride must be in \[1, window length 16\]"):
+        window_and_stride(32, 16, 20)
+
+
+def test_perplexity_cli_defaults_fit_a_small_model_and_a_folder_is_named(hf_dir, tmp_path, capsys) -> None:
+    text_file = tmp_path / "t.txt"
+    text_file.write_text(TEXT[:150], encoding="utf-8")
+    code, out, err = run_cli(["perplexity", str(hf_dir), "--file", str(text_file), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["stride"] == 16  # half the model's context of 32
+    code, _, err = run_cli(["perplexity", str(hf_dir), "--file", str(tmp_path)], capsys)
+    assert code == 2 and f"--file {tmp_path}: is a directory" in err
+    argv = ["perplexity", str(hf_dir), "--file", str(text_file), "--max-length", "40"]
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2 and "--max-length 40: window length must be in [2, 32]" in err
+
+
 # --------------------------------------------------------------------------- generate
 
 
@@ -189,6 +222,7 @@ def test_generate_sampling_seed_and_stop_string(hf_dir, capsys) -> None:
         (["--prompt", ""], "prompt 2 is empty"),
         (["--prompt", "x" * 40], "the prompt has 40 tokens but the model's context is 32 positions"),
         (["--prompt", "x" * 32], "the prompt has 32 tokens but the model's context is 32 positions"),
+        (["--stop", ""], "--stop: expected a non-empty string, got ''"),
     ],
 )
 def test_generate_bad_input_is_a_message(hf_dir, capsys, extra: list[str], message: str) -> None:
@@ -263,6 +297,16 @@ def test_generate_reads_one_prompt_from_stdin(hf_dir, capsys, monkeypatch) -> No
     assert out == run_cli(["generate", str(hf_dir), "--prompt", "First", "--max-new-tokens", "6"], capsys)[1]
     code, _, err = run_cli(["generate", str(hf_dir)], capsys, stdin="", monkeypatch=monkeypatch)
     assert code == 2 and "prompt 1 is empty" in err
+
+
+def test_generate_prompt_on_stdin_that_is_not_utf8_is_named(hf_dir, capsys, monkeypatch) -> None:
+    """A Latin-1 prompt is an error naming standard input, the line and the byte, not a prompt with U+FFFD
+    (the real stdin: Python decodes it with surrogateescape under a C.UTF-8 locale, so read its bytes)."""
+    stdin = io.TextIOWrapper(io.BytesIO("First\ncaf\u00e9\n".encode("latin-1")), errors="surrogateescape")
+    monkeypatch.setattr("sys.stdin", stdin)
+    code, out, err = run_cli(["generate", str(hf_dir), "--max-new-tokens", "2"], capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "standard input: not valid UTF-8 at line 2 (byte 9: invalid continuation byte)" in err
 
 
 def test_gpt_dirs_load_generically_and_encoder_commands_name_generate(tmp_path, hf_dir, capsys) -> None:

@@ -319,3 +319,30 @@ def test_cli_verify_names_the_damaged_checkpoint_and_update_reseals(trained, tmp
     assert main(["verify", str(run)]) == 0
     assert main(["verify", str(tmp_path / "nothing-here")]) == 2  # a user error, one line
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_an_edited_json_file_is_named_changed_with_the_way_to_record_it(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"dropout": 0.1}\n')
+    write_manifest(tmp_path)
+    (tmp_path / "config.json").write_text('{\n    "dropout": 0.25\n}\n')  # re-saved by an editor
+    with pytest.raises(IntegrityError, match=r"config\.json: changed since it was written .*verify --update"):
+        verify_directory(tmp_path)
+    (tmp_path / "config.json").write_text('{"dropout": 0.2}\n')  # the same size: only the digest differs
+    with pytest.raises(IntegrityError, match=r"config\.json: SHA-256 .*verify --update"):
+        verify_directory(tmp_path)
+    (tmp_path / "config.json").write_text('{"drop')  # cut short: damaged, not edited
+    with pytest.raises(IntegrityError, match=r"config\.json: truncated: .*damaged"):
+        verify_directory(tmp_path)
+
+
+def test_cli_verify_a_manifest_not_an_object_and_a_directory_without_one(tmp_path: Path, capsys) -> None:
+    (tmp_path / "list").mkdir()
+    (tmp_path / "list" / MANIFEST_NAME).write_text("[]")
+    assert main(["verify", str(tmp_path / "list")]) == 1
+    out, err = capsys.readouterr()
+    assert "manifest.json: not an attnlab manifest" in out and "1 directory checked, 1 damaged" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["verify", str(tmp_path / "empty")]) == 1
+    err = capsys.readouterr().err
+    assert "no attnlab manifest.json at or under it" in err
+    assert "0 directories checked, 0 damaged, 1 path without a manifest" in err

@@ -213,6 +213,39 @@ def test_bad_directories_are_clear_errors(exported, tmp_path, capsys):
         runner(input_ids=torch.full((1, 4), len(VOCAB)))
 
 
+@pytest.mark.parametrize("opset", [5, 17, 23, 999])
+def test_export_opset_outside_what_the_exporter_writes_is_one_error_and_writes_nothing(
+    exported, tmp_path, capsys, opset
+):
+    _, src, _ = exported["cls"]
+    out = tmp_path / "o"
+    assert main(["export", str(src), "--onnx", str(out), "--opset", str(opset)]) == 2
+    err = capsys.readouterr().err
+    assert f"--opset {opset}: expected 18 to 22" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_export_records_the_opset_model_onnx_declares(exported):
+    import onnx
+
+    from attnlab.inference.onnx_export import file_opset
+
+    _, _, onnx_dir = exported["cls"]
+    recorded = json.loads((onnx_dir / "onnx.json").read_text())["opset"]
+    assert recorded == file_opset(onnx.load(str(onnx_dir / "model.onnx"))) == 18
+
+
+def test_failed_export_leaves_no_output_directory(exported, tmp_path, capsys, monkeypatch):
+    from attnlab.cli import export
+
+    _, src, _ = exported["cls"]
+    monkeypatch.setattr(export, "_parity", lambda *a: 1.0)  # ONNX Runtime disagreeing with PyTorch
+    out = tmp_path / "o"
+    assert main(["export", str(src), "--onnx", str(out)]) == 2
+    assert "the export is not usable" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_bert_base_width_exports_with_dynamic_axes(tmp_path):
     """attnlab's Linear under torch.export: its oneDNN size test must not run on symbolic sizes; at BERT-base
     width it put a guard on the batch size (the pooler's (B, 768) product) and the export failed ("Expected op

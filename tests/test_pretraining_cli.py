@@ -79,6 +79,11 @@ def test_fill_mask_errors(tmp_path, tokenizer, capsys):
     assert "discriminator" in capsys.readouterr().err
     with pytest.raises(ValueError, match="top_k"):
         fill_mask(_model(tokenizer.get_vocab_size()), tokenizer, "a [MASK]", top_k=0)
+    # --debug shows the traceback (fill-mask and pretrain used to print their one line regardless)
+    with pytest.raises(ValueError, match=r"no \[MASK\]"):
+        main(["fill-mask", str(d), "no mask here", "--debug"])
+    with pytest.raises(ValueError, match="--set"):
+        main(["pretrain", "--set", "nosuch.section=1", "--output", str(tmp_path / "p"), "--debug"])
 
 
 def test_overrides_from_yaml_and_set(tmp_path):

@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", metavar="MODEL", help="model directory (config.json, weights, tokenizer files)")
     p.add_argument("--onnx", metavar="DIR", required=True, help="output directory (created if needed)")
-    p.add_argument("--opset", type=positive_int, default=18, help="ONNX opset version")
+    p.add_argument("--opset", type=positive_int, default=18, help="ONNX opset version, 18 to 22")
     p.add_argument("--int8", action="store_true", help="also write model.int8.onnx (dynamic int8)")
     p.set_defaults(func=run_export)
 
@@ -63,9 +63,10 @@ def _parity(model, directory, tokenizer) -> float:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    import shutil
     from pathlib import Path
 
-    from attnlab.inference.onnx_export import export_onnx
+    from attnlab.inference.onnx_export import check_opset, export_onnx
     from attnlab.tasks.transfer import load_model
     from attnlab.tokenizers import load_tokenizer
 
@@ -76,6 +77,7 @@ def run_export(args: argparse.Namespace) -> int:
         import onnxruntime  # noqa: F401
     except ImportError as e:
         raise ValueError(f"ONNX export needs onnx and onnxruntime: pip install 'attnlab[onnx]' ({e})") from e
+    check_opset(args.opset)
     src = check_model_dir(args.model, "MODEL")
     out = Path(args.onnx)
     if out.exists() and not out.is_dir():
@@ -88,13 +90,19 @@ def run_export(args: argparse.Namespace) -> int:
     if not isinstance(model, Encoder) and not isinstance(getattr(model, "encoder", None), Encoder):
         raise ValueError(f"{src}: {type(model).__name__} is not an encoder model; ONNX export takes encoders")
     tokenizer = load_tokenizer(src)
-    export_onnx(model, out, tokenizer=tokenizer, opset=args.opset, int8=args.int8, source=str(src))
-    diff = _parity(model, out, tokenizer)
-    if diff > PARITY_ATOL:
-        raise ValueError(
-            f"{out}: ONNX Runtime's outputs differ from PyTorch's by {diff:.2e} (> {PARITY_ATOL}); "
-            "the export is not usable"
-        )
+    created = not out.exists()
+    try:
+        export_onnx(model, out, tokenizer=tokenizer, opset=args.opset, int8=args.int8, source=str(src))
+        diff = _parity(model, out, tokenizer)
+        if diff > PARITY_ATOL:
+            raise ValueError(
+                f"{out}: ONNX Runtime's outputs differ from PyTorch's by {diff:.2e} (> {PARITY_ATOL}); "
+                "the export is not usable"
+            )
+    except BaseException:
+        if created and out.is_dir():  # no half-written export left behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     files = "model.onnx" + (", model.int8.onnx" if args.int8 else "")
     print(f"{src} -> {out} ({files}; ONNX Runtime vs PyTorch max abs difference {diff:.1e})", file=sys.stderr)
     return 0

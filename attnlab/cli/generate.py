@@ -96,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ppl.add_argument("model", metavar="MODEL")
     ppl.add_argument("--file", required=True, help="UTF-8 text file (read whole, joined as written)")
     ppl.add_argument("--max-length", type=positive_int, help="window length (default: the model's context)")
-    ppl.add_argument("--stride", type=positive_int, default=512, help="GPT: window step (default 512)")
+    ppl.add_argument("--stride", type=positive_int, help="GPT: window step (default: half the window)")
     ppl.add_argument(
         "--mem-len", type=non_negative_int,
         help="Transformer-XL: memory in tokens (default: the training memory; the paper evaluates with a "
@@ -152,7 +152,9 @@ def _prompts(args: argparse.Namespace) -> list[str]:
     if args.prompt:
         prompts = list(args.prompt)
     else:
-        data = sys.stdin.read()
+        from .inputs import read_stdin
+
+        data = read_stdin()  # bytes that are not UTF-8: an error naming the line, never U+FFFD in a prompt
         prompts = [line for line in data.splitlines() if line.strip()] if args.lines else [data.rstrip("\n")]
     for i, p in enumerate(prompts):
         if not p:
@@ -167,6 +169,8 @@ def run_generate(args: argparse.Namespace) -> int:
     from attnlab.generation.text_stream import TextStream, cut_at_stop
 
     try:
+        if "" in args.stop:  # every text contains "": generation would stop before its first token
+            raise ValueError("--stop: expected a non-empty string, got ''")
         prompts = _prompts(args)
         cfg = GenerationConfig(
             max_new_tokens=args.max_new_tokens, do_sample=args.sample, num_beams=args.beams,
@@ -228,11 +232,17 @@ def run_generate(args: argparse.Namespace) -> int:
 
 
 def run_perplexity(args: argparse.Namespace) -> int:
-    from attnlab.generation.perplexity import sliding_window_perplexity, state_reuse_perplexity
+    from attnlab.generation.perplexity import (
+        sliding_window_perplexity,
+        state_reuse_perplexity,
+        window_and_stride,
+    )
     from attnlab.io.transfo_xl import is_transfo_xl_directory
 
     try:
         path = Path(args.file)
+        if path.is_dir():
+            raise IsADirectoryError(f"--file {path}: is a directory, expected a text file")
         if not path.is_file():
             raise FileNotFoundError(f"--file {path}: no such file")
         try:
@@ -254,8 +264,9 @@ def run_perplexity(args: argparse.Namespace) -> int:
             how = {"segment_length": args.max_length or model.config.segment_length}
             how["mem_len"] = model.config.mem_len if args.mem_len is None else args.mem_len
         else:
-            result = sliding_window_perplexity(model, ids, args.max_length, args.stride)
-            how = {"stride": args.stride}
+            window, stride = window_and_stride(model.config.max_positions, args.max_length, args.stride)
+            result = sliding_window_perplexity(model, ids, window, stride)
+            how = {"stride": stride}
     except USER_ERRORS as e:
         return _fail("perplexity", e)
     if args.json:
@@ -264,7 +275,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
         unit = (
             f"{result.windows} segments of {how['segment_length']}, memory {how['mem_len']}"
             if xl
-            else f"{result.windows} windows, stride {args.stride}"
+            else f"{result.windows} windows, stride {how['stride']}"
         )
         print(
             f"perplexity {result.perplexity:.4f} (mean NLL {result.nll:.4f} nats/token over "

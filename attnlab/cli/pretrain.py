@@ -160,11 +160,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     f.set_defaults(func=run_fill_mask)
 
 
-def _fail(command: str, message: str) -> int:
-    print(f"attnlab {command}: error: {message}", file=sys.stderr)
-    return 2
-
-
 _NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
@@ -226,13 +221,7 @@ def collect_overrides(config_file: str | None, sets: list[str]) -> dict[str, dic
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
-    try:
-        return _run_pretrain(args)
-    except (ValueError, TypeError, FileNotFoundError, NotADirectoryError) as e:
-        return _fail("pretrain", str(e))
-
-
-def _run_pretrain(args: argparse.Namespace) -> int:
+    """Errors reach `attnlab.cli.main`: one line for a user's, ``--debug`` for the traceback."""
     import os
 
     if args.recipe == "elmo":  # ELMo's biLM: character inputs, a word softmax, its own data path
@@ -313,6 +302,11 @@ def _run_pretrain(args: argparse.Namespace) -> int:
             if not Path(path).exists():
                 raise FileNotFoundError(f"{path}: no such corpus file or directory")
     check_overrides(recipe, preset, overrides)
+    given_tokenizer = None
+    if args.tokenizer:
+        if not Path(args.tokenizer).is_dir():
+            raise NotADirectoryError(f"{args.tokenizer}: --tokenizer expects a tokenizer directory")
+        given_tokenizer = load_tokenizer(args.tokenizer)
 
     # one rule for run directories (attnlab.train.run_dir): another run's outputs are refused unless --resume
     # or --overwrite; --overwrite removes them all, the old tokenizer too (the shard cache in data/ is keyed
@@ -338,10 +332,8 @@ def _run_pretrain(args: argparse.Namespace) -> int:
     source = causal_documents(paths, fmt) if causal else corpus_documents(paths, fmt)
 
     def prepare():
-        if args.tokenizer:
-            if not Path(args.tokenizer).is_dir():
-                raise NotADirectoryError(f"{args.tokenizer}: --tokenizer expects a tokenizer directory")
-            tokenizer = load_tokenizer(args.tokenizer)
+        if given_tokenizer is not None:
+            tokenizer = given_tokenizer
         else:
             tokenizer = train_or_load_tokenizer(
                 recipe, source, out / "tokenizer", vocab_size=vocab_size, min_frequency=min_frequency, log=log
@@ -568,11 +560,8 @@ def print_demo(mlm: Any, tokenizer: Any) -> None:
 def run_fill_mask(args: argparse.Namespace) -> int:
     from attnlab.pretraining.fill_mask import fill_mask, format_predictions, load_masked_lm
 
-    try:
-        model, tokenizer = load_masked_lm(args.model_dir)
-        predictions = fill_mask(model, tokenizer, args.text, top_k=args.top_k)
-    except (ValueError, TypeError, FileNotFoundError, OSError) as e:
-        return _fail("fill-mask", str(e))
+    model, tokenizer = load_masked_lm(args.model_dir)
+    predictions = fill_mask(model, tokenizer, args.text, top_k=args.top_k)
     if args.json:
         print(
             json.dumps(

@@ -15,7 +15,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .args import fraction, non_negative_float, non_negative_int, positive_float, positive_int, probability
+from .args import (
+    device,
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+)
 
 # Multi30k file names under --data-dir: {split}.{lang}
 SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
@@ -117,7 +125,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     again.add_argument(
         "--overwrite", action="store_true", help="remove an earlier run's outputs in OUTPUT_DIR, start afresh"
     )
-    run.add_argument("--device", default="auto", help="cpu, cuda, ... (default auto: cuda if available)")
+    run.add_argument(
+        "--device", type=device, default="auto", help="cpu, cuda, ... (default auto: cuda if available)"
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.add_argument(
         "--threads",
@@ -140,7 +150,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-length-offset", type=positive_int, default=50, help="output length <= input length + this"
     )
     tr.add_argument("--batch-size", type=positive_int, default=64, help="sentences per batch")
-    tr.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    tr.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:1, ...")
     tr.add_argument("--threads", type=positive_int, help="torch intra-op threads (default: torch's)")
     tr.set_defaults(func=run_translate)
 
@@ -221,8 +231,13 @@ def _check_before_writing(args: argparse.Namespace, paths: dict[str, Path | None
     input (unequal lengths, not UTF-8, no pairs) or a bad override is reported before anything is written
     into --output-dir."""
     from attnlab.translation.config import preset
-    from attnlab.translation.data import read_parallel
+    from attnlab.translation.data import MIN_VOCAB_SIZE, read_parallel
 
+    if args.vocab_size < MIN_VOCAB_SIZE:
+        raise ValueError(
+            f"--vocab-size {args.vocab_size}: expected at least {MIN_VOCAB_SIZE} (the {MIN_VOCAB_SIZE - 1} "
+            "special and byte tokens and one learned symbol)"
+        )
     read_parallel(paths["src_train"], paths["tgt_train"])
     if paths["src_valid"] is not None and paths["tgt_valid"] is not None:
         read_parallel(paths["src_valid"], paths["tgt_valid"])

@@ -35,9 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def sealed_directories(path: Path) -> list[Path]:
-    """``path`` and the directories under it that hold an attnlab manifest, in path order (a file of the
-    same name in another format, e.g. the prepared-shards cache of `attnlab pretrain`, is not one; an
-    unreadable one is, to be reported)."""
+    """``path`` and the directories under it that hold an attnlab manifest, in path order (a JSON object of
+    the same name without attnlab's format, e.g. the prepared-shards cache of `attnlab pretrain`, is not
+    one; an unreadable one or one that is not an object is, to be reported)."""
     from attnlab.manifest import MANIFEST_FORMAT, MANIFEST_NAME
 
     if not path.is_dir():
@@ -50,7 +50,7 @@ def sealed_directories(path: Path) -> list[Path]:
             raw = json.loads(manifest.read_text(encoding="utf-8"))
         except (ValueError, OSError):
             raw = {"format": MANIFEST_FORMAT}
-        if isinstance(raw, dict) and raw.get("format") == MANIFEST_FORMAT:
+        if not isinstance(raw, dict) or raw.get("format") == MANIFEST_FORMAT:
             found.append(manifest.parent)
     return sorted(found)
 
@@ -78,7 +78,7 @@ def _check(directory: Path) -> str:
 def run_verify(args: argparse.Namespace) -> int:
     from attnlab.manifest import IntegrityError, write_manifest
 
-    damaged = checked = 0
+    damaged = checked = unsealed = 0
     for root in map(Path, args.paths):
         directories = sealed_directories(root)
         if not directories and args.update:  # e.g. a checkpoint of an older attnlab: seal what is there
@@ -86,8 +86,12 @@ def run_verify(args: argparse.Namespace) -> int:
             checked += 1
             continue
         if not directories:
-            print(f"{root}: no manifest.json at or under it: nothing to verify", file=sys.stderr)
-            damaged += 1
+            print(
+                f"{root}: no attnlab manifest.json at or under it: nothing to verify (`attnlab verify "
+                f"--update {root}` seals the files there, if you trust them)",
+                file=sys.stderr,
+            )
+            unsealed += 1
         for directory in directories:
             checked += 1
             try:
@@ -95,5 +99,7 @@ def run_verify(args: argparse.Namespace) -> int:
             except IntegrityError as e:
                 damaged += 1
                 print(f"DAMAGED {directory}: {e}")
-    print(f"{checked} director{'y' if checked == 1 else 'ies'} checked, {damaged} damaged", file=sys.stderr)
-    return 1 if damaged else 0
+    summary = f"{checked} director{'y' if checked == 1 else 'ies'} checked, {damaged} damaged"
+    summary += f", {unsealed} path{'' if unsealed == 1 else 's'} without a manifest" if unsealed else ""
+    print(summary, file=sys.stderr)
+    return 1 if damaged or unsealed else 0

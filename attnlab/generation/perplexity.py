@@ -34,18 +34,31 @@ class Perplexity:
     windows: int
 
 
-@torch.no_grad()
-def sliding_window_perplexity(
-    model: nn.Module, ids: Tensor | list[int], max_length: int | None = None, stride: int = 512
-) -> Perplexity:
-    """Perplexity of ``ids`` (N,) under ``model`` (called ``model(ids (1, T)).logits``)."""
-    ids = torch.as_tensor(ids, dtype=torch.long).flatten()
-    context = model.config.max_positions
+def window_and_stride(
+    context: int, max_length: int | None = None, stride: int | None = None
+) -> tuple[int, int]:
+    """The window L (default: the model's ``context``) and stride S (default: half the window, as HF's
+    guide has GPT-2's 1024 and 512) that `sliding_window_perplexity` uses; a `ValueError` naming the option
+    when either is out of range."""
     max_length = context if max_length is None else max_length
     if not 1 < max_length <= context:
-        raise ValueError(f"window length must be in [2, {context}] (the model's context), got {max_length}")
+        raise ValueError(
+            f"--max-length {max_length}: window length must be in [2, {context}] (the model's context)"
+        )
+    stride = max(1, max_length // 2) if stride is None else stride
     if not 0 < stride <= max_length:
-        raise ValueError(f"stride must be in [1, window length {max_length}], got {stride}")
+        raise ValueError(f"--stride {stride}: stride must be in [1, window length {max_length}]")
+    return max_length, stride
+
+
+@torch.no_grad()
+def sliding_window_perplexity(
+    model: nn.Module, ids: Tensor | list[int], max_length: int | None = None, stride: int | None = None
+) -> Perplexity:
+    """Perplexity of ``ids`` (N,) under ``model`` (called ``model(ids (1, T)).logits``); windows and stride
+    as `window_and_stride` resolves them."""
+    ids = torch.as_tensor(ids, dtype=torch.long).flatten()
+    max_length, stride = window_and_stride(model.config.max_positions, max_length, stride)
     if ids.numel() < 2:
         raise ValueError(f"the text has {ids.numel()} token(s); perplexity needs at least 2")
     device = next(model.parameters()).device

@@ -33,6 +33,10 @@ ONNX_NAME = "model.onnx"
 ONNX_INT8_NAME = "model.int8.onnx"
 ONNX_META = "onnx.json"
 DEFAULT_OPSET = 18
+# The opsets an export works in: torch's exporter writes opset 18 and converts to others; below 18 the
+# conversion fails (LayerNormalization has no earlier version), from 23 on it writes ONNX's Attention op,
+# which ONNX Runtime rejects with a padding mask.
+MIN_OPSET, MAX_OPSET = 18, 22
 SKIPPED_FIELDS = ("loss", "hidden_states", "attentions")
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -82,6 +86,20 @@ def _example(config: Any, with_types: bool) -> tuple[Tensor, ...]:
     return ids, mask, types
 
 
+def check_opset(opset: int) -> None:
+    """A `ValueError` unless ``opset`` is one `export_onnx` writes (`MIN_OPSET` to `MAX_OPSET`)."""
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ValueError(
+            f"--opset {opset}: expected {MIN_OPSET} to {MAX_OPSET} (the opsets attnlab's ONNX export writes "
+            "and ONNX Runtime runs)"
+        )
+
+
+def file_opset(proto: Any) -> int:
+    """The default-domain opset ``proto`` (an ``onnx.ModelProto``) declares."""
+    return next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx"))
+
+
 def export_onnx(
     model: nn.Module,
     directory: str | os.PathLike,
@@ -92,7 +110,8 @@ def export_onnx(
 ) -> Path:
     """Write ``model`` (any attnlab encoder architecture but multiple choice) as an ONNX directory.
 
-    Returns the directory. See the module doc for its files.
+    Returns the directory. See the module doc for its files. ``directory`` is created only once the graph
+    is exported and checked.
     """
     import onnx
 
@@ -102,6 +121,7 @@ def export_onnx(
     from attnlab.manifest import write_manifest
     from attnlab.models import Encoder
 
+    check_opset(opset)
     architecture, options = architecture_of(model)
     if architecture == "EncoderForMultipleChoice":
         raise ValueError("ONNX export: multiple-choice models (B, K, T inputs) are not supported")
@@ -118,8 +138,6 @@ def export_onnx(
     batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence", max=config.max_sequence_length)
     dynamic = {name: {0: batch, 1: seq} for name in input_names}
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     wrapper = _Exportable(model, fields, add_hidden, with_types).eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's deprecation and axis-renaming chatter
@@ -129,6 +147,8 @@ def export_onnx(
         )  # fmt: skip
     proto = program.model_proto
     onnx.checker.check_model(proto)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
     with atomic_path(directory / ONNX_NAME) as tmp:
         onnx.save_model(proto, str(tmp))
     files = [ONNX_NAME]
@@ -153,7 +173,7 @@ def export_onnx(
         {
             "inputs": input_names,
             "outputs": output_names,
-            "opset": opset,
+            "opset": file_opset(proto),  # what model.onnx declares
             "files": {"float32": ONNX_NAME, **({"int8": ONNX_INT8_NAME} if int8 else {})},
             "source": source,
             "torch": torch.__version__,
@@ -183,4 +203,13 @@ def quantize_onnx(src: str | os.PathLike, dst: str | os.PathLike, per_channel: b
     return dst
 
 
-__all__ = ["ONNX_INT8_NAME", "ONNX_META", "ONNX_NAME", "export_onnx", "quantize_onnx"]
+__all__ = [
+    "MAX_OPSET",
+    "MIN_OPSET",
+    "ONNX_INT8_NAME",
+    "ONNX_META",
+    "ONNX_NAME",
+    "check_opset",
+    "export_onnx",
+    "quantize_onnx",
+]

@@ -354,10 +354,11 @@ def explain_shape(key: str, expected: tuple[int, ...], found: tuple[int, ...], c
             if e == f:
                 continue
             field = fields[dim] if dim < len(fields) else None
-            if field is None:
+            if field is None or _field_value(config, field) is None:  # not a field of this config
                 # fall back to the fields whose value is the expected size
                 names = ["vocab_size", "hidden_size", "intermediate_size", "max_position_embeddings"]
-                names += ["type_vocab_size"] + (["embedding_size"] if config.embedding_size else [])
+                names += ["type_vocab_size", "embedding_size"]
+                names += ["d_model", "d_ff", "max_positions"]  # a translation model's (Seq2SeqConfig)
                 candidates = [n for n in names if _field_value(config, n) == e]
                 field = " or ".join(candidates) if candidates else None
             label = "embedding_size (or hidden_size when embedding_size is None)" if field == "E" else field
@@ -385,6 +386,9 @@ def _short_list(keys: Iterable[str], limit: int = 12) -> str:
     keys = sorted(keys)
     shown = ", ".join(keys[:limit])
     return shown + (f", ... ({len(keys) - limit} more)" if len(keys) > limit else "")
+
+
+SHAPES_SHOWN = 8  # shape mismatches spelled out in a load error; the rest are counted
 
 
 def load_state_checked(
@@ -423,9 +427,11 @@ def load_state_checked(
             f"unexpected keys that {architecture} does not have: {_short_list(unexpected)}"
             f"{_layer_hint(unexpected, config)}"
         )
-    for key in sorted(set(expected) & set(tensors)):
-        if tuple(expected[key].shape) != tuple(tensors[key].shape):
-            problems.append(explain_shape(key, tuple(expected[key].shape), tuple(tensors[key].shape), config))
+    differ = [k for k in sorted(set(expected) & set(tensors)) if expected[k].shape != tensors[k].shape]
+    for key in differ[:SHAPES_SHOWN]:
+        problems.append(explain_shape(key, tuple(expected[key].shape), tuple(tensors[key].shape), config))
+    if len(differ) > SHAPES_SHOWN:
+        problems.append(f"... and {len(differ) - SHAPES_SHOWN} more keys of other shapes")
     if problems:
         raise CheckpointError(f"{source}: the weights do not fit {architecture}:\n  " + "\n  ".join(problems))
     for key, value in tensors.items():

@@ -159,6 +159,19 @@ def sample_continuations(
     return out
 
 
+def _utf8_text(path: Any) -> str:
+    """The file's text; bytes that are not UTF-8 are an error naming the file, line and byte (a replacement
+    character would be learnt as a symbol, silently)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(
+            f"{path}:{line}: not valid UTF-8 (byte {e.start}: {e.reason}); convert the file to UTF-8"
+        ) from None
+
+
 def causal_documents(paths: list[Any], fmt: str, piece_chars: int = 16_384) -> Any:
     """A document source for a causal LM: documents whose "sentences" are lines ending in ``\\n``, so the
     shards' concatenated tokens are the text as written. Format ``text``: each file read as it is (line
@@ -173,7 +186,7 @@ def causal_documents(paths: list[Any], fmt: str, piece_chars: int = 16_384) -> A
 
     def raw_files() -> Any:
         for path in list_files(names):
-            text = path.read_bytes().decode("utf-8", errors="replace").replace("\r\n", "\n")
+            text = _utf8_text(path).replace("\r\n", "\n")
             piece: list[str] = []
             size = 0
             for line in text.splitlines(keepends=True):

@@ -710,15 +710,11 @@ def pretrain(
     out.mkdir(parents=True, exist_ok=True)
     ctx = current_context()
     old_checkpoints = sorted((out / "train").glob("**/checkpoints/step-*"))
-    if old_checkpoints and not resume:
-        if not overwrite:
-            raise ValueError(
-                f"{out / 'train'} holds checkpoints of an earlier run ({old_checkpoints[-1].name}); "
-                "resume it (--resume) or start again (--overwrite, or another --output)"
-            )
-        if ctx.is_main:
-            shutil.rmtree(out / "train")
-        barrier(ctx)
+    if old_checkpoints and not resume and not overwrite:
+        raise ValueError(
+            f"{out / 'train'} holds checkpoints of an earlier run ({old_checkpoints[-1].name}); "
+            "resume it (--resume) or start again (--overwrite, or another --output)"
+        )
     t_start = time.monotonic()
     deadline = t_start + 60.0 * minutes if minutes is not None else None
     trainer_overrides = dict(trainer_overrides or {})
@@ -800,6 +796,10 @@ def pretrain(
             f"{where}; give more time (--minutes) or steps (--max-steps), or a shorter warm-up "
             "(--set warmup=0.05 for 5% of the steps)"
         )
+    if old_checkpoints and not resume:  # --overwrite, once the model and the schedule are known to be good
+        if ctx.is_main:
+            shutil.rmtree(out / "train")
+        barrier(ctx)
     plan = {"max_steps": recipe.max_steps, "warmup_steps": int(warmup)}
     base = dataclasses.replace(base, max_steps=recipe.max_steps, warmup=plan["warmup_steps"])
     if not ctx.is_main:

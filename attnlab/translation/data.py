@@ -33,6 +33,7 @@ from attnlab.tokenizers.trainers import BpeTrainer
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIAL_TOKENS = (PAD, UNK, BOS, EOS)  # ids 0, 1, 2, 3
 BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))  # byte fallback pieces, ids 4 .. 259
+MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + 1  # room for one learned symbol
 
 
 @dataclass
@@ -114,7 +115,7 @@ def train_joint_bpe(texts: Iterable[str], vocab_size: int, show_progress: bool =
     Ids: ``<pad>`` 0, ``<unk>`` 1, ``<s>`` 2, ``</s>`` 3, then the 256 byte pieces, then the learned
     symbols. ``vocab_size`` counts all of them.
     """
-    if vocab_size < len(SPECIAL_TOKENS) + len(BYTE_TOKENS) + 1:
+    if vocab_size < MIN_VOCAB_SIZE:
         raise ValueError(
             f"vocab_size={vocab_size} leaves no room for learned symbols after the "
             f"{len(SPECIAL_TOKENS) + len(BYTE_TOKENS)} special and byte tokens"

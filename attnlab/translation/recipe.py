@@ -218,11 +218,13 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
 
     config = Seq2SeqConfig.load(directory / CONFIG_FILE)
     model = build_model(config)
-    from attnlab.io.checkpoint import check_finite
+    from attnlab.io.checkpoint import check_finite, load_state_checked
 
     tensors = read_model_file(directory / MODEL_FILE)
     check_finite(tensors, f"{directory} ({MODEL_FILE})")
-    model.load_state_dict(attnlab_state(tensors, directory / CONFIG_FILE, config), strict=True)
+    state = attnlab_state(tensors, directory / CONFIG_FILE, config)
+    source = f"{directory / MODEL_FILE} (with {CONFIG_FILE})"
+    load_state_checked(model, state, source=source, architecture="Seq2Seq", config=config)
     tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
     if tokenizer.vocab_size != config.vocab_size:
         raise ValueError(
@@ -284,14 +286,21 @@ def train_translation(
     t_start = time.monotonic()
 
     output_dir = Path(output_dir)
+    train = read_parallel(src_train, tgt_train)
+    log(train.report())
+    learned = None
+    if not (resume and (output_dir / TOKENIZER_FILE).is_file()):
+        # the BPE is learned and applied before the output directory is claimed: a bad vocab_size, or
+        # data none of whose pairs fit max_length, fails before --overwrite removes an earlier run
+        learned = train_joint_bpe([*train.source, *train.target], vocab_size)
+        encoded = encode_pairs(learned, train, max_length)
     run_dir = prepare_run_directory(
         output_dir, "translate-train", RUN_OUTPUTS, resume=resume, overwrite=overwrite, log=log
     )
-    train = read_parallel(src_train, tgt_train)
-    log(train.report())
-    tokenizer = _run_tokenizer(output_dir, run_dir.resuming, [*train.source, *train.target], vocab_size, log)
+    tokenizer = _run_tokenizer(output_dir, learned, log)
+    if learned is None:
+        encoded = encode_pairs(tokenizer, train, max_length)
     ids = special_ids(tokenizer)
-    encoded = encode_pairs(tokenizer, train, max_length)
     log(f"{len(encoded)} training pairs, {encoded.too_long} filtered for more than {max_length} tokens")
     overrides = dict(config_overrides or {})
     overrides.update(
@@ -370,20 +379,18 @@ RUN_OUTPUTS = (CHECKPOINT_DIR, "model", TOKENIZER_FILE, MANIFEST_NAME, "data_rep
 RUN_OUTPUTS += (LOG_FILE, PLOT_FILE, "tensorboard")  # the Trainer's logs
 
 
-def _run_tokenizer(
-    output_dir: Path, resuming: bool, texts: list[str], vocab_size: int, log: Callable[[str], None]
-) -> Tokenizer:
-    """The run's joint BPE: learned and kept in ``output_dir/tokenizer.json`` (in the directory's manifest),
-    or, when resuming, read back from there after verifying it, so a resumed run keeps its ids."""
+def _run_tokenizer(output_dir: Path, learned: Tokenizer | None, log: Callable[[str], None]) -> Tokenizer:
+    """The run's joint BPE: ``learned`` kept in ``output_dir/tokenizer.json`` (in the directory's manifest),
+    or, when resuming (``learned`` None), read back from there after verifying it, so a resumed run keeps
+    its ids."""
     path = output_dir / TOKENIZER_FILE
-    if resuming and path.is_file():
+    if learned is None:
         verify_directory(output_dir, [TOKENIZER_FILE])
         log(f"resuming with the run's tokenizer {path}")
         return Tokenizer.from_file(str(path))
-    tokenizer = train_joint_bpe(texts, vocab_size)
-    tokenizer.save(str(path))
+    learned.save(str(path))
     add_to_manifest(output_dir, [TOKENIZER_FILE])
-    return tokenizer
+    return learned
 
 
 def translate_texts(
