@@ -26,6 +26,7 @@ import pytest
 import torch
 
 from attnlab.cli import main
+from attnlab.manifest import add_to_manifest
 
 BAD_UTF8 = b"a good film\n\xff\xfe broken \xc3\x28 bytes\n"
 FILLER = "the a film plot was is very quite story actor scene it good bad".split()
@@ -94,6 +95,7 @@ def shared(tmp_path_factory) -> Path:
     big.save(s / "bigtok")
     shutil.copytree(s / "ft" / "best", s / "mismatch")
     big.save(s / "mismatch")  # a model directory whose tokenizer.json outgrew its embedding
+    add_to_manifest(s / "mismatch", ["tokenizer.json"])  # on purpose (verify --update): no damage to report
 
     bpe = train_joint_bpe(EN + DE, 300)
     ids = special_ids(bpe)

@@ -69,6 +69,22 @@ def test_directories_recursive_sorted_hidden_skipped_and_gz(tmp_path):
     assert list(read_documents(tmp_path, "sentences")) == [["A1 first.", "A1 second."], ["A9."], ["B2."]]
 
 
+def test_bytes_that_are_not_utf8_are_an_error_naming_file_line_and_byte(tmp_path):
+    """By default nothing is replaced: the file, line and byte offset are named (pretraining used to drop the
+    byte without a word)."""
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xef\xbb\xbffirst.\r\nsecond.\rthird.\ncaf\xe9 ok.\n")  # BOM, CRLF, lone CR
+    with pytest.raises(ValueError, match=r"bad.txt:3: not valid UTF-8 \(byte 29: invalid continuation"):
+        list(read_documents(bad, "sentences"))
+    packed = tmp_path / "bad.jsonl.gz"
+    with gzip.open(packed, "wb") as f:
+        f.write(b'{"text": "fine."}\n{"text": "\xff"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl.gz:2: not valid UTF-8 \(byte 28: invalid start byte\)"):
+        list(read_documents(packed, "jsonl"))
+    with pytest.raises(ValueError, match="unknown errors='ignore'; expected one of strict, replace"):
+        list(read_documents(packed, "jsonl", errors="ignore"))
+
+
 def test_undecodable_bytes_are_replaced_and_counted_per_file(tmp_path):
     bad = tmp_path / "bad.txt"
     # two invalid sequences; a genuine U+FFFD in the text is not counted
@@ -76,7 +92,7 @@ def test_undecodable_bytes_are_replaced_and_counted_per_file(tmp_path):
     good = tmp_path / "good.txt"
     good.write_text("all good.\n")
     stats = IngestStats()
-    docs = list(read_documents([bad, good], "sentences", stats=stats))
+    docs = list(read_documents([bad, good], "sentences", stats=stats, errors="replace"))
     assert docs[0][0] == "caf\ufffd ok."
     assert stats.undecodable == {str(bad): 3}  # \xe9, \xff, \xfe
     assert stats.undecodable_total == 3

@@ -5,7 +5,9 @@ never replaced silently (a trainer reading with ``errors="replace"`` would learn
 from __future__ import annotations
 
 import codecs
+import io
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 CHUNK = 1 << 20  # bytes per read: memory stays bounded on a corpus of any size
@@ -41,11 +43,36 @@ def check_text_file(path: str | os.PathLike, option: str = "") -> Path:
     return p
 
 
-def read_stdin() -> str:
-    """Standard input as text; bytes that are not UTF-8 are an error naming it (not a traceback)."""
+def _stdin_bytes() -> Iterator[bytes]:
+    """Standard input's lines as bytes. The text stream is not used: under a C or C.UTF-8 locale Python
+    decodes it with ``surrogateescape``, so bad bytes would pass as lone surrogates instead of failing."""
     import sys
 
-    try:
-        return sys.stdin.read()
-    except UnicodeDecodeError as e:
-        raise ValueError(f"standard input: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is not None:
+        yield from buffer
+        return
+    for text in sys.stdin:  # a text stream without bytes under it (io.StringIO, an embedding program)
+        yield text.encode("utf-8", "surrogateescape")  # escaped bytes come back as they were read
+
+
+def stdin_lines() -> Iterator[str]:
+    """Standard input line by line (each ending in LF, CRLF and lone CR included, as in Python's text mode);
+    bytes that are not UTF-8 are a ValueError naming standard input, the line and the byte offset."""
+    offset = 0
+    for line, raw in enumerate(_stdin_bytes(), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"standard input: not valid UTF-8 at line {line} (byte {offset + e.start}: {e.reason}); "
+                "convert the input to UTF-8"
+            ) from None
+        offset += len(raw)
+        yield from io.StringIO(text, newline=None)  # a lone CR ends a line too, as in Python's text mode
+
+
+def read_stdin() -> str:
+    """Standard input as text; bytes that are not UTF-8 are an error naming it and the line (not a
+    traceback)."""
+    return "".join(stdin_lines())

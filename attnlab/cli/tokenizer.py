@@ -16,6 +16,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 from .args import non_negative_int, positive_int
 
@@ -115,6 +116,12 @@ def run_train(args: argparse.Namespace) -> int:
 
     for path in args.files:
         check_text_file(path, "--files")
+    # Checked before training, and nothing is written when it fails: a corpus given as --output-dir stays.
+    out = Path(args.out)
+    existing = next((p for p in (out, *out.parents) if p.exists()), out)
+    if existing.exists() and not existing.is_dir():
+        what = "" if existing == out else f" ({existing})"
+        raise NotADirectoryError(f"--output-dir {out}{what}: exists and is not a directory; give a directory")
     start = time.perf_counter()
     try:
         tok = train_tokenizer(
@@ -125,9 +132,10 @@ def run_train(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as e:
         return _fail(str(e))
     elapsed = time.perf_counter() - start
-    written = [tok.save(args.out)]
+    out.mkdir(parents=True, exist_ok=True)  # so that save() writes into it whatever its name (tok.json, v1.0)
+    written = [tok.save(out)]
     if isinstance(tok.model, (WordPiece, BPE)):
-        written += save_vocab_files(tok, args.out)
+        written += save_vocab_files(tok, out)
     size = tok.get_vocab_size()
     print(f"trained {args.kind} tokenizer: {size} tokens in {elapsed:.1f}s")
     if size < args.vocab_size:
@@ -141,13 +149,15 @@ def _inputs(args: argparse.Namespace) -> Iterator[str]:
     if args.text is not None:
         yield args.text
         return
-    stream = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="replace")  # noqa: SIM115
-    try:
-        for line in stream:
+    if args.file == "-":
+        from .inputs import stdin_lines
+
+        # bytes that are not UTF-8: an error naming the line and byte offset (never U+FFFD in the output)
+        yield from (line.rstrip("\n") for line in stdin_lines())
+        return
+    with open(args.file, encoding="utf-8") as f:  # checked to be UTF-8 by check_text_file
+        for line in f:
             yield line.rstrip("\r\n")
-    finally:
-        if stream is not sys.stdin:
-            stream.close()
 
 
 def _batches(lines: Iterator[str], size: int) -> Iterator[list[str]]:

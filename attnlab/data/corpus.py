@@ -11,8 +11,9 @@ A *document* is a list of sentences (strings). Formats (``fmt``):
 
 Paths may be files or directories (walked recursively, in sorted order, hidden files skipped, so the
 document order is deterministic). Files ending in ``.gz`` are decompressed on the fly. Lines are read
-as bytes and decoded as UTF-8 with replacement: the number of undecodable byte sequences per file is
-counted in :class:`IngestStats`. CRLF and CR line ends and a leading byte-order mark are handled.
+as bytes and decoded as UTF-8: bytes that are not UTF-8 are an error naming the file, line and byte offset
+(``errors="strict"``), or, with ``errors="replace"``, replaced by U+FFFD and counted per file in
+:class:`IngestStats`. CRLF and CR line ends and a leading byte-order mark are handled.
 
 Everything streams: at most one document is held in memory at a time.
 
@@ -46,13 +47,15 @@ def as_sentences(doc: Document) -> Document:
     return doc
 
 FORMATS = ("sentences", "lines", "jsonl", "text")
+ERRORS = ("strict", "replace")  # what bytes that are not UTF-8 do: stop the reading, or become U+FFFD
 
 _REPLACEMENT_BYTES = "\ufffd".encode()
 
 
 @dataclass
 class IngestStats:
-    """Counts gathered while reading; ``undecodable`` maps a file to its number of replaced byte runs."""
+    """Counts gathered while reading; ``undecodable`` maps a file to its number of replaced byte runs (read
+    with ``errors="replace"``)."""
 
     files: int = 0
     documents: int = 0
@@ -92,22 +95,32 @@ def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[P
     return out
 
 
-def _read_lines(path: Path, stats: IngestStats) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` with line ends stripped; counts undecodable byte runs."""
+def _read_lines(path: Path, stats: IngestStats, errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` with line ends stripped. Bytes that are not UTF-8: a ValueError naming
+    the file, line and byte offset (``errors="strict"``; of the decompressed bytes for ``.gz``), or U+FFFD,
+    counted in ``stats`` (``"replace"``)."""
     opener = gzip.open if path.suffix == ".gz" else open
     bad = 0
+    offset = 0  # bytes before this line
     try:
         with opener(path, "rb") as f:
             for lineno, raw in enumerate(f, start=1):
+                start, offset = offset, offset + len(raw)
                 if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw = raw[3:]
+                    raw, start = raw[3:], start + 3
                 raw = raw.rstrip(b"\n").rstrip(b"\r")
-                # Lone CRs (old Mac line ends) separate lines too.
-                for piece in raw.split(b"\r") if b"\r" in raw else (raw,):
-                    text = piece.decode("utf-8", errors="replace")
-                    if "\ufffd" in text:
-                        bad += text.count("\ufffd") - piece.count(_REPLACEMENT_BYTES)
-                    yield lineno, text
+                try:
+                    text = raw.decode("utf-8", errors=errors)
+                except UnicodeDecodeError as e:
+                    raise ValueError(
+                        f"{path}:{lineno}: not valid UTF-8 (byte {start + e.start}: {e.reason}); "
+                        "convert the file to UTF-8"
+                    ) from None
+                if "\ufffd" in text:
+                    bad += text.count("\ufffd") - raw.count(_REPLACEMENT_BYTES)
+                # Lone CRs (old Mac line ends) separate lines too (a CR is never part of a UTF-8 sequence).
+                for piece in text.split("\r") if "\r" in text else (text,):
+                    yield lineno, piece
     except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
         raise ValueError(f"{path}: cannot read: {e}") from e
     finally:
@@ -115,9 +128,9 @@ def _read_lines(path: Path, stats: IngestStats) -> Iterator[tuple[int, str]]:
             stats.undecodable[str(path)] = stats.undecodable.get(str(path), 0) + bad
 
 
-def _docs_sentences(path: Path, stats: IngestStats) -> Iterator[Document]:
+def _docs_sentences(path: Path, stats: IngestStats, errors: str) -> Iterator[Document]:
     doc: Document = []
-    for _, line in _read_lines(path, stats):
+    for _, line in _read_lines(path, stats, errors):
         line = line.strip()
         if line:
             doc.append(line)
@@ -128,8 +141,8 @@ def _docs_sentences(path: Path, stats: IngestStats) -> Iterator[Document]:
         yield doc
 
 
-def _docs_lines(path: Path, stats: IngestStats, split: bool) -> Iterator[Document]:
-    for _, line in _read_lines(path, stats):
+def _docs_lines(path: Path, stats: IngestStats, split: bool, errors: str) -> Iterator[Document]:
+    for _, line in _read_lines(path, stats, errors):
         if line.strip():
             yield split_sentences(line) if split else Paragraphs([" ".join(line.split())])
 
@@ -139,8 +152,10 @@ def _split_text(text: str, split: bool = True) -> Document:
     return as_sentences(paragraphs) if split else paragraphs
 
 
-def _docs_jsonl(path: Path, stats: IngestStats, text_field: str, split: bool) -> Iterator[Document]:
-    for lineno, line in _read_lines(path, stats):
+def _docs_jsonl(
+    path: Path, stats: IngestStats, text_field: str, split: bool, errors: str
+) -> Iterator[Document]:
+    for lineno, line in _read_lines(path, stats, errors):
         if not line.strip():
             continue
         try:
@@ -158,8 +173,8 @@ def _docs_jsonl(path: Path, stats: IngestStats, text_field: str, split: bool) ->
         yield _split_text(text, split)
 
 
-def _docs_text(path: Path, stats: IngestStats, split: bool) -> Iterator[Document]:
-    paragraphs = Paragraphs(split_paragraphs(line for _, line in _read_lines(path, stats)))
+def _docs_text(path: Path, stats: IngestStats, split: bool, errors: str) -> Iterator[Document]:
+    paragraphs = Paragraphs(split_paragraphs(line for _, line in _read_lines(path, stats, errors)))
     yield as_sentences(paragraphs) if split else paragraphs
 
 
@@ -170,26 +185,31 @@ def read_documents(
     text_field: str = "text",
     stats: IngestStats | None = None,
     split: bool = True,
+    errors: str = "strict",
 ) -> Iterator[Document]:
     """Stream the documents of ``paths`` in a deterministic order; empty documents are counted and skipped.
 
     Pass an :class:`IngestStats` to collect counts (it is filled while iterating; ``sentences`` counts
     paragraphs for unsplit documents). ``split=False``: yield :class:`Paragraphs` for the formats that
-    need sentence splitting, to be split later (in parallel) by :func:`as_sentences`.
+    need sentence splitting, to be split later (in parallel) by :func:`as_sentences`. ``errors``: bytes that
+    are not UTF-8 raise a ValueError naming the file, line and byte (``"strict"``), or are replaced by
+    U+FFFD and counted in ``stats.undecodable`` (``"replace"``, for a caller that reports the count).
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown corpus format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if errors not in ERRORS:
+        raise ValueError(f"unknown errors={errors!r}; expected one of {', '.join(ERRORS)}")
     stats = stats if stats is not None else IngestStats()
     for path in list_files(paths):
         stats.files += 1
         if fmt == "sentences":
-            docs = _docs_sentences(path, stats)
+            docs = _docs_sentences(path, stats, errors)
         elif fmt == "lines":
-            docs = _docs_lines(path, stats, split)
+            docs = _docs_lines(path, stats, split, errors)
         elif fmt == "jsonl":
-            docs = _docs_jsonl(path, stats, text_field, split)
+            docs = _docs_jsonl(path, stats, text_field, split, errors)
         else:
-            docs = _docs_text(path, stats, split)
+            docs = _docs_text(path, stats, split, errors)
         for doc in docs:
             if not doc:
                 stats.empty_documents += 1

@@ -44,8 +44,11 @@ def main(argv: list[str] | None = None) -> PrepareReport:
     args = ap.parse_args(argv)
     tokenizer = load_tokenizer(args.tokenizer)
     stats = IngestStats()
-    # sentences are split in the worker processes (split=False), not in the reading process
-    docs = read_documents(args.corpus, args.format, text_field=args.text_field, stats=stats, split=False)
+    # sentences are split in the worker processes (split=False), not in the reading process; bytes that are
+    # not UTF-8 are replaced, counted in the shards' index and reported below
+    docs = read_documents(
+        args.corpus, args.format, text_field=args.text_field, stats=stats, split=False, errors="replace"
+    )
     report = prepare_shards(
         docs,
         tokenizer,

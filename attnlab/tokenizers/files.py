@@ -18,10 +18,13 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from attnlab.atomic import write_json_atomic
+from attnlab.manifest import verify_directory, verify_file
 from attnlab.tokenizers import decoders as dec
 from attnlab.tokenizers import normalizers as norm
 from attnlab.tokenizers import pre_tokenizers as pre
@@ -62,6 +65,26 @@ class TokenizerFileError(ValueError):
     """A tokenizer file is missing, malformed or uses an unsupported component."""
 
 
+@contextmanager
+def _open_utf8(path: str | os.PathLike) -> Iterator[TextIO]:
+    """``open(path, encoding="utf-8")`` whose bytes that are not UTF-8 are a TokenizerFileError naming the
+    file, line and byte offset (Python's error names neither the file nor the line)."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            yield f
+        except UnicodeDecodeError:
+            # The decoder's offset is inside one chunk of the file: find the first bad byte from the start.
+            data = Path(path).read_bytes()
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as e:
+                line = data.count(b"\n", 0, e.start) + 1
+                raise TokenizerFileError(
+                    f"{path}:{line}: not valid UTF-8 (byte {e.start}: {e.reason}); expected a UTF-8 file"
+                ) from None
+            raise
+
+
 # ----------------------------------------------------------------------------------------------------------
 # vocab.txt
 
@@ -69,7 +92,7 @@ class TokenizerFileError(ValueError):
 def read_vocab_txt(path: str | os.PathLike) -> dict[str, int]:
     """BERT's ``vocab.txt``: token on line i (0-based) has id i."""
     vocab: dict[str, int] = {}
-    with open(path, encoding="utf-8") as f:
+    with _open_utf8(path) as f:
         for i, line in enumerate(f):
             token = line.rstrip("\n").rstrip("\r")
             if not token:
@@ -109,7 +132,7 @@ def write_vocab_txt(vocab: dict[str, int], path: str | os.PathLike) -> None:
 def read_vocab_json(path: str | os.PathLike) -> dict[str, int]:
     """GPT-2/RoBERTa ``vocab.json``: an object token -> id."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with _open_utf8(path) as f:
             data = json.load(f)
     except json.JSONDecodeError as e:
         raise TokenizerFileError(f"{path}: not valid JSON ({e})") from None
@@ -129,7 +152,7 @@ def write_vocab_json(vocab: dict[str, int], path: str | os.PathLike) -> None:
 def read_merges_txt(path: str | os.PathLike) -> list[tuple[str, str]]:
     """``merges.txt``: one merge "left right" per line, in rank order; an optional ``#version`` first line."""
     merges: list[tuple[str, str]] = []
-    with open(path, encoding="utf-8") as f:
+    with _open_utf8(path) as f:
         for i, line in enumerate(f):
             line = line.rstrip("\n").rstrip("\r")
             if i == 0 and line.startswith("#version"):
@@ -249,7 +272,7 @@ def read_sentencepiece_model(path: str | os.PathLike) -> dict[str, Any]:
 def read_sentencepiece_vocab(path: str | os.PathLike) -> list[tuple[str, float]]:
     """A SentencePiece ``.vocab`` file: ``piece<TAB>score`` per line."""
     pieces: list[tuple[str, float]] = []
-    with open(path, encoding="utf-8") as f:
+    with _open_utf8(path) as f:
         for i, line in enumerate(f):
             line = line.rstrip("\n")
             if not line:
@@ -701,7 +724,10 @@ def load_tokenizer_json(path: str | os.PathLike) -> Tokenizer:
         p = p / "tokenizer.json"
     if not p.is_file():
         raise TokenizerFileError(f"{p}: no such file; expected HF tokenizers' tokenizer.json")
-    return tokenizer_from_json_str(p.read_text(encoding="utf-8"), str(p))
+    verify_file(p)  # against its directory's manifest.json, when that lists it
+    with _open_utf8(p) as f:
+        text = f.read()
+    return tokenizer_from_json_str(text, str(p))
 
 
 def tokenizer_to_json(tok: Tokenizer) -> dict[str, Any]:
@@ -752,10 +778,18 @@ def tokenizer_to_json(tok: Tokenizer) -> dict[str, Any]:
 
 
 def save_tokenizer_json(tok: Tokenizer, path: str | os.PathLike, pretty: bool = True) -> str:
-    """Write ``tokenizer.json`` (to ``path``, or into it when a directory); returns the file name."""
+    """Write ``tokenizer.json`` into the directory ``path`` (made if missing), or to ``path`` itself when it
+    names a ``.json`` file; returns the file name. Another dot does not make a file name (``tok_v1.0`` is a
+    directory), and an existing file that is not ``.json`` is an error, never overwritten."""
     p = Path(path)
-    if p.is_dir() or (not p.suffix and not p.exists()):
-        p.mkdir(parents=True, exist_ok=True)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    elif p.suffix != ".json":
+        if p.exists():
+            raise NotADirectoryError(
+                f"{p}: exists and is not a directory; save a tokenizer into a directory or to a .json file"
+            )
+        p.mkdir(parents=True)
         p = p / "tokenizer.json"
     p.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(tokenizer_to_json(tok), p, indent=2 if pretty else None, ensure_ascii=False)
@@ -785,7 +819,8 @@ def _read_json_if(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        with _open_utf8(path) as f:
+            data = json.load(f)
     except json.JSONDecodeError as e:
         raise TokenizerFileError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
@@ -800,6 +835,13 @@ def _special(config: dict[str, Any], key: str, default: str) -> str:
     return val if isinstance(val, str) else default
 
 
+# Every file `load_tokenizer` may read (config.json: a model's, for its vocabulary size and lowercasing)
+TOKENIZER_FILES = (
+    "tokenizer.json", "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
+    "tokenizer_config.json", "special_tokens_map.json", "config.json",
+)  # fmt: skip
+
+
 def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     """Load the tokenizer of a BERT, RoBERTa, ALBERT, XLNet or GPT-2 checkpoint directory.
 
@@ -811,6 +853,9 @@ def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
     d = Path(directory)
     if not d.is_dir():
         raise TokenizerFileError(f"{d}: not a directory")
+    # A model directory written by attnlab lists its tokenizer files in manifest.json: a replaced or damaged
+    # one (another tokenizer's vocab.txt: other ids for the same model) is an IntegrityError, as the weights'
+    verify_directory(d, TOKENIZER_FILES)
     config = {**_read_json_if(d / "special_tokens_map.json"), **_read_json_if(d / "tokenizer_config.json")}
     model_config = _read_json_if(d / "config.json")
     if (d / "tokenizer.json").is_file():

@@ -635,7 +635,7 @@ class Tokenizer:
         return tokenizer_to_json(self)
 
     def save(self, path: str | os.PathLike, pretty: bool = True) -> str:
-        """Write ``tokenizer.json`` (``path``: a file name, or a directory to write it into); returns it."""
+        """Write ``tokenizer.json`` into the directory ``path``, or to ``path`` if it ends in ``.json``."""
         from attnlab.tokenizers.files import save_tokenizer_json
 
         return save_tokenizer_json(self, path, pretty=pretty)
