@@ -300,21 +300,15 @@ def _check_same_vocabulary(model_dir: Path, tokenizer: Any, tokenizer_dir: str) 
     token id, so another vocabulary (even a smaller one, which fits the embedding) trains on wrong words.
     A model directory without a tokenizer of its own cannot be compared and is let through."""
     from attnlab.tokenizers import load_tokenizer
+    from attnlab.tokenizers.vocab_diff import vocabulary_difference
 
     try:
         own = load_tokenizer(model_dir)
     except (OSError, ValueError):
         return
-    mine, theirs = dict(own.get_vocab()), dict(tokenizer.get_vocab())
-    if mine == theirs:
+    reason = vocabulary_difference(tokenizer, own, "it", "the model's")
+    if reason is None:
         return
-    reason = f"{len(theirs):,} tokens against {len(mine):,}"
-    by_id_mine = {i: w for w, i in mine.items()}
-    by_id_theirs = {i: w for w, i in theirs.items()}
-    for i in sorted(set(by_id_mine) | set(by_id_theirs)):
-        if by_id_mine.get(i) != by_id_theirs.get(i):
-            reason += f"; id {i} is {by_id_theirs.get(i)!r} in it and {by_id_mine.get(i)!r} in the model's"
-            break
     raise ValueError(
         f"--tokenizer {tokenizer_dir}: its vocabulary differs from the one saved with the model in "
         f"{model_dir} ({reason}); the model's embedding rows are that vocabulary's ids, so leave --tokenizer "

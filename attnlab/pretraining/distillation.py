@@ -44,6 +44,7 @@ from attnlab.models.pretraining import IGNORE_INDEX
 from attnlab.nn.distillation import cosine_alignment_loss, soft_target_loss
 from attnlab.pretraining.masked_lm import MaskedLMOutput, gathered_mlm_loss
 from attnlab.pretraining.recipes import MLM, LengthStage
+from attnlab.tokenizers.vocab_diff import vocabulary_difference, vocabulary_of
 
 # The released distiller (HF ``examples/research_projects/distillation/train.py``) and the paper (section 3):
 # 15% masking with 80/10/10, dynamic, no NSP, Adam lr 5e-4 (eps 1e-6, no weight decay), 5% warm-up,
@@ -239,28 +240,12 @@ def build_student(
 # ---------------------------------------------------------------------------------------------- teacher
 
 
-def vocabulary_of(tokenizer: Any) -> dict[str, int]:
-    get = getattr(tokenizer, "get_vocab", None)
-    if get is None:
-        raise TypeError(f"{type(tokenizer).__name__} has no get_vocab(): cannot compare vocabularies")
-    return dict(get())
-
-
 def check_same_vocabulary(teacher: Any, student: Any, teacher_name: str, student_name: str) -> None:
     """Raise a `ValueError` naming the first difference unless the two tokenizers have one vocabulary:
     distillation compares the teacher's and the student's predictions token id by token id."""
-    tv, sv = vocabulary_of(teacher), vocabulary_of(student)
-    if tv == sv:
+    reason = vocabulary_difference(teacher, student, "the teacher's", "the student's")
+    if reason is None:
         return
-    reason = f"{len(tv):,} tokens against {len(sv):,}"
-    by_id_t = {i: w for w, i in tv.items()}
-    by_id_s = {i: w for w, i in sv.items()}
-    for i in sorted(set(by_id_t) | set(by_id_s)):
-        if by_id_t.get(i) != by_id_s.get(i):
-            reason += (
-                f"; id {i} is {by_id_t.get(i)!r} in the teacher's and {by_id_s.get(i)!r} in the student's"
-            )
-            break
     raise ValueError(
         f"the teacher's vocabulary ({teacher_name}) differs from the student's ({student_name}): {reason}. "
         "Distillation compares their predictions token by token, so both must use the teacher's tokenizer"

@@ -76,6 +76,14 @@ def _answers(
     return tuple(out)
 
 
+def _reject(errors: str, report: LoadReport, path: str, where: str, reason: str, message: str) -> None:
+    """A question that cannot be used: a `DataFormatError` (``errors="raise"``) or a skip counted under
+    ``reason`` in ``report``; the caller moves on to the next question."""
+    if errors == "raise":
+        raise DataFormatError(path, None, message)
+    report.skip(reason, f"{path}:{where}")
+
+
 def iter_squad(
     path: str | os.PathLike,
     errors: ErrorPolicy = "raise",
@@ -110,9 +118,7 @@ def iter_squad(
                 # predictions and scores are keyed by id: a repeated one silently replaces the first's
                 if qid in first_with_id:
                     message = f"{where}.id {qid!r} repeats {first_with_id[qid]}.id; ids must be unique"
-                    if errors == "raise":
-                        raise DataFormatError(path, None, message)
-                    report.skip("duplicate_id", f"{path}:{where}")
+                    _reject(errors, report, path, where, "duplicate_id", message)
                     continue
                 first_with_id[qid] = where
                 # bool("false") is True: only a JSON boolean says whether a question is answerable
@@ -133,15 +139,11 @@ def iter_squad(
                         f"{where}.answers: a training question needs at least one answer "
                         "(or is_impossible: true for an unanswerable one, SQuAD 2.0)"
                     )
-                    if errors == "raise":
-                        raise DataFormatError(path, None, message)
-                    report.skip("no_answer", f"{path}:{where}")
+                    _reject(errors, report, path, where, "no_answer", message)
                     continue
                 if impossible and answers:
                     message = f"{where}: is_impossible is true but the question has {len(answers)} answer(s)"
-                    if errors == "raise":
-                        raise DataFormatError(path, None, message)
-                    report.skip("impossible_with_answers", f"{path}:{where}")
+                    _reject(errors, report, path, where, "impossible_with_answers", message)
                     continue
                 if not impossible and not answers and qa.get("answers"):
                     # every gold answer was dropped for a bad offset: nothing left to train or score on
