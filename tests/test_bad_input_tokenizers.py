@@ -130,3 +130,21 @@ def test_a_tokenizer_file_changed_after_the_manifest_is_named(wordpiece_dir, nam
     path.write_bytes(data[1:] + data[:1])  # same size, other content
     with pytest.raises(IntegrityError, match=name.replace(".", r"\.")):
         load_tokenizer(wordpiece_dir)
+
+
+def test_vocabulary_difference_names_the_first_differing_id():
+    from attnlab.tokenizers.vocab_diff import vocabulary_difference
+
+    class Vocab:
+        def __init__(self, vocab):
+            self.vocab = vocab
+
+        def get_vocab(self):
+            return self.vocab
+
+    same = Vocab({"[PAD]": 0, "a": 1})
+    assert vocabulary_difference(same, Vocab({"[PAD]": 0, "a": 1}), "x", "y") is None
+    other = vocabulary_difference(Vocab({"<unk>": 0, "a": 1}), same, "it", "the model's")
+    assert other == "2 tokens against 2; id 0 is '<unk>' in it and '[PAD]' in the model's"
+    shared = vocabulary_difference(Vocab({"a": 0, "b": 0}), Vocab({"b": 0}), "x", "y")
+    assert shared == "2 tokens against 1"  # every id names the same token; two tokens share id 0

@@ -30,4 +30,4 @@ def vocabulary_difference(a: Any, b: Any, a_name: str, b_name: str) -> str | Non
     for i in sorted(set(by_id_a) | set(by_id_b)):
         if by_id_a.get(i) != by_id_b.get(i):
             return f"{reason}; id {i} is {by_id_a.get(i)!r} in {a_name} and {by_id_b.get(i)!r} in {b_name}"
-    return reason  # same ids, other tokens cannot happen (dicts differ): kept for safety
+    return reason  # every id names the same token, yet the dicts differ: several tokens share an id
