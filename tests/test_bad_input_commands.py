@@ -97,6 +97,17 @@ def test_train_translation_with_a_bad_vocab_size_claims_no_directory(tmp_path) -
     assert not (tmp_path / "out").exists()
 
 
+def test_translate_train_with_no_held_out_pair_that_fits_writes_nothing(tmp_path, capsys) -> None:
+    """Held-out pairs are encoded with the new BPE before the output directory is claimed: when none fits
+    --max-length, the error names the held-out files and no run.json is left to block the next attempt."""
+    long_en = _lines(tmp_path / "v.en", [" ".join(["a dog runs ."] * 12)] * 2)
+    long_de = _lines(tmp_path / "v.de", [" ".join(["ein hund rennt ."] * 12)] * 2)
+    argv = _translate_train(tmp_path, "--src-valid", long_en, "--tgt-valid", long_de, "--max-length", "24")
+    code, err = _run(argv, capsys)
+    assert code == 2 and "v.en / " in err and "max_length=24" in err
+    assert not (tmp_path / "out").exists()
+
+
 # --------------------------------------------------------------------------- pretrain --overwrite
 
 

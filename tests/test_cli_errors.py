@@ -62,6 +62,23 @@ def test_a_full_disk_names_the_last_good_checkpoint(tmp_path) -> None:
     assert "no checkpoint was saved" in message
 
 
+@pytest.mark.parametrize("given", ["afile", "afile/sub"])
+def test_a_file_where_the_output_directory_goes_names_the_option(tmp_path, capsys, given) -> None:
+    """mkdir meeting a file (FileExistsError for the path, NotADirectoryError for a path under a file) says
+    which option and which file, not "File exists"."""
+    (tmp_path / "afile").write_text("a user's file\n", encoding="utf-8")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("one sentence.\n", encoding="utf-8")
+    out = tmp_path / given
+    assert main(["pretrain", "--corpus", str(corpus), "--output-dir", str(out), "--max-steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"--output-dir {out}: {tmp_path / 'afile'} is a file, expected a directory" in err
+    assert (tmp_path / "afile").read_text(encoding="utf-8") == "a user's file\n"
+    exists = FileExistsError(errno.EEXIST, "File exists", str(tmp_path / "afile"))
+    other = user_message(exists, argparse.Namespace())
+    assert other.startswith(f"{tmp_path / 'afile'}: ") and "--output-dir" not in other
+
+
 def test_damaged_safetensors_names_the_file(tmp_path, capsys) -> None:
     """safetensors' own error does not name the file; the handler finds it in the failing call."""
     from safetensors.torch import load_file

@@ -200,6 +200,28 @@ def test_ingest_stats_recorded_in_index(tmp_path):
     assert index["ingest"]["documents"] == 2
 
 
+def test_prepare_command_stops_at_bytes_that_are_not_utf8_unless_told_to_replace(tmp_path, capsys):
+    """`python -m attnlab.data.prepare`: strict by default (one line naming file, line and byte, nothing
+    prepared); ``--errors replace`` replaces and counts them in the index and the report."""
+    from attnlab.data.prepare import run
+    from attnlab.tokenizers.trainers import train_tokenizer
+
+    good = tmp_path / "good.txt"
+    good.write_text("\n".join(" ".join(d) for d in make_docs(20)) + "\n", encoding="utf-8")
+    train_tokenizer("wordpiece", [str(good)], 200, show_progress=False).save(str(tmp_path / "tok.json"))
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"one cat.\ntwo dogs.\nthe caf\xe9 sat.\n")
+    argv = [str(bad), "--tokenizer", str(tmp_path / "tok.json"), "--workers", "1", "--format", "lines"]
+    assert run([*argv, "--out", str(tmp_path / "strict")]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:3" in err and "byte" in err and "Traceback" not in err
+    assert not (tmp_path / "strict" / INDEX_FILE).exists()
+    assert run([*argv, "--out", str(tmp_path / "replace"), "--errors", "replace"]) == 0
+    index = json.loads((tmp_path / "replace" / INDEX_FILE).read_text())
+    assert index["ingest"]["undecodable"] == {str(bad): 1}
+    assert "replaced: 1 in 1 files" in capsys.readouterr().out
+
+
 @pytest.fixture
 def prepared(tmp_path):
     out = tmp_path / "shards"

@@ -69,6 +69,17 @@ def _damaged_file(error: BaseException) -> str | None:
     return found
 
 
+def _file_in_the_way(path: Path, out: Path | None) -> str | None:
+    """The message when making directory ``path`` met a file (``path`` itself or a parent), naming
+    --output-dir when ``path`` is in it; None when no file is in the way."""
+    blocking = next((p for p in (path, *path.parents) if p.is_file()), None)
+    if blocking is None:
+        return None
+    inside = out is not None and (path == out or out in path.parents or path in out.parents)
+    where = f"--output-dir {out}" if inside else str(path)
+    return f"{where}: {blocking} is a file, expected a directory (or a path not yet there)"
+
+
 def _os_message(error: OSError, args: argparse.Namespace) -> str:
     where = error.filename if error.filename is not None else ""
     if error.filename2 is not None:
@@ -87,6 +98,10 @@ def _os_message(error: OSError, args: argparse.Namespace) -> str:
             f"{where}: permission denied{_last_checkpoint(args)}; choose a path you can write to (or read, "
             "for an input)"
         )
+    if isinstance(error, (FileExistsError, NotADirectoryError)) and error.filename is not None:
+        message = _file_in_the_way(Path(error.filename), _output_dir(args))
+        if message is not None:
+            return message
     if isinstance(error, IsADirectoryError):
         return f"{where}: is a directory, expected a file"
     if isinstance(error, NotADirectoryError) and error.filename is not None:

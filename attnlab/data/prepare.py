@@ -5,17 +5,22 @@
 The tokenizer is an HF-layout ``tokenizer.json`` (or a checkpoint directory) loaded by ``attnlab.tokenizers``.
 Prints the :class:`~attnlab.data.shards.PrepareReport` (tokens/s, peak RSS of this process and its workers)
 and writes it as JSON next to the index (``prepare_report.json``).
+
+Bytes that are not UTF-8 stop the run with an error naming the file, line and byte, as everywhere else in
+attnlab (a tokenizer fed U+FFFD learns it as a symbol); ``--errors replace`` replaces them by U+FFFD
+instead, for a web-scraped corpus where a few bad bytes are expected, and counts them per file in the index
+and the report.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from attnlab.data.corpus import FORMATS, IngestStats, read_documents
+from attnlab.atomic import write_json_atomic
+from attnlab.data.corpus import ERRORS, FORMATS, IngestStats, read_documents
 from attnlab.data.shards import PrepareReport, prepare_shards
 
 
@@ -41,13 +46,18 @@ def main(argv: list[str] | None = None) -> PrepareReport:
     ap.add_argument("--shard-tokens", type=int, default=1 << 26)
     ap.add_argument("--max-sentence-tokens", type=int, default=510)
     ap.add_argument("--overwrite", action="store_true", help="start again instead of resuming")
+    ap.add_argument(
+        "--errors", default="strict", choices=ERRORS,
+        help="bytes that are not UTF-8: stop with an error naming file, line and byte (strict, the default), "
+        "or replace them by U+FFFD and count them (replace)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
     tokenizer = load_tokenizer(args.tokenizer)
     stats = IngestStats()
-    # sentences are split in the worker processes (split=False), not in the reading process; bytes that are
-    # not UTF-8 are replaced, counted in the shards' index and reported below
+    # sentences are split in the worker processes (split=False), not in the reading process; with
+    # --errors replace, bytes that are not UTF-8 are replaced, counted in the shards' index and reported below
     docs = read_documents(
-        args.corpus, args.format, text_field=args.text_field, stats=stats, split=False, errors="replace"
+        args.corpus, args.format, text_field=args.text_field, stats=stats, split=False, errors=args.errors
     )
     report = prepare_shards(
         docs,
@@ -60,7 +70,7 @@ def main(argv: list[str] | None = None) -> PrepareReport:
         ingest_stats=stats,
         overwrite=args.overwrite,
     )
-    (Path(args.out) / "prepare_report.json").write_text(json.dumps(asdict(report), indent=1))
+    write_json_atomic(asdict(report), Path(args.out) / "prepare_report.json", indent=1)
     print(report.summary())
     if stats.undecodable:
         n_files = len(stats.undecodable)
@@ -68,5 +78,23 @@ def main(argv: list[str] | None = None) -> PrepareReport:
     return report
 
 
+def run(argv: list[str] | None = None) -> int:
+    """`main` as a command: a user error (a missing file, bytes that are not UTF-8, a bad tokenizer) is one
+    line on standard error and exit code 2, as in `attnlab.cli.main`; a bug keeps its traceback."""
+    import sys
+
+    from attnlab.cli.errors import user_message
+
+    try:
+        main(argv)
+    except Exception as error:
+        message = user_message(error, argparse.Namespace())
+        if message is None:
+            raise
+        print(f"python -m attnlab.data.prepare: error: {message}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run())

@@ -288,18 +288,22 @@ def train_translation(
     output_dir = Path(output_dir)
     train = read_parallel(src_train, tgt_train)
     log(train.report())
+    valid = read_parallel(src_valid, tgt_valid) if src_valid is not None and tgt_valid is not None else None
     learned = None
     if not (resume and (output_dir / TOKENIZER_FILE).is_file()):
         # the BPE is learned and applied before the output directory is claimed: a bad vocab_size, or
-        # data none of whose pairs fit max_length, fails before --overwrite removes an earlier run
+        # training or held-out data none of whose pairs fit max_length, fails before anything is written
+        # and before --overwrite removes an earlier run
         learned = train_joint_bpe([*train.source, *train.target], vocab_size)
         encoded = encode_pairs(learned, train, max_length)
+        valid_enc = encode_pairs(learned, valid, max_length) if valid is not None else None
     run_dir = prepare_run_directory(
         output_dir, "translate-train", RUN_OUTPUTS, resume=resume, overwrite=overwrite, log=log
     )
     tokenizer = _run_tokenizer(output_dir, learned, log)
-    if learned is None:
+    if learned is None:  # resuming: the run's own tokenizer
         encoded = encode_pairs(tokenizer, train, max_length)
+        valid_enc = encode_pairs(tokenizer, valid, max_length) if valid is not None else None
     ids = special_ids(tokenizer)
     log(f"{len(encoded)} training pairs, {encoded.too_long} filtered for more than {max_length} tokens")
     overrides = dict(config_overrides or {})
@@ -317,9 +321,7 @@ def train_translation(
     log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters, {config}")
     loader = TokenBatchLoader(encoded.examples, max_tokens, ids["pad"], config.start_token_id, seed=seed)
     eval_batches = None
-    if src_valid is not None and tgt_valid is not None:
-        valid = read_parallel(src_valid, tgt_valid)
-        valid_enc = encode_pairs(tokenizer, valid, max_length)
+    if valid_enc is not None:
         eval_batches = list(
             TokenBatchLoader(valid_enc.examples, max_tokens, ids["pad"], config.start_token_id, shuffle=False)
         )
