@@ -234,6 +234,14 @@ def test_generate_bad_input_is_a_message(hf_dir, capsys, extra: list[str], messa
     assert code == 2 and message in err and "Traceback" not in err and out == ""
 
 
+def test_generate_and_perplexity_errors_go_through_the_command_handler(hf_dir, tmp_path) -> None:
+    """Their errors reach `attnlab.cli.main` (no local handler): ``--debug`` shows the traceback."""
+    with pytest.raises(ValueError, match="--stop: expected a non-empty string"):
+        main(["generate", str(hf_dir), "--prompt", "First", "--stop", "", "--debug"])
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        main(["perplexity", str(hf_dir), "--file", str(tmp_path / "none.txt"), "--debug"])
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

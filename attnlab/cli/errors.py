@@ -128,6 +128,8 @@ def user_message(error: BaseException, args: argparse.Namespace) -> str | None:
             f"{where or 'a weights file'}: not a valid safetensors file (damaged or truncated?): {error}; "
             "restore it or use an earlier checkpoint"
         )
+    if type(error).__name__ == "OutOfMemoryError":  # torch.cuda.OutOfMemoryError (torch not imported here)
+        return f"out of accelerator memory: {error}; try a smaller batch or --device cpu"
     if isinstance(error, UnicodeDecodeError):
         return f"an input file is not valid UTF-8 ({error.reason} at byte {error.start}); convert it to UTF-8"
     if isinstance(error, OSError):

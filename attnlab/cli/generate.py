@@ -21,8 +21,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-USER_ERRORS = (OSError, ValueError, UnicodeDecodeError)
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from attnlab.cli.args import (
@@ -107,11 +105,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ppl.set_defaults(func=run_perplexity)
 
 
-def _fail(command: str, error: BaseException) -> int:
-    print(f"attnlab {command}: {error}", file=sys.stderr)
-    return 2
-
-
 def load_model_and_tokenizer(directory: str) -> tuple[Any, Any]:
     from attnlab.io.causal_lm import load_causal_lm
     from attnlab.tokenizers.files import load_tokenizer
@@ -163,60 +156,53 @@ def _prompts(args: argparse.Namespace) -> list[str]:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    import torch
-
     from attnlab.generation import GenerationConfig, generate, left_pad
     from attnlab.generation.text_stream import TextStream, cut_at_stop
 
-    try:
-        if "" in args.stop:  # every text contains "": generation would stop before its first token
-            raise ValueError("--stop: expected a non-empty string, got ''")
-        prompts = _prompts(args)
-        cfg = GenerationConfig(
-            max_new_tokens=args.max_new_tokens, do_sample=args.sample, num_beams=args.beams,
-            length_penalty=args.length_penalty,
-            early_stopping={"true": True, "false": False, "never": "never"}[args.early_stopping],
-            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-            repetition_penalty=args.repetition_penalty, seed=args.seed, use_cache=not args.no_cache,
-            truncate_prompt=args.truncate_prompt, ignore_eos=args.ignore_eos,
-        )  # fmt: skip
-        from attnlab.io.transfo_xl import is_transfo_xl_directory
+    if "" in args.stop:  # every text contains "": generation would stop before its first token
+        raise ValueError("--stop: expected a non-empty string, got ''")
+    prompts = _prompts(args)
+    cfg = GenerationConfig(
+        max_new_tokens=args.max_new_tokens, do_sample=args.sample, num_beams=args.beams,
+        length_penalty=args.length_penalty,
+        early_stopping={"true": True, "false": False, "never": "never"}[args.early_stopping],
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+        repetition_penalty=args.repetition_penalty, seed=args.seed, use_cache=not args.no_cache,
+        truncate_prompt=args.truncate_prompt, ignore_eos=args.ignore_eos,
+    )  # fmt: skip
+    from attnlab.io.transfo_xl import is_transfo_xl_directory
 
-        xl = is_transfo_xl_directory(args.model)
-        model, tokenizer = (load_transfo_xl_and_tokenizer if xl else load_model_and_tokenizer)(args.model)
-        eos = None if args.ignore_eos else model.config.eos_token_id
-        ids = [_encode(tokenizer, p) for p in prompts]
-        for i, row in enumerate(ids):
-            if not row:
-                raise ValueError(f"prompt {i + 1} encodes to no tokens")
-        input_ids, mask = left_pad(ids, eos if eos is not None else 0)
+    xl = is_transfo_xl_directory(args.model)
+    model, tokenizer = (load_transfo_xl_and_tokenizer if xl else load_model_and_tokenizer)(args.model)
+    eos = None if args.ignore_eos else model.config.eos_token_id
+    ids = [_encode(tokenizer, p) for p in prompts]
+    for i, row in enumerate(ids):
+        if not row:
+            raise ValueError(f"prompt {i + 1} encodes to no tokens")
+    input_ids, mask = left_pad(ids, eos if eos is not None else 0)
 
-        def decode(row: list[int]) -> str:
-            return tokenizer.decode([t for t in row if t != eos], skip_special_tokens=True)
+    def decode(row: list[int]) -> str:
+        return tokenizer.decode([t for t in row if t != eos], skip_special_tokens=True)
 
-        stop = None
-        if args.stop:
-            stops = list(args.stop)
+    stop = None
+    if args.stop:
+        stops = list(args.stop)
 
-            def stop(row: int, toks: list[int]) -> bool:
-                text = decode(toks)
-                return any(s in text for s in stops)
+        def stop(row: int, toks: list[int]) -> bool:
+            text = decode(toks)
+            return any(s in text for s in stops)
 
-        stream = len(prompts) == 1 and args.beams == 1 and not args.json
-        streamer = TextStream(decode, args.stop, _print_piece) if stream else None
-        on_step = (lambda toks, done: streamer.step(int(toks[0]), bool(done[0]))) if streamer else None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            if streamer is not None:
-                sys.stdout.write(prompts[0])
-                sys.stdout.flush()
-            out = generate(model, input_ids, mask, cfg, on_step=on_step, stop=stop)
-        for w in caught:
-            print(f"attnlab generate: warning: {w.message}", file=sys.stderr)
-    except USER_ERRORS as e:
-        return _fail("generate", e)
-    except torch.cuda.OutOfMemoryError as e:  # pragma: no cover - GPU only
-        return _fail("generate", e)
+    stream = len(prompts) == 1 and args.beams == 1 and not args.json
+    streamer = TextStream(decode, args.stop, _print_piece) if stream else None
+    on_step = (lambda toks, done: streamer.step(int(toks[0]), bool(done[0]))) if streamer else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if streamer is not None:
+            sys.stdout.write(prompts[0])
+            sys.stdout.flush()
+        out = generate(model, input_ids, mask, cfg, on_step=on_step, stop=stop)
+    for w in caught:
+        print(f"attnlab generate: warning: {w.message}", file=sys.stderr)
     texts = [cut_at_stop(decode(seq), args.stop) for seq in out.sequences]
     if streamer is not None:
         sys.stdout.write(texts[0][streamer.sent :] + "\n")  # what was held back, up to a stop string
@@ -239,36 +225,33 @@ def run_perplexity(args: argparse.Namespace) -> int:
     )
     from attnlab.io.transfo_xl import is_transfo_xl_directory
 
+    path = Path(args.file)
+    if path.is_dir():
+        raise IsADirectoryError(f"--file {path}: is a directory, expected a text file")
+    if not path.is_file():
+        raise FileNotFoundError(f"--file {path}: no such file")
     try:
-        path = Path(args.file)
-        if path.is_dir():
-            raise IsADirectoryError(f"--file {path}: is a directory, expected a text file")
-        if not path.is_file():
-            raise FileNotFoundError(f"--file {path}: no such file")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise ValueError(f"--file {path}: not UTF-8 text (byte {e.start})") from None
-        if not text.strip():
-            raise ValueError(f"--file {path}: the file is empty")
-        xl = is_transfo_xl_directory(args.model)
-        if args.mem_len is not None and not xl:
-            raise ValueError(f"--mem-len is a Transformer-XL's memory; {args.model} holds no Transformer-XL")
-        load = load_transfo_xl_and_tokenizer if xl else load_model_and_tokenizer
-        model, tokenizer = load(args.model)
-        ids = _encode(tokenizer, text)
-        if args.max_tokens is not None:
-            ids = ids[: args.max_tokens]
-        if xl:
-            result = state_reuse_perplexity(model, ids, args.max_length, args.mem_len)
-            how = {"segment_length": args.max_length or model.config.segment_length}
-            how["mem_len"] = model.config.mem_len if args.mem_len is None else args.mem_len
-        else:
-            window, stride = window_and_stride(model.config.max_positions, args.max_length, args.stride)
-            result = sliding_window_perplexity(model, ids, window, stride)
-            how = {"stride": stride}
-    except USER_ERRORS as e:
-        return _fail("perplexity", e)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--file {path}: not UTF-8 text (byte {e.start})") from None
+    if not text.strip():
+        raise ValueError(f"--file {path}: the file is empty")
+    xl = is_transfo_xl_directory(args.model)
+    if args.mem_len is not None and not xl:
+        raise ValueError(f"--mem-len is a Transformer-XL's memory; {args.model} holds no Transformer-XL")
+    load = load_transfo_xl_and_tokenizer if xl else load_model_and_tokenizer
+    model, tokenizer = load(args.model)
+    ids = _encode(tokenizer, text)
+    if args.max_tokens is not None:
+        ids = ids[: args.max_tokens]
+    if xl:
+        result = state_reuse_perplexity(model, ids, args.max_length, args.mem_len)
+        how = {"segment_length": args.max_length or model.config.segment_length}
+        how["mem_len"] = model.config.mem_len if args.mem_len is None else args.mem_len
+    else:
+        window, stride = window_and_stride(model.config.max_positions, args.max_length, args.stride)
+        result = sliding_window_perplexity(model, ids, window, stride)
+        how = {"stride": stride}
     if args.json:
         print(json.dumps({"file": str(args.file), **how, **result.__dict__}, indent=2))
     else:

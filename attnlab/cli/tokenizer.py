@@ -102,11 +102,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     enc.set_defaults(func=run_encode)
 
 
-def _fail(message: str) -> int:
-    print(f"attnlab tokenizer: error: {message}", file=sys.stderr)
-    return 2
-
-
 def run_train(args: argparse.Namespace) -> int:
     from attnlab.tokenizers.files import save_vocab_files
     from attnlab.tokenizers.models import BPE, WordPiece
@@ -123,14 +118,11 @@ def run_train(args: argparse.Namespace) -> int:
         what = "" if existing == out else f" ({existing})"
         raise NotADirectoryError(f"--output-dir {out}{what}: exists and is not a directory; give a directory")
     start = time.perf_counter()
-    try:
-        tok = train_tokenizer(
-            args.kind, list(args.files), args.vocab_size, lowercase=args.lowercase,
-            min_frequency=args.min_frequency, special_tokens=args.special_tokens,
-            limit_alphabet=args.limit_alphabet, show_progress=not args.no_progress, processes=args.processes,
-        )  # fmt: skip
-    except (ValueError, FileNotFoundError) as e:
-        return _fail(str(e))
+    tok = train_tokenizer(
+        args.kind, list(args.files), args.vocab_size, lowercase=args.lowercase,
+        min_frequency=args.min_frequency, special_tokens=args.special_tokens,
+        limit_alphabet=args.limit_alphabet, show_progress=not args.no_progress, processes=args.processes,
+    )  # fmt: skip
     elapsed = time.perf_counter() - start
     out.mkdir(parents=True, exist_ok=True)  # so that save() writes into it whatever its name (tok.json, v1.0)
     written = [tok.save(out)]
@@ -183,19 +175,21 @@ def run_encode(args: argparse.Namespace) -> int:
         elif os.path.isdir(path):
             tok = load_tokenizer(path)
         else:
-            return _fail(f"{path}: no such tokenizer directory or file")
-    except (ValueError, FileNotFoundError, OSError) as e:
-        return _fail(f"cannot load a tokenizer from {path}: {e}")
+            raise FileNotFoundError(f"{path}: no such tokenizer directory or file")
+    except (ValueError, OSError) as e:
+        if isinstance(e, FileNotFoundError) and not os.path.exists(path):
+            raise
+        raise ValueError(f"cannot load a tokenizer from {path}: {e}") from e
     if args.file is not None and args.file != "-":
         from .inputs import check_text_file
 
         check_text_file(args.file, "--file")  # missing, a directory, or bytes that are not UTF-8
     if args.max_length is not None:
         if args.max_length < 1:
-            return _fail(f"--max-length must be positive, got {args.max_length}")
+            raise ValueError(f"--max-length must be positive, got {args.max_length}")
         tok.enable_truncation(args.max_length)
     if args.batch_size < 1:
-        return _fail(f"--batch-size must be positive, got {args.batch_size}")
+        raise ValueError(f"--batch-size must be positive, got {args.batch_size}")
     progress = None
     if args.file is not None and args.file != "-" and not args.no_progress:
         from tqdm.auto import tqdm
