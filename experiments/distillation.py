@@ -31,7 +31,9 @@ What it does:
    many of the trainer's epochs over the training set as that takes (each a fresh seeded order, the last
    cut short), in length-grouped batches (``finetune --group-by-length``: the same examples, about half the
    padding positions of a pair task's random batches, so half the time; ``--no-group-by-length`` for
-   random batches), evaluated once at the end (no best-epoch pick on dev); one seed. ``--jobs`` runs (default
+   random batches), evaluated once at the end (no best-epoch pick on dev); ``--finetune-seeds`` seeds
+   (default 1), the same for every model, so the Table 4 differences are paired seed by seed (printed with
+   their spread) and a score is the mean over seeds. ``--jobs`` runs (default
    2) fine-tune at a time, each in its own process with an equal share of the cores (one thread each on 2
    cores: a 2-4-layer model uses one thread far better than two), longest tasks first. Until 2026-11-27 the
    training set was repeated or cut to steps x 32 examples and read in random batches (the runs of
@@ -213,16 +215,17 @@ def benchmark(teacher_dir: Path, student_dir: Path, stsb_dir: Path, pairs: int =
 
 def finetune_score(
     model_dir: Path, task: str, train: list[Any], dev: list[Any], lr: float, steps: int, out: Path,
-    group_by_length: bool = True,
+    group_by_length: bool = True, seed: int = 0,
 ) -> dict[str, Any]:
     """``steps`` optimizer steps of batch 32 over ``train`` (the trainer's epochs, each a fresh seeded order
-    of every example; the last cut short), one evaluation on ``dev`` at the end."""
+    of every example; the last cut short), one evaluation on ``dev`` at the end. ``seed`` sets the head's
+    initialisation, dropout and the batch order."""
     from attnlab.tasks.finetune import FinetuneConfig, ModelSource, finetune_examples, get_task
 
     spec = get_task(task)
     per_epoch = math.ceil(len(train) / 32)
     cfg = FinetuneConfig(
-        learning_rates=(lr,), seeds=(0,),
+        learning_rates=(lr,), seeds=(seed,),
         epochs=(steps - 1e-6) / per_epoch,  # the trainer's ceil(epochs * per_epoch) is then exactly steps
         batch_size=32, max_length=128, keep_best=False, eval_every=steps + 1,  # only the last step's
         group_by_length=group_by_length, output_dir=out, overwrite=True, progress_bar=False,
@@ -241,7 +244,7 @@ def finetune_score(
 
 def finetune_task(
     model_dir: Path, task: str, glue: str, lr: float, steps: int, out: Path, group_by_length: bool,
-    threads: int | None = None,
+    seed: int = 0, threads: int | None = None,
 ) -> dict[str, Any]:
     """`finetune_score` on ``task``'s TRAIN and dev splits read from ``glue``, with ``threads`` torch threads
     (None: as they are); what each worker process of ``--jobs`` runs."""
@@ -251,43 +254,57 @@ def finetune_task(
         torch.set_num_threads(threads)
     spec, d = get_task(task), Path(glue) / TASK_DIRS[task]
     train, dev = load_split(spec, d, "train"), load_split(spec, d, "dev")
-    return finetune_score(model_dir, task, train, dev, lr, steps, out, group_by_length)
+    return finetune_score(model_dir, task, train, dev, lr, steps, out, group_by_length, seed)
 
 
 def finetune_grid(
     models: dict[str, Path], lrs: dict[str, float], args: argparse.Namespace, out: Path
 ) -> dict[str, dict[str, Any]]:
-    """Every model fine-tuned on every task, ``--jobs`` runs at a time in worker processes (each with an
+    """Every model fine-tuned on every task with each of ``--finetune-seeds`` seeds (the same seeds for every
+    model, so their differences are paired), ``--jobs`` runs at a time in worker processes (each with an
     equal share of the cores: small models use one thread far better than two), longest tasks first; the
-    results as ``{model: {task: result}}``. One job runs in this process."""
+    results as ``{model: {task: result}}``, ``score`` the mean over the seeds and ``scores`` each seed's.
+    One job runs in this process."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
 
     from attnlab.tasks.finetune import get_task
 
     order = sorted(args.tasks, key=lambda t: -TASK_COST[t])
-    calls = [(name, task) for task in order for name in models]
-    results: dict[str, dict[str, Any]] = {}
+    seeds = range(args.finetune_seeds)
+    calls = [(name, task, seed) for task in order for seed in seeds for name in models]
+    runs: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
 
-    def done(name: str, task: str, r: dict[str, Any]) -> None:
-        results.setdefault(name, {})[task] = r
-        log(f"  {task:<5} {name:<16} {get_task(task).metric} {r['score']:6.2f}  ({r['steps']} steps, "
-            f"{r['seconds']:.0f}s)")  # fmt: skip
+    def done(name: str, task: str, seed: int, r: dict[str, Any]) -> None:
+        runs.setdefault((name, task), {})[seed] = r
+        log(f"  {task:<5} {name:<16} seed {seed} {get_task(task).metric} {r['score']:6.2f}  ({r['steps']} "
+            f"steps, {r['seconds']:.0f}s)")  # fmt: skip
 
-    def call_args(name: str, task: str) -> tuple:
-        target = out / "glue" / name / task
-        return (models[name], task, args.glue, lrs[name], args.finetune_steps, target, args.group_by_length)
+    def call_args(name: str, task: str, seed: int) -> tuple:
+        target = out / "glue" / name / task / f"seed-{seed}"
+        return (models[name], task, args.glue, lrs[name], args.finetune_steps, target, args.group_by_length,
+                seed)  # fmt: skip
 
     if args.jobs <= 1:
-        for name, task in calls:
-            done(name, task, finetune_task(*call_args(name, task)))
-        return results
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(finetune_task, *call_args(n, t), threads): (n, t) for n, t in calls}
-        for future in as_completed(futures):
-            done(*futures[future], future.result())
-    return {name: {task: results[name][task] for task in args.tasks} for name in models}
+        for call in calls:
+            done(*call, finetune_task(*call_args(*call)))
+    else:
+        threads = max(1, (os.cpu_count() or 1) // args.jobs)
+        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+            futures = {pool.submit(finetune_task, *call_args(*call), threads): call for call in calls}
+            for future in as_completed(futures):
+                done(*futures[future], future.result())
+    results: dict[str, dict[str, Any]] = {}
+    for name in models:
+        for task in args.tasks:
+            by_seed = [runs[name, task][seed] for seed in seeds]
+            results.setdefault(name, {})[task] = {
+                "score": statistics.fmean(r["score"] for r in by_seed),
+                "scores": [r["score"] for r in by_seed],
+                "steps": by_seed[0]["steps"],
+                "seconds": sum(r["seconds"] for r in by_seed),
+            }
+    return results
 
 
 def select_lr(model_dir: Path, args: argparse.Namespace, out: Path, kind: str) -> tuple[float, dict]:
@@ -318,6 +335,20 @@ def select_lr(model_dir: Path, args: argparse.Namespace, out: Path, kind: str) -
 
 def macro(scores: dict[str, float], tasks: list[str]) -> float:
     return statistics.fmean(scores[t] for t in tasks)
+
+
+def seed_macros(glue: dict[str, Any], name: str, tasks: list[str]) -> list[float]:
+    """``name``'s macro score of each fine-tuning seed (one value for results written before seeds)."""
+    per_task = {t: glue[name][t].get("scores", [glue[name][t]["score"]]) for t in tasks}
+    return [statistics.fmean(per_task[t][k] for t in tasks) for k in range(len(per_task[tasks[0]]))]
+
+
+def paired(glue: dict[str, Any], name: str, tasks: list[str]) -> str:
+    """``name``'s macro score minus the distilled student's, seed by seed: the mean, the standard deviation
+    over seeds and each seed's difference."""
+    diffs = [a - b for a, b in zip(seed_macros(glue, name, tasks), seed_macros(glue, "distilled", tasks))]
+    spread = f" ± {statistics.stdev(diffs):.2f}" if len(diffs) > 1 else ""
+    return f"{statistics.fmean(diffs):+6.2f}{spread}  (seeds: {', '.join(f'{d:+.2f}' for d in diffs)})"
 
 
 def report(results: dict[str, Any], tasks: list[str]) -> list[str]:
@@ -360,8 +391,8 @@ def report(results: dict[str, Any], tasks: list[str]) -> list[str]:
     d_macro = macro({t: glue["distilled"][t]["score"] for t in tasks}, tasks)
     for name in ("no-soft-targets", "no-cosine", "random-init"):
         if name in glue:
-            m = macro({t: glue[name][t]["score"] for t in tasks}, tasks)
-            lines.append(f"  {name:<17} measured {m - d_macro:+6.2f}   paper {PAPER_ABLATION[name]:+6.2f}")
+            measured = paired(glue, name, tasks)
+            lines.append(f"  {name:<17} paper {PAPER_ABLATION[name]:+6.2f}   measured {measured}")
     lines += ["", "targets"]
     s_macro = d_macro
     checks = [
@@ -394,6 +425,10 @@ def main() -> int:
     p.add_argument("--distill-minutes", type=float, default=5.0)
     p.add_argument("--distill-lr", type=float, default=5e-4)
     p.add_argument("--finetune-steps", type=int, default=150)
+    p.add_argument(
+        "--finetune-seeds", type=int, default=1,
+        help="fine-tuning seeds per model and task (the same for every model; scores are their mean)",
+    )  # fmt: skip
     p.add_argument("--lr-grid", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
     p.add_argument("--output", type=Path, default=ROOT / "runs/distill-exp")
     p.add_argument("--skip-distill", action="store_true", help="reuse OUT/students")
@@ -454,7 +489,10 @@ def main() -> int:
         log(f"  {name:<16} {100 * e.get('eval_mlm_accuracy', float('nan')):5.1f}%  ({r.get('steps')} steps)")
     lines = report(results, args.tasks)
     results["minutes"] = (time.monotonic() - t_start) / 60
-    lines.append(f"\n{results['minutes']:.1f} minutes in all; fine-tuning {args.finetune_steps} steps a run")
+    lines.append(
+        f"\n{results['minutes']:.1f} minutes in all; fine-tuning {args.finetune_steps} steps a run, "
+        f"{args.finetune_seeds} seed(s)"
+    )
     for line in lines:
         log(line)
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))

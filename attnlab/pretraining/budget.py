@@ -20,11 +20,11 @@ the project's 2-core CPU on the built-in corpus (`experiments/pretrain_budget.py
   30% 33.1%, 40% 35.5% at 3,000 steps; held-out accuracy is still measured at 15%;
 - **a small vocabulary** trained on the corpus (2,048 tokens): fewer output rows and every token seen often.
 
-The longer budgets' sizes (bert-mini and bert-small) are chosen so that a model pre-trained for half an hour
-or more has trained every position a fine-tuning task uses (128 tokens) and the capacity a larger corpus can
-fill. Their lengths, measured for half an hour on the Gutenberg books (bert-mini, one 5,156-token WordPiece
-trained on the books, held-out MLM accuracy on the same 16,669 masked tokens of 128-token blocks, unigram
-guess 5.6%; 2026-11-27, the later sessions' AVX2 machine at 1.3 s a 128-token step):
+The longer budget's size (bert-mini, 4 layers of 256) is chosen so that a model pre-trained for half an hour
+or more has trained every position a fine-tuning task uses (128 tokens). Its lengths, measured for half an
+hour on the Gutenberg books (bert-mini, one 5,156-token WordPiece trained on the books, held-out MLM accuracy
+on the same 16,669 masked tokens of 128-token blocks, unigram guess 5.6%; 2026-11-27, the later sessions'
+AVX2 machine at 1.3 s a 128-token step):
 
 - 128 tokens throughout: 1,424 steps, 15.7% (perplexity 281; 22.8% at 1,775 steps on 11-26's faster
   machine): the run spends most of its budget on the MLM plateau (loss about 5.7 from step 400 to its end);
@@ -36,8 +36,14 @@ guess 5.6%; 2026-11-27, the later sessions' AVX2 machine at 1.3 s a 128-token st
   base model never had, Beltagy et al. 2020, section 5; ``Recipe.stage_positions="copy"``): 2,539 steps,
   **29.1%** (perplexity 57.9); the 128-token loss falls from 5.1 to 4.5 within the last stage.
 
-So the 30-minute tier runs the third (`Budget.short_length`); the 120-minute tier (bert-small at 128) is not
-yet measured. `experiments/pretrain_then_finetune.py` measures what each buys downstream.
+So runs over 20 minutes take the third (`Budget.short_length`). For two hours, the same on the same books,
+tokenizer and held-out tokens (2026-11-28, the machine otherwise idle): 9,718 steps in 112.9 minutes (the
+plan keeps a reserve for the final evaluation), **42.2%** (perplexity 20.3), against 29.1% at 30 minutes; at
+the end of its 64-token stage it stood at 28.6%. bert-small (4 layers of 512) would take about 2,950 steps in
+the same two hours (1.92 s a 64-token step, 4.70 s a 128-token one): not yet measured, so not the default;
+for this compute (22M tokens) the smaller model with more steps is also what compute-optimal scaling
+(Hoffmann et al. 2022: about 20 tokens a parameter) points to. `experiments/pretrain_then_finetune.py`
+measures what each budget buys downstream.
 
 A `Budget` holds the sizes for runs up to ``minutes``; `for_budget` turns any paper's recipe into its budget
 version, keeping the paper's objective and data format (BERT keeps NSP, ALBERT SOP and its architecture,
@@ -82,13 +88,12 @@ class Budget:
         return (LengthStage(self.short_length, short), LengthStage(self.max_length, rest))
 
 
-# Chosen by measurement on 2 cores (experiments/pretrain_budget.py). Runs without a time budget (--max-steps
-# alone) take the middle one.
+# Chosen by measurement on 2 cores (experiments/pretrain_budget.py for the first; the module docstring for the
+# second, at 30 and 120 minutes). Runs without a time budget (--max-steps alone) take the second.
 BUDGETS: tuple[Budget, ...] = (
     Budget(minutes=20, preset="bert-tiny", max_length=32, batch_size=32, lr=2e-3, vocab_size=2048),
-    Budget(minutes=60, preset="bert-mini", max_length=128, batch_size=32, lr=1e-3, vocab_size=8192,
+    Budget(minutes=math.inf, preset="bert-mini", max_length=128, batch_size=32, lr=1e-3, vocab_size=8192,
            short_length=64),
-    Budget(minutes=math.inf, preset="bert-small", max_length=128, batch_size=32, lr=1e-3, vocab_size=16384),
 )
 
 
@@ -114,7 +119,7 @@ XL_BUDGETS: tuple[Budget, ...] = (
 
 
 def budget_for(minutes: float | None, objective: str = "mlm", *, recurrent: bool = False) -> Budget:
-    """The `Budget` for a run of ``minutes`` (None: no time budget, the middle one; a causal LM: the small
+    """The `Budget` for a run of ``minutes`` (None: no time budget, the second one; a causal LM: the small
     one) of a recipe with ``objective`` (``recurrent``: with segment recurrence, Transformer-XL)."""
     if recurrent:
         return next(b for b in XL_BUDGETS if minutes is None or minutes <= b.minutes)
