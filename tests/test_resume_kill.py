@@ -244,6 +244,17 @@ def test_overwrite_starts_afresh_and_learns_a_new_tokenizer(tmp_path: Path) -> N
 # --------------------------------------------------------------------------- random kill points
 
 
+def _has_checkpoint(out: Path) -> bool:
+    """Whether a finished checkpoint (``checkpoints/step-*/manifest.json``) exists under ``out``. Written with
+    os.walk, which skips a directory that vanishes while it is listed: the trainer renames its
+    ``.tmp-step-*`` directory into place while we poll, and Path.glob raises FileNotFoundError on that race."""
+    for root, _dirs, files in os.walk(out):
+        here = Path(root)
+        if "manifest.json" in files and here.name.startswith("step-") and here.parent.name == "checkpoints":
+            return True
+    return False
+
+
 def _kill_randomly(argv: list[str], out: Path, rng: random.Random, kills: int) -> int:
     """Start the command, kill it with SIGKILL at a random moment after its first checkpoint, resume with
     --resume, ``kills`` times; then let it finish. Returns how many kills landed mid-run."""
@@ -256,7 +267,7 @@ def _kill_randomly(argv: list[str], out: Path, rng: random.Random, kills: int) -
             assert proc.returncode == 0, output
             break
         deadline = time.monotonic() + 120
-        while not list(out.glob("**/checkpoints/step-*/manifest.json")) and proc.poll() is None:
+        while not _has_checkpoint(out) and proc.poll() is None:
             assert time.monotonic() < deadline, "no checkpoint appeared"
             time.sleep(0.01)
         time.sleep(rng.uniform(0.0, 1.5))
