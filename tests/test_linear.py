@@ -90,13 +90,32 @@ def test_path_selection() -> None:
         set_cpu_gemm("mkl")
 
 
-def test_auto_picks_onednn_only_with_avx512() -> None:
-    assert lin_mod.auto_cpu_gemm("AVX512") == "onednn"
-    assert lin_mod.auto_cpu_gemm("AVX2") == "default"
-    assert lin_mod.auto_cpu_gemm("DEFAULT") == "default"
+def test_auto_picks_onednn_only_with_avx512_off_intel() -> None:
+    assert lin_mod.auto_cpu_gemm("AVX512", "AuthenticAMD") == "onednn"
+    assert lin_mod.auto_cpu_gemm("AVX512", "") == "onednn"  # vendor unknown: by the instruction set
+    assert lin_mod.auto_cpu_gemm("AVX512", "GenuineIntel") == "default"  # MKL's own CPUs
+    assert lin_mod.auto_cpu_gemm("AMX", "GenuineIntel") == "default"
+    assert lin_mod.auto_cpu_gemm("AVX2", "AuthenticAMD") == "default"
+    assert lin_mod.auto_cpu_gemm("DEFAULT", "AuthenticAMD") == "default"
     set_cpu_gemm("auto")
     expected = lin_mod.auto_cpu_gemm() if lin_mod._OP is not None else "default"
     assert cpu_gemm() == expected
+
+
+def test_cpu_vendor_reads_vendor_id(tmp_path, monkeypatch) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n")
+    real_open = open
+    monkeypatch.setattr(lin_mod, "open", lambda path, *a, **k: real_open(info, *a, **k), raising=False)
+    assert lin_mod.cpu_vendor() == "AuthenticAMD"
+    info.write_text("processor\t: 0\n")
+    assert lin_mod.cpu_vendor() == ""
+
+    def missing(*_a, **_k):
+        raise FileNotFoundError("/proc/cpuinfo")
+
+    monkeypatch.setattr(lin_mod, "open", missing, raising=False)
+    assert lin_mod.cpu_vendor() == ""
 
 
 def test_linear_module_is_an_nn_linear_with_the_same_state_dict() -> None:

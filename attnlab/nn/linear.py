@@ -14,10 +14,13 @@ products through a custom autograd function) when all of these hold, and is ``F.
 - the product has at least ``2**20`` multiply-adds (below that oneDNN's ~8 us call overhead loses);
 - PyTorch was built with oneDNN and has the operator (a private one, so its presence is checked);
 - the choice is ``onednn``: ``ATTNLAB_CPU_GEMM`` (or `set_cpu_gemm`) is ``onednn``, or ``auto`` (the
-  default) on a CPU with AVX-512. On AVX2-only CPUs (the later sessions' AMD EPYC without AVX-512) oneDNN's
-  float32 kernels are the slower ones: ``benchmarks/gemm.py --threads 1`` measured oneDNN / MKL 0.42-1.19
-  over the same shapes, 0.42-0.68 for the backward products, so ``auto`` keeps ``F.linear`` there. The
-  choice is a function of the machine, so a run resumed on the same machine computes exactly as before.
+  default) on a CPU with AVX-512 that is not Intel's. On AVX2-only CPUs (the later sessions' AMD EPYC
+  without AVX-512) oneDNN's float32 kernels are the slower ones: ``benchmarks/gemm.py --threads 1``
+  measured oneDNN / MKL 0.42-1.19 over the same shapes, 0.42-0.68 for the backward products. On Intel CPUs
+  MKL takes its own fast path: on an Intel Xeon with AVX-512 and AMX (2026-11-28, one thread) oneDNN / MKL
+  was 0.87-1.02 forward and 0.38-0.95 backward, and bert-mini's B=1 forward took 10.0 ms on oneDNN
+  against 8.0 ms on MKL. So ``auto`` keeps ``F.linear`` on both. The choice is a function of the
+  machine, so a run resumed on the same machine computes exactly as before.
 
 The module keeps ``nn.Linear``'s parameters, names and initialisation, so checkpoints and HF key mappings
 are unchanged and ``isinstance(m, nn.Linear)`` still holds.
@@ -34,8 +37,8 @@ from torch.autograd.function import once_differentiable
 
 from attnlab.nn.derived import derived
 
-__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "small_product",
-           "column_major_copy"]
+__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "cpu_vendor", "small_rows",
+           "small_product", "column_major_copy"]
 
 MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
 # Rows (M) at or below which a no-grad product picks its weight layout by shape (`small_product`: decoding)
@@ -57,16 +60,31 @@ _OP = _onednn_op()
 _ENABLED = False
 
 
-def auto_cpu_gemm(capability: str | None = None) -> str:
-    """What ``"auto"`` picks: ``"onednn"`` on a CPU whose PyTorch kernels run AVX-512 (or newer), else
-    ``"default"`` (see the module docstring); ``capability`` is what
-    ``torch.backends.cpu.get_cpu_capability()`` returns."""
+def cpu_vendor() -> str:
+    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``; ``/proc/cpuinfo``'s ``vendor_id``), or
+    ``""`` where it cannot be read (not Linux)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def auto_cpu_gemm(capability: str | None = None, vendor: str | None = None) -> str:
+    """What ``"auto"`` picks: ``"onednn"`` on a CPU whose PyTorch kernels run AVX-512 (or newer) and that is
+    not Intel's (MKL's own), else ``"default"`` (see the module docstring). ``capability`` is what
+    ``torch.backends.cpu.get_cpu_capability()`` returns, ``vendor`` what `cpu_vendor` does."""
     cap = torch.backends.cpu.get_cpu_capability() if capability is None else capability
-    return "onednn" if cap.upper().startswith(("AVX512", "AMX")) else "default"
+    vendor = cpu_vendor() if vendor is None else vendor
+    wide = cap.upper().startswith(("AVX512", "AMX"))
+    return "onednn" if wide and vendor != "GenuineIntel" else "default"
 
 
 def set_cpu_gemm(kind: str, what: str = "set_cpu_gemm: kind") -> None:
-    """``"auto"`` (the default: oneDNN where the CPU has AVX-512), ``"onednn"`` or ``"default"`` (PyTorch's
+    """``"auto"`` (the default: oneDNN where a CPU not made by Intel has AVX-512), ``"onednn"`` or ``"default"`` (PyTorch's
     ``F.linear``)."""
     global _ENABLED
     if kind not in ("auto", "onednn", "default"):
