@@ -21,6 +21,17 @@ fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
   engine's cores), ``intra_op_num_threads`` = the thread count. PyTorch's engines run with the peer setting,
   ``OMP_WAIT_POLICY=PASSIVE`` (set by the script unless the environment sets it).
 
+``--isolated`` (the default) runs each engine in a process of its own, with its library's own defaults, as
+a service would run it: PyTorch's OpenMP threads with GNU OpenMP's default wait (they spin a moment at each
+barrier), ONNX Runtime with intra-op spinning on (its default). The processes take turns: in each round
+every engine runs one untimed forward and then ``--block`` timed ones while the others wait idle on a pipe,
+so no engine's spinning threads share the cores with another's work. ``--in-process`` runs the engines
+interleaved in this one process instead, one forward each per round, where spinning threads would steal
+the next engine's cores: there ONNX Runtime's spinning is off and PyTorch runs with the peer setting,
+``OMP_WAIT_POLICY=PASSIVE``; at batch size 1 with 2 threads the passive wait costs PyTorch more than
+ONNX Runtime (2026-11-28, Intel Xeon, bert-mini: 11.3 against 7.2 ms, attnlab no faster than with one
+thread), so that mode understates a service's latency.
+
 All engines are checked against attnlab eager before timing (fp32 engines: max abs difference of the last
 hidden state; int8: relative error). The attention mask is all ones (full-length sequences). The machine's
 load (``os.getloadavg``) is printed before and after: timings on a shared machine compare only as ratios.
@@ -29,8 +40,11 @@ load (``os.getloadavg``) is printed before and after: timings on a shared machin
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,11 +56,15 @@ from pathlib import Path
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
-# ONNX Runtime runs with intra-op spinning off; the peer setting for PyTorch's OpenMP threads is the
-# passive wait policy (GNU OpenMP spins at every barrier by default). On a shared 2-core machine spinning
-# costs torch 7-30x at B=1 with 2 threads (measured: bert-mini 497 ms spinning, 11.5 ms passive, ORT 10-15
-# ms). libgomp reads it when torch loads it: set before the import; OMP_WAIT_POLICY=ACTIVE overrides.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# --in-process: ONNX Runtime runs with intra-op spinning off; the peer setting for PyTorch's OpenMP threads is
+# the passive wait policy (GNU OpenMP spins at every barrier by default). With engines interleaved in one
+# process on a 2-core machine, spinning costs torch 7-30x at B=1 with 2 threads (measured: bert-mini 497 ms
+# spinning, 11.5 ms passive, ORT 10-15 ms). libgomp reads it when torch loads it: set before the import;
+# OMP_WAIT_POLICY=ACTIVE overrides. The isolated workers (the default mode) get the environment as the user
+# left it, without this.
+USER_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
+if os.environ.get(WORKER_ENV := "ATTNLAB_BENCH_WORKER") is None:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
@@ -70,10 +88,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="per shape and thread count: fewer rounds (at least 3) when one round of all engines is slower",
     )  # fmt: skip
     p.add_argument("--no-compile", action="store_true", help="leave out attnlab compile (compiling is slow)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--isolated", dest="isolated", action="store_true", default=True,
+                      help="each engine in its own process, its library's defaults, taking turns (default)")
+    mode.add_argument("--in-process", dest="isolated", action="store_false",
+                      help="engines interleaved in this process; spinning off for all (the earlier table)")
+    p.add_argument("--block", type=int, default=5, help="--isolated: timed forwards per engine and round")
+    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of the engines")
     args = p.parse_args(argv)
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = [e for e in args.engines if e not in ENGINES]
+    if unknown or not {"attnlab", "ORT fp32", "ORT int8"} <= set(args.engines):
+        p.error(f"--engines: {unknown or args.engines} -- choose from {', '.join(ENGINES)}; "
+                "attnlab, ORT fp32 and ORT int8 are always needed")  # fmt: skip
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     args.threads = [int(t) for t in args.threads.split(",") if t.strip()]
     return args
+
+
+def parse_worker_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="one engine of benchmarks/inference.py --isolated (internal)")
+    p.add_argument("--worker", required=True, choices=ENGINES)
+    p.add_argument("--worker-preset", required=True)
+    p.add_argument("--worker-dir", required=True)
+    p.add_argument("--worker-threads", type=int, required=True)
+    return p.parse_args()
 
 
 def load() -> str:
@@ -96,32 +135,57 @@ def build_hf(ours: Encoder) -> torch.nn.Module:
 
 
 class Engines:
-    """Every engine of one model, as ``name -> (batch -> last hidden state)`` callables."""
+    """The engines of one model, as ``name -> (batch -> last hidden state)`` callables; each engine's model
+    (HF, int8, compiled, ONNX Runtime sessions) is built when first asked for, so an isolated worker builds
+    only its own."""
 
-    def __init__(self, preset: str, workdir: Path, compile_: bool) -> None:
-        from attnlab.inference import quantize
-        from attnlab.inference.onnx_export import export_onnx
-
+    def __init__(self, preset: str, workdir: Path, compile_: bool, spinning: bool = False) -> None:
         torch.manual_seed(0)
         self.model = Encoder(get_preset(preset, hidden_dropout=0.0, attention_dropout=0.0)).eval()
-        self.hf = build_hf(self.model)
-        self.int8 = quantize(self.model)
-        self.compiled = torch.compile(self.model, dynamic=False) if compile_ else None
         self.onnx_dir = workdir / preset
+        self.weights = workdir / f"{preset}.safetensors"
+        if self.weights.exists():  # a worker: the parent's weights (the same seed builds the same, but check)
+            from safetensors.torch import load_file
+
+            self.model.load_state_dict(load_file(self.weights))
+        self.compile_ = compile_
+        self.spinning = spinning  # ONNX Runtime's intra-op spinning (its default is on)
+        self.sessions: dict[int, dict[str, object]] = {}
+        self.export_s = 0.0
+
+    def export(self) -> None:
+        """The ONNX directory (fp32 and int8) and the weights file the workers load."""
+        from safetensors.torch import save_file
+
+        from attnlab.inference.onnx_export import export_onnx
+
         start = time.perf_counter()
         export_onnx(self.model, self.onnx_dir, int8=True)
         self.export_s = time.perf_counter() - start
-        self.sessions: dict[int, dict[str, object]] = {}
+        save_file({k: v.contiguous() for k, v in self.model.state_dict().items()}, self.weights)
 
-    def ort(self, threads: int) -> dict[str, object]:
+    @functools.cached_property
+    def hf(self) -> torch.nn.Module:
+        return build_hf(self.model)
+
+    @functools.cached_property
+    def int8(self) -> torch.nn.Module:
+        from attnlab.inference import quantize
+
+        return quantize(self.model)
+
+    @functools.cached_property
+    def compiled(self) -> Callable | None:
+        return torch.compile(self.model, dynamic=False) if self.compile_ else None
+
+    def ort(self, threads: int, name: str) -> object:
         from attnlab.inference.onnx_runner import OnnxRunner
 
-        if threads not in self.sessions:  # a session's thread pool is fixed when it is created
-            self.sessions[threads] = {
-                "ORT fp32": OnnxRunner(self.onnx_dir, threads=threads),
-                "ORT int8": OnnxRunner(self.onnx_dir, threads=threads, int8=True),
-            }
-        return self.sessions[threads]
+        sessions = self.sessions.setdefault(threads, {})  # a session's thread pool is fixed when created
+        if name not in sessions:
+            sessions[name] = OnnxRunner(self.onnx_dir, threads=threads, spinning=self.spinning,
+                                        int8=name == "ORT int8")  # fmt: skip
+        return sessions[name]
 
     def modules(self, batch: dict[str, torch.Tensor]) -> Tensor:
         """attnlab eager with the fused encoder-layer path off."""
@@ -130,19 +194,34 @@ class Engines:
         with fused_layers(False):
             return self.model(**batch).last_hidden_state
 
-    def callables(self, threads: int, batch: dict[str, torch.Tensor]) -> dict[str, Callable[[], Tensor]]:
-        ort = self.ort(threads)
-        compiled = self.compiled  # an OptimizedModule: no truth value (len() raises)
-        fns = {
-            "attnlab": lambda: self.model(**batch).last_hidden_state,
-            "attnlab modules": lambda: self.modules(batch),
-            "attnlab compile": None if compiled is None else (lambda: compiled(**batch).last_hidden_state),
-            "attnlab int8": lambda: self.int8(**batch).last_hidden_state,
-            "HF": lambda: self.hf(**batch).last_hidden_state,
-            "ORT fp32": lambda: ort["ORT fp32"](**batch).last_hidden_state,
-            "ORT int8": lambda: ort["ORT int8"](**batch).last_hidden_state,
-        }
+    def callable(self, name: str, threads: int, batch: dict[str, Tensor]) -> Callable[[], Tensor] | None:
+        """Engine ``name``'s forward of ``batch``; None for ``attnlab compile`` without compiling."""
+        if name == "attnlab":
+            return lambda: self.model(**batch).last_hidden_state
+        if name == "attnlab modules":
+            return lambda: self.modules(batch)
+        if name == "attnlab compile":
+            compiled = self.compiled  # an OptimizedModule: no truth value (len() raises)
+            return None if compiled is None else (lambda: compiled(**batch).last_hidden_state)
+        if name == "attnlab int8":
+            int8 = self.int8
+            return lambda: int8(**batch).last_hidden_state
+        if name == "HF":
+            hf = self.hf
+            return lambda: hf(**batch).last_hidden_state
+        session = self.ort(threads, name)
+        return lambda: session(**batch).last_hidden_state
+
+    def callables(self, names: list[str], threads: int, batch: dict[str, Tensor]) -> dict[str, Callable]:
+        fns = {name: self.callable(name, threads, batch) for name in names}
         return {k: v for k, v in fns.items() if v is not None}
+
+
+def make_batch(model: Encoder, b: int, t: int) -> dict[str, torch.Tensor]:
+    """The same random (B, T) batch in every process."""
+    g = torch.Generator().manual_seed(b * 1000 + t)
+    ids = torch.randint(1000, model.config.vocab_size, (b, t), generator=g)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
 
 
 def check(fns: dict[str, Callable[[], torch.Tensor]]) -> dict[str, str]:
@@ -179,7 +258,80 @@ def time_shape(fns: dict[str, Callable[[], torch.Tensor]], args: argparse.Namesp
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+TIMES = "@@times "  # a worker's answer line (anything else it prints is passed over)
+
+
+class Worker:
+    """One engine in a process of its own (this script with ``--worker``), answering timing requests on a
+    pipe: ``{"b", "t", "n"}`` -> one untimed forward, then ``n`` timed ones, their seconds as one line."""
+
+    def __init__(self, name: str, preset: str, workdir: Path, threads: int) -> None:
+        env = dict(os.environ, **{WORKER_ENV: "1"})
+        env.pop("OMP_WAIT_POLICY", None)  # the library's default, unless the user chose one
+        if USER_WAIT_POLICY is not None:
+            env["OMP_WAIT_POLICY"] = USER_WAIT_POLICY
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--worker-preset", preset,
+               "--worker-dir", str(workdir), "--worker-threads", str(threads)]  # fmt: skip
+        self.name = name
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def run(self, b: int, t: int, n: int) -> list[float]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"b": b, "t": t, "n": n}) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith(TIMES):
+                return json.loads(line[len(TIMES) :])
+        raise RuntimeError(f"the {self.name} worker exited (code {self.proc.wait()}); its error is above")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def worker_main(args: argparse.Namespace) -> int:
+    torch.set_num_threads(args.worker_threads)
+    engines = Engines(args.worker_preset, Path(args.worker_dir), compile_=args.worker == "attnlab compile",
+                      spinning=True)  # fmt: skip
+    with torch.inference_mode():
+        for line in sys.stdin:
+            req = json.loads(line)
+            batch = make_batch(engines.model, req["b"], req["t"])
+            fn = engines.callable(args.worker, args.worker_threads, batch)
+            assert fn is not None
+            fn()  # untimed: the first after another engine's turn
+            times = []
+            for _ in range(req["n"]):
+                start = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - start)
+            print(TIMES + json.dumps(times), flush=True)
+    return 0
+
+
+def time_shape_isolated(workers: list[Worker], b: int, t: int, args: argparse.Namespace) -> dict[str, float]:
+    """Rounds of turns: each worker one untimed and ``--block`` timed forwards while the others wait."""
+    for w in workers:
+        for _ in range(args.warmup):
+            w.run(b, t, 1)
+    times: dict[str, list[float]] = {w.name: [] for w in workers}
+    rounds = args.repeats
+    r = 0
+    while r < rounds:
+        start_round = time.perf_counter()
+        for w in workers:
+            times[w.name] += w.run(b, t, args.block)
+        if r == 0:  # one round's cost decides how many fit in --max-seconds
+            per_round = time.perf_counter() - start_round
+            rounds = max(3, min(args.repeats, int(args.max_seconds / max(per_round, 1e-9))))
+        r += 1
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and "--worker" in sys.argv:
+        return worker_main(parse_worker_args())
     args = parse_args(argv)
     try:
         import onnxruntime
@@ -190,9 +342,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(
         f"# CPU inference, encoder forward (last hidden state); torch {torch.__version__}, transformers "
-        f"{transformers.__version__}, onnxruntime {onnxruntime.__version__}; median over rounds of the "
-        "engines interleaved; ratios: engine / ORT (< 1 = faster than ONNX Runtime); OMP_WAIT_POLICY="
-        f"{os.environ.get('OMP_WAIT_POLICY')}, ORT intra-op spinning off"
+        f"{transformers.__version__}, onnxruntime {onnxruntime.__version__}; ratios: engine / ORT (< 1 = "
+        "faster than ONNX Runtime); "
+        + (
+            f"each engine in its own process, turns of 1 + {args.block} forwards, median of the timed ones; "
+            f"OMP_WAIT_POLICY={USER_WAIT_POLICY} (library default if None), ORT intra-op spinning on (its "
+            "default)"
+            if args.isolated
+            else "engines interleaved in one process, median over rounds; OMP_WAIT_POLICY="
+            f"{os.environ.get('OMP_WAIT_POLICY')}, ORT intra-op spinning off"
+        )
     )
     print(f"# before: {load()}")
     rows = []
@@ -200,21 +359,27 @@ def main(argv: list[str] | None = None) -> int:
         for preset in args.models:
             with torch.inference_mode(False):
                 engines = Engines(preset, Path(tmp), compile_=not args.no_compile)
+                engines.export()
             print(f"# {preset}: ONNX export + int8 quantization {engines.export_s:.0f} s", flush=True)
+            names = [n for n in args.engines if not (n == "attnlab compile" and args.no_compile)]
             for threads in args.threads:
                 torch.set_num_threads(threads)
-                for b, t in SHAPES:
-                    g = torch.Generator().manual_seed(b * 1000 + t)
-                    ids = torch.randint(1000, engines.model.config.vocab_size, (b, t), generator=g)
-                    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids),
-                             "token_type_ids": torch.zeros_like(ids)}  # fmt: skip
-                    fns = engines.callables(threads, batch)
-                    notes = check(fns)  # also compiles (attnlab compile) for this shape
-                    medians = time_shape(fns, args)
-                    for name in fns:
-                        rows.append((preset, threads, b, t, name, medians[name], medians["ORT fp32"],
-                                     medians["ORT int8"], notes[name]))  # fmt: skip
-                    _print_block(rows[-len(fns) :])
+                workers = [Worker(n, preset, Path(tmp), threads) for n in names] if args.isolated else []
+                try:
+                    for b, t in SHAPES:
+                        fns = engines.callables(names, threads, make_batch(engines.model, b, t))
+                        notes = check(fns)  # also compiles (attnlab compile) for this shape
+                        if args.isolated:
+                            medians = time_shape_isolated(workers, b, t, args)
+                        else:
+                            medians = time_shape(fns, args)
+                        for name in fns:
+                            rows.append((preset, threads, b, t, name, medians[name], medians["ORT fp32"],
+                                         medians["ORT int8"], notes[name]))  # fmt: skip
+                        _print_block(rows[-len(fns) :])
+                finally:
+                    for w in workers:
+                        w.close()
     print(f"# after: {load()}")
     _print_summary(rows)
     return 0

@@ -52,7 +52,11 @@ def test_quantize_replaces_every_linear_and_keeps_outputs_close():
     assert sum(isinstance(m, Linear) for m in ao.modules()) == linears
     q = quantize(model)
     assert sum(isinstance(m, nn.Linear) for m in q.modules()) == 0
-    assert sum(isinstance(m, Int8Linear) for m in q.modules()) == linears == 4 * 6 + 1 + 1
+    assert linears == 4 * 6 + 1 + 1
+    # and each self-attention's query, key and value once more, stacked (one product)
+    assert sum(isinstance(m, Int8Linear) for m in q.modules()) == linears + 4
+    stacked = q.encoder.attention[0].layer.qkv
+    assert isinstance(stacked, Int8Linear) and (stacked.in_features, stacked.out_features) == (256, 768)
     assert isinstance(model.classifier, Linear)  # a copy: the float model is untouched
     ids = torch.randint(0, 200, (4, 32))
     mask = torch.ones_like(ids)
@@ -82,3 +86,50 @@ def test_tied_embedding_stays_float_and_fill_mask_runs():
     ref = FillMaskPipeline(model, bert_wordpiece(vocab))("the cat [MASK]", top_k=3)
     assert [p["token"] for p in preds][0] == [p["token"] for p in ref][0]
     assert abs(preds[0]["score"] - ref[0]["score"]) < 0.05
+
+
+def test_auto_engine_takes_onednn_only_with_amx_int8():
+    from attnlab.inference.quantize import auto_engine
+
+    engines = ["qnnpack", "onednn", "x86", "fbgemm"]
+    assert auto_engine(frozenset({"avx512f", "amx_int8", "amx_tile"}), engines) == "onednn"
+    current = torch.backends.quantized.engine
+    assert auto_engine(frozenset({"avx512f", "amx_int8"}), ["x86", "fbgemm"]) == current
+    assert auto_engine(frozenset({"avx2", "avx512_vnni"}), engines) == current
+    assert auto_engine(frozenset(), engines) == current
+
+
+@pytest.mark.parametrize("engine", ["x86", "onednn"])
+def test_quantize_packs_for_the_engine_asked_and_restores_the_global_one(engine):
+    if engine not in torch.backends.quantized.supported_engines:
+        pytest.skip(f"this build has no {engine} engine")
+    torch.manual_seed(3)
+    cfg = get_preset("bert-tiny", vocab_size=100, max_position_embeddings=32)
+    model = EncoderForSequenceClassification.from_config(cfg, 2).eval()
+    before = torch.backends.quantized.engine
+    q = quantize(model, engine=engine)
+    assert torch.backends.quantized.engine == before
+    ids = torch.randint(0, 100, (2, 16))
+    with torch.inference_mode():
+        ref, got = model(ids).logits, q(ids).logits
+    assert torch.allclose(ref, got, atol=0.05), (ref, got)
+    with pytest.raises(RuntimeError, match="x86 quantized engine"):
+        quantize(model, engine="qnnpack")
+
+
+def test_stacked_qkv_equals_the_three_int8_projections():
+    from attnlab.nn.attention import MultiHeadAttention
+
+    torch.manual_seed(4)
+    attn = quantize(MultiHeadAttention(64, 4))
+    assert isinstance(attn.qkv, Int8Linear) and attn.qkv.out_features == 192
+    x = torch.randn(2, 9, 64)
+    with torch.inference_mode():
+        stacked, _ = attn(x)
+        stacked_qkv = attn._self_projections(x)
+        attn.qkv = None  # the three separate int8 products
+        separate, _ = attn(x)
+        separate_qkv = attn._self_projections(x)
+    for a, b in zip(stacked_qkv, separate_qkv):
+        assert torch.equal(a, b)
+    assert torch.equal(stacked, separate)

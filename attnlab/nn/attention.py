@@ -115,6 +115,19 @@ class MultiHeadAttention(HeadedAttention):
         self.key = Linear(dim, dim, bias=bias)
         self.value = Linear(dim, dim, bias=bias)
         self.output = Linear(dim, dim, bias=bias)
+        # Optional H -> 3H product of the query, key and value projections stacked, used for self-attention
+        # when set (`attnlab.inference.quantize` sets an int8 one: one product and one quantization of x
+        # instead of three). Not part of the state dict; cross-attention keeps the separate projections.
+        self.qkv: nn.Module | None = None
+
+    def _self_projections(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, H) -> q, k, v (B, N, T, D), views."""
+        if self.qkv is None:
+            return self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
+        b, t, _ = x.shape
+        qkv = self.qkv(x).view(b, t, 3, self.num_heads, self.head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, N, T, D), each head's D adjacent
+        return q, k, v
 
     def forward(
         self,
@@ -128,17 +141,18 @@ class MultiHeadAttention(HeadedAttention):
 
         Returns ``(output (B, T_q, H), probabilities (B, N, T_q, T_k) if need_weights else None)``.
         """
-        q = self._heads(self.query(x))
         if context is None:
-            k, v = self._heads(self.key(x)), self._heads(self.value(x))
+            q, k, v = self._self_projections(x)
             if cache is not None:
                 if "key" in cache:
                     k = torch.cat([cache["key"], k], dim=2)
                     v = torch.cat([cache["value"], v], dim=2)
                 cache["key"], cache["value"] = k, v
         elif cache is not None and "key" in cache:
+            q = self._heads(self.query(x))
             k, v = cache["key"], cache["value"]
         else:
+            q = self._heads(self.query(x))
             k, v = self._heads(self.key(context)), self._heads(self.value(context))
             if cache is not None:
                 cache["key"], cache["value"] = k, v
