@@ -25,7 +25,8 @@ fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
 a service would run it: PyTorch's OpenMP threads with GNU OpenMP's default wait (they spin a moment at each
 barrier), ONNX Runtime with intra-op spinning on (its default). The processes take turns: in each round
 every engine runs one untimed forward and then ``--block`` timed ones while the others wait idle on a pipe,
-so no engine's spinning threads share the cores with another's work. ``--in-process`` runs the engines
+after a pause (``--pause-ms``) in which the previous engine's threads stop spinning, so no engine's
+spinning threads share the cores with another's work. ``--in-process`` runs the engines
 interleaved in this one process instead, one forward each per round, where spinning threads would steal
 the next engine's cores: there ONNX Runtime's spinning is off and PyTorch runs with the peer setting,
 ``OMP_WAIT_POLICY=PASSIVE``; at batch size 1 with 2 threads the passive wait costs PyTorch more than
@@ -94,6 +95,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     mode.add_argument("--in-process", dest="isolated", action="store_false",
                       help="engines interleaved in this process; spinning off for all (the earlier table)")
     p.add_argument("--block", type=int, default=5, help="--isolated: timed forwards per engine and round")
+    p.add_argument("--pause-ms", type=float, default=200.0,
+                   help="--isolated: idle time before each turn, for the previous engine's threads to stop "
+                   "spinning (ONNX Runtime's spin after a run)")  # fmt: skip
     p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of the engines")
     args = p.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
@@ -314,6 +318,7 @@ def time_shape_isolated(workers: list[Worker], b: int, t: int, args: argparse.Na
     """Rounds of turns: each worker one untimed and ``--block`` timed forwards while the others wait."""
     for w in workers:
         for _ in range(args.warmup):
+            time.sleep(args.pause_ms / 1000)
             w.run(b, t, 1)
     times: dict[str, list[float]] = {w.name: [] for w in workers}
     rounds = args.repeats
@@ -321,6 +326,7 @@ def time_shape_isolated(workers: list[Worker], b: int, t: int, args: argparse.Na
     while r < rounds:
         start_round = time.perf_counter()
         for w in workers:
+            time.sleep(args.pause_ms / 1000)  # the last engine's threads stop spinning
             times[w.name] += w.run(b, t, args.block)
         if r == 0:  # one round's cost decides how many fit in --max-seconds
             per_round = time.perf_counter() - start_round
