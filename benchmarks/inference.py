@@ -23,7 +23,9 @@ fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
 
 ``--isolated`` (the default) runs each engine in a process of its own, with its library's own defaults, as
 a service would run it: PyTorch's OpenMP threads with GNU OpenMP's default wait (they spin a moment at each
-barrier), ONNX Runtime with intra-op spinning on (its default). The processes take turns: in each round
+barrier), ONNX Runtime with intra-op spinning on (its default), attnlab's engines with
+`attnlab.inference.keep_freed_memory` (glibc keeps freed blocks for the next forward, as ONNX Runtime's arena
+does; `attnlab serve` and `attnlab predict` set it). The processes take turns: in each round
 every engine runs one untimed forward and then ``--block`` timed ones while the others wait idle on a pipe,
 after a pause (``--pause-ms``) in which the previous engine's threads stop spinning, so no engine's
 spinning threads share the cores with another's work. ``--in-process`` runs the engines
@@ -296,6 +298,10 @@ class Worker:
 
 def worker_main(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.worker_threads)
+    if args.worker.startswith("attnlab"):  # what `attnlab serve` and `attnlab predict` set at start
+        from attnlab.inference import keep_freed_memory
+
+        keep_freed_memory()
     engines = Engines(args.worker_preset, Path(args.worker_dir), compile_=args.worker == "attnlab compile",
                       spinning=True)  # fmt: skip
     with torch.inference_mode():
@@ -353,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         + (
             f"each engine in its own process, turns of 1 + {args.block} forwards, median of the timed ones; "
             f"OMP_WAIT_POLICY={USER_WAIT_POLICY} (library default if None), ORT intra-op spinning on (its "
-            "default)"
+            "default), attnlab engines with keep_freed_memory (as attnlab serve and predict run)"
             if args.isolated
             else "engines interleaved in one process, median over rounds; OMP_WAIT_POLICY="
             f"{os.environ.get('OMP_WAIT_POLICY')}, ORT intra-op spinning off"

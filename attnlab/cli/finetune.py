@@ -488,7 +488,10 @@ def _check_model(model: str) -> None:
 
 
 def run_predict(args: argparse.Namespace) -> int:
+    from attnlab.inference.allocator import keep_freed_memory
     from attnlab.tasks.pipelines import pipeline
+
+    keep_freed_memory()  # batch after batch of forwards: reuse freed memory (ATTNLAB_MALLOC=default: off)
 
     names = {"fill-mask": "fill-mask", "qa": "question-answering", "ner": "ner",
              "classify": "text-classification", "embed": "embeddings"}  # fmt: skip

@@ -92,6 +92,9 @@ def run_serve(args: argparse.Namespace) -> int:
     from attnlab.nn.linear import set_cpu_gemm
 
     set_cpu_gemm(args.cpu_gemm, "--cpu-gemm")
+    from attnlab.inference.allocator import keep_freed_memory
+
+    keep_freed_memory()  # forward after forward: reuse freed memory (ATTNLAB_MALLOC=default: off)
     service = load_service(args.model, backend=args.backend, threads=args.threads)
     print(
         f"attnlab serve: {service.architecture} from {service.directory} on http://{args.host}:{args.port}/ "

@@ -8,13 +8,16 @@
   field names), so ``pipeline(task, directory, backend="onnxruntime")`` and the server use it unchanged.
 - `quantize.quantize`: attnlab's own int8 path: every linear layer (attnlab's `Linear` is not caught by
   ``torch.ao``'s dynamic quantization) becomes an int8 dynamically quantized linear.
+- `allocator.keep_freed_memory`: glibc keeps freed blocks for the next forward instead of unmapping them
+  (large batches' tensors were faulted in afresh every forward); `attnlab serve` and `predict` call it.
 
 Importing this package does not import onnx or onnxruntime; the functions that need them do.
 """
 
+from attnlab.inference.allocator import keep_freed_memory
 from attnlab.inference.quantize import Int8Linear, quantize
 
-__all__ = ["Int8Linear", "OnnxRunner", "export_onnx", "quantize"]
+__all__ = ["Int8Linear", "OnnxRunner", "export_onnx", "keep_freed_memory", "quantize"]
 
 
 def __getattr__(name: str):

@@ -1,0 +1,62 @@
+"""Keep freed memory for reuse: glibc's allocator tuned for repeated CPU forwards.
+
+Why: glibc's ``malloc`` serves every block above its mmap threshold (at most 32 MiB) with a fresh ``mmap``
+and returns it with ``munmap`` when freed. A forward at batch size 32 makes tensors larger than that (BERT's
+feed-forward activation at B=32, T=128: 48 MiB), so each one is new memory that the kernel must fault in and
+zero page by page, on every forward. Measured on a 2-core Intel Xeon, one thread (2026-11-28): ``relu`` of a
+(32, 128, 3072) float32 tensor 21.6 ms against 6.9 ms once freed memory is kept; bert-base int8 at B=32
+1,976 against 1,331 ms a forward, float32 5,355 against 4,725 ms, for 75 MB more peak memory. ONNX Runtime
+keeps its own arena and never pays this; PyTorch and HF's models on glibc do.
+
+`keep_freed_memory` turns glibc's mmap path off (``M_MMAP_MAX`` 0: large blocks come from the heap too) and
+stops it trimming the heap's top (``M_TRIM_THRESHOLD`` at its maximum), so a freed block is reused by the
+next forward. The process keeps its peak memory instead of returning it to the system: what a server
+wants, and what an arena allocator (ONNX Runtime's, jemalloc's) does. Where glibc cannot give the heap more
+room, it still falls back to mmap. It acts process-wide; `attnlab serve` and `attnlab predict` call it at
+start, and ``ATTNLAB_MALLOC=default`` leaves glibc's defaults. Nothing happens off glibc (musl, macOS).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+__all__ = ["keep_freed_memory"]
+
+# glibc's <malloc.h> parameter numbers
+M_TRIM_THRESHOLD = -1
+M_MMAP_MAX = -4
+_INT_MAX = 2**31 - 1
+
+_applied = False
+
+
+def _glibc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(None)  # the running process's C library
+    except OSError:
+        return None
+    # only glibc has gnu_get_libc_version (musl has a mallopt that does nothing)
+    return libc if hasattr(libc, "gnu_get_libc_version") and hasattr(libc, "mallopt") else None
+
+
+def keep_freed_memory(environ: dict[str, str] | None = None) -> bool:
+    """Tune glibc so freed blocks stay in the process for reuse (see the module doc). Returns whether the
+    settings are in force: False off glibc, or when ``ATTNLAB_MALLOC`` is ``default``. Idempotent."""
+    global _applied
+    env = os.environ if environ is None else environ
+    choice = env.get("ATTNLAB_MALLOC", "reuse").strip().lower()
+    if choice not in ("reuse", "default"):
+        raise ValueError(f"environment variable ATTNLAB_MALLOC must be 'reuse' or 'default', got {choice!r}")
+    if choice == "default":
+        return _applied
+    if _applied:
+        return True
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    libc.mallopt.restype = ctypes.c_int
+    # mallopt returns 1 on success
+    _applied = bool(libc.mallopt(M_MMAP_MAX, 0)) and bool(libc.mallopt(M_TRIM_THRESHOLD, _INT_MAX))
+    return _applied
