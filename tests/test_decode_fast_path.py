@@ -42,6 +42,7 @@ def test_small_rows_path_equals_f_linear_and_follows_the_weight():
 def test_small_product_equals_f_linear_in_every_layout(n, k, shape, bias, streamed, monkeypatch):
     if streamed:
         monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
+        monkeypatch.setattr(linear_module, "INTEL_MKL", False)  # the transposed form on any CPU
     torch.manual_seed(n + k + len(shape))
     layer = Linear(k, n, bias=bias)
     x = torch.randn(*shape, k)
@@ -54,6 +55,19 @@ def test_small_product_equals_f_linear_in_every_layout(n, k, shape, bias, stream
         # the column-major result of 3-8 rows feeds the next product and elementwise ops correctly
         after, want_after = F.gelu(got) @ layer.weight, F.gelu(want) @ layer.weight
         torch.testing.assert_close(after, want_after, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("intel", [True, False])
+def test_streamed_few_row_product_takes_the_transposed_form_except_on_intel(intel, monkeypatch):
+    monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
+    monkeypatch.setattr(linear_module, "INTEL_MKL", intel)
+    layer = Linear(32, 96)
+    x = torch.randn(8, 32)
+    with torch.no_grad():
+        got = small_product(layer, x, layer.weight, layer.bias)
+    torch.testing.assert_close(got, F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+    # (W @ x^T)^T comes back column-major; MKL's plain x @ W^T row-major
+    assert got.is_contiguous() == intel
 
 
 def test_column_major_copy_follows_a_new_tensor_and_in_place_changes():
@@ -89,6 +103,7 @@ def test_batched_decoding_equals_the_uncached_model_at_every_batch_size_up_to_th
 ):
     if streamed:  # the (W @ x^T)^T form for 3-8 rows, which a weight this small would not take
         monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
+        monkeypatch.setattr(linear_module, "INTEL_MKL", False)
     torch.manual_seed(0)
     # vocabulary 300 > width 128: the output layer is a wide product
     cfg = get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)

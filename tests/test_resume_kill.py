@@ -245,9 +245,10 @@ def test_overwrite_starts_afresh_and_learns_a_new_tokenizer(tmp_path: Path) -> N
 
 
 def _has_checkpoint(out: Path) -> bool:
-    """Whether a finished checkpoint (``checkpoints/step-*/manifest.json``) exists under ``out``. Written with
-    os.walk, which skips a directory that vanishes while it is listed: the trainer renames its
-    ``.tmp-step-*`` directory into place while we poll, and Path.glob raises FileNotFoundError on that race."""
+    """Whether a finished checkpoint (``checkpoints/step-*/manifest.json``) exists under ``out``. Written
+    with os.walk, which skips a directory that vanishes while it is listed: the trainer renames its
+    ``.tmp-step-*`` directory into place while we poll, and Path.glob raises FileNotFoundError on that
+    race."""
     for root, _dirs, files in os.walk(out):
         here = Path(root)
         if "manifest.json" in files and here.name.startswith("step-") and here.parent.name == "checkpoints":
