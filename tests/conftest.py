@@ -6,6 +6,10 @@
 - No process started by a test outlives the test session: a child left running (a DDP rank stuck in
   a collective, say) keeps the output pipe of whoever ran pytest open, so CI would wait for it long
   after pytest had reported.
+- ``attnlab predict`` and ``serve`` tune glibc's allocator for the whole process
+  (`attnlab.inference.keep_freed_memory`); the suite calls them in-process, so it sets
+  ``ATTNLAB_MALLOC=default`` and keeps the allocator as every other test found it.
+  `tests/test_inference_allocator.py` checks the tuning in child processes without it.
 - A Python without the project installed (``pytest`` from outside ``.venv``) stops at once with one line
   saying what is missing and the command to use, instead of 76 collection errors.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing
+import os
 import sys
 
 import pytest
@@ -28,6 +33,8 @@ if _MISSING:
     )
 
 from hypothesis import settings  # noqa: E402
+
+os.environ.setdefault("ATTNLAB_MALLOC", "default")
 
 settings.register_profile("default", derandomize=True)
 settings.register_profile("explore", derandomize=False)
