@@ -125,7 +125,7 @@ class MultiHeadAttention(HeadedAttention):
         if self.qkv is None:
             return self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
         b, t, _ = x.shape
-        qkv = self.qkv(x).view(b, t, 3, self.num_heads, self.head_dim)
+        qkv = self.qkv(x).reshape(b, t, 3, self.num_heads, self.head_dim)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, N, T, D), each head's D adjacent
         return q, k, v
 
