@@ -102,22 +102,6 @@ def test_auto_picks_onednn_only_with_avx512_off_intel() -> None:
     assert cpu_gemm() == expected
 
 
-def test_cpu_vendor_reads_vendor_id(tmp_path, monkeypatch) -> None:
-    info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n")
-    real_open = open
-    monkeypatch.setattr(lin_mod, "open", lambda path, *a, **k: real_open(info, *a, **k), raising=False)
-    assert lin_mod.cpu_vendor() == "AuthenticAMD"
-    info.write_text("processor\t: 0\n")
-    assert lin_mod.cpu_vendor() == ""
-
-    def missing(*_a, **_k):
-        raise FileNotFoundError("/proc/cpuinfo")
-
-    monkeypatch.setattr(lin_mod, "open", missing, raising=False)
-    assert lin_mod.cpu_vendor() == ""
-
-
 def test_linear_module_is_an_nn_linear_with_the_same_state_dict() -> None:
     torch.manual_seed(0)
     ours = Linear(16, 8)
@@ -141,3 +125,17 @@ def test_a_wrong_environment_value_is_named() -> None:
     )  # fmt: skip
     assert proc.returncode != 0
     assert "ATTNLAB_CPU_GEMM must be 'auto', 'onednn' or 'default', got 'mkl'" in proc.stderr
+
+
+def test_the_command_reports_a_wrong_environment_value_in_one_line() -> None:
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "attnlab", "predict", "--help"], capture_output=True, text=True,
+        env={**os.environ, "ATTNLAB_CPU_GEMM": "mkl"},
+    )  # fmt: skip
+    assert proc.returncode == 2
+    want = "environment variable ATTNLAB_CPU_GEMM must be 'auto', 'onednn' or 'default', got 'mkl'"
+    assert proc.stderr.strip() == f"attnlab: error: {want}"

@@ -21,7 +21,7 @@ import sys
 from attnlab import __version__
 
 from .args import describe_defaults
-from .errors import user_message
+from .errors import raised_in_attnlab, user_message
 
 
 def _add_debug(parser: argparse.ArgumentParser) -> None:
@@ -60,7 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # imports the commands' modules, which read settings such as ATTNLAB_CPU_GEMM
+    except ValueError as error:
+        if not raised_in_attnlab(error):
+            raise
+        print(f"attnlab: error: {error}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -20,7 +20,7 @@ from types import TracebackType
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # .../attnlab
 
 
-def _raised_in_attnlab(error: BaseException) -> bool:
+def raised_in_attnlab(error: BaseException) -> bool:
     """Whether the innermost frame that raised ``error`` is attnlab's code (not torch's, numpy's, ...):
     attnlab raises ValueError/TypeError with messages meant for users; a library's ValueError deep inside a
     computation is a bug to report with its traceback."""
@@ -134,7 +134,7 @@ def user_message(error: BaseException, args: argparse.Namespace) -> str | None:
         return f"an input file is not valid UTF-8 ({error.reason} at byte {error.start}); convert it to UTF-8"
     if isinstance(error, OSError):
         return _os_message(error, args)
-    if isinstance(error, (ValueError, TypeError, KeyError)) and _raised_in_attnlab(error):
+    if isinstance(error, (ValueError, TypeError, KeyError)) and raised_in_attnlab(error):
         message = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
         return message or type(error).__name__
     return None

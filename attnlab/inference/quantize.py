@@ -22,30 +22,17 @@ inference only: `Int8Linear` has no gradient.
 from __future__ import annotations
 
 import warnings
-from functools import cache
 
 import torch
 from torch import Tensor, nn
 
+from attnlab.cpu import cpu_flags
 from attnlab.nn.attention import MultiHeadAttention
-
-
-@cache
-def _cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (``/proc/cpuinfo``); empty where they cannot be read."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return frozenset()
 
 
 def cpu_has_vnni() -> bool:
     """Whether the CPU has 8-bit dot-product instructions (x86 VNNI); False when it cannot be told."""
-    return bool({"avx512_vnni", "avx_vnni"} & _cpu_flags())
+    return bool({"avx512_vnni", "avx_vnni"} & cpu_flags())
 
 
 def auto_engine(flags: frozenset[str] | None = None, engines: list[str] | None = None) -> str:
@@ -54,7 +41,7 @@ def auto_engine(flags: frozenset[str] | None = None, engines: list[str] | None =
     Measured on an Intel Xeon with AMX (2026-11-28, one thread, bert-mini int8, the same relative error
     4.4e-3): B=32 x 128 tokens 97 ms on ``onednn`` against 140-191 ms on ``x86``; B=1 5.1 against 5.4 ms.
     ``flags`` and ``engines`` default to the CPU's and ``torch.backends.quantized.supported_engines``."""
-    flags = _cpu_flags() if flags is None else flags
+    flags = cpu_flags() if flags is None else flags
     engines = torch.backends.quantized.supported_engines if engines is None else engines
     if "amx_int8" in flags and "onednn" in engines:
         return "onednn"

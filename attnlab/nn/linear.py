@@ -35,10 +35,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from attnlab.cpu import cpu_vendor
 from attnlab.nn.derived import derived
 
-__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "cpu_vendor", "small_rows",
-           "small_product", "column_major_copy"]
+__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "small_product",
+           "column_major_copy"]
 
 MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
 # Rows (M) at or below which a no-grad product picks its weight layout by shape (`small_product`: decoding)
@@ -60,23 +61,10 @@ _OP = _onednn_op()
 _ENABLED = False
 
 
-def cpu_vendor() -> str:
-    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``; ``/proc/cpuinfo``'s ``vendor_id``), or
-    ``""`` where it cannot be read (not Linux)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return ""
-
-
 def auto_cpu_gemm(capability: str | None = None, vendor: str | None = None) -> str:
     """What ``"auto"`` picks: ``"onednn"`` on a CPU whose PyTorch kernels run AVX-512 (or newer) and that is
     not Intel's (MKL's own), else ``"default"`` (see the module docstring). ``capability`` is what
-    ``torch.backends.cpu.get_cpu_capability()`` returns, ``vendor`` what `cpu_vendor` does."""
+    ``torch.backends.cpu.get_cpu_capability()`` returns, ``vendor`` what `attnlab.cpu.cpu_vendor` does."""
     cap = torch.backends.cpu.get_cpu_capability() if capability is None else capability
     vendor = cpu_vendor() if vendor is None else vendor
     wide = cap.upper().startswith(("AVX512", "AMX"))
