@@ -113,7 +113,7 @@ def test_quantize_packs_for_the_engine_asked_and_restores_the_global_one(engine)
     with torch.inference_mode():
         ref, got = model(ids).logits, q(ids).logits
     assert torch.allclose(ref, got, atol=0.05), (ref, got)
-    with pytest.raises(RuntimeError, match="x86 quantized engine"):
+    with pytest.raises(ValueError, match="engine must be 'x86', 'fbgemm' or 'onednn'.*got 'qnnpack'"):
         quantize(model, engine="qnnpack")
 
 

@@ -118,17 +118,18 @@ def quantize(
 
     Self-attention layers also get their query, key and value as one stacked product
     (`MultiHeadAttention.qkv`). A copy unless ``inplace``; the result is in eval mode, on the CPU, for
-    inference. Tied weights (the MLM
-    decoder shares the word embedding) are read, not changed: the embedding stays float32 and the decoder
-    gets its own int8 copy. ``reduce_range`` None picks by the CPU (see the module doc). ``engine`` is the
-    quantized engine the weights are packed for (``x86``, ``fbgemm`` or ``onednn``); None: `auto_engine`.
-    PyTorch's global engine is left as it was.
+    inference. Tied weights (the MLM decoder shares the word embedding) are read, not changed: the
+    embedding stays float32 and the decoder gets its own int8 copy. ``reduce_range`` None picks by the
+    CPU (see the module doc). ``engine`` is the quantized engine the weights are packed for (``x86``,
+    ``fbgemm`` or ``onednn``); None: `auto_engine`. PyTorch's global engine is left as it was.
     """
     engine = auto_engine() if engine is None else engine
-    if engine not in ("fbgemm", "x86", "onednn") or engine not in torch.backends.quantized.supported_engines:
+    if engine not in ("fbgemm", "x86", "onednn"):
+        raise ValueError(f"quantize: engine must be 'x86', 'fbgemm' or 'onednn', got {engine!r}")
+    if engine not in torch.backends.quantized.supported_engines:
         raise RuntimeError(
-            f"int8 quantization needs an x86 quantized engine (fbgemm/x86/onednn); got {engine!r}, this "
-            f"build has {', '.join(torch.backends.quantized.supported_engines)}"
+            f"int8 quantization needs the {engine!r} quantized engine; this PyTorch build has "
+            f"{', '.join(torch.backends.quantized.supported_engines)}"
         )
     if not inplace:
         import copy
