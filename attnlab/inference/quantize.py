@@ -147,7 +147,7 @@ def quantize(
                     setattr(module, child_name, Int8Linear.from_float(child, reduce_range))
     finally:
         torch.backends.quantized.engine = previous
-    return model
+    return model.eval()  # the new Int8Linear children too (a new module starts in training mode)
 
 
 __all__ = ["Int8Linear", "auto_engine", "cpu_has_vnni", "quantize"]

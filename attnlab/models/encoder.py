@@ -19,7 +19,7 @@ from attnlab.nn.activations import get_activation
 from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.embeddings import Embeddings
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.fused_layer import can_fuse, fused_encoder_layer, padding_for_fused
+from attnlab.nn.fused_layer import can_fuse, fast_encoder_layer, padding_for_fused
 from attnlab.nn.linear import Linear
 from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.masks import to_additive
@@ -282,12 +282,13 @@ class Encoder(nn.Module):
         attentions: list[Tensor] | None = [] if output_attentions else None
         fuse, padding = self._fused_padding(attention_mask, x, mask, output_attentions)
         for a, f in self.layer_plan:
-            fused = fused_encoder_layer(self.attention[a], self.feed_forward[f], x, padding) if fuse else None
-            if fused is not None:  # CPU inference: the same layer in one kernel (attnlab.nn.fused_layer)
+            attention, feed_forward = self.attention[a], self.feed_forward[f]
+            fused = fast_encoder_layer(attention, feed_forward, x, padding, mask) if fuse else None
+            if fused is not None:  # CPU inference: one kernel or one call a layer (attnlab.nn.fused_layer)
                 x, probs = fused, None
             else:
-                x, probs = self.attention[a](x, mask=mask, need_weights=output_attentions)
-                x = self.feed_forward[f](x)
+                x, probs = attention(x, mask=mask, need_weights=output_attentions)
+                x = feed_forward(x)
             if hidden_states is not None:
                 hidden_states.append(x)
             if attentions is not None:
