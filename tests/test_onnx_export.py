@@ -189,6 +189,28 @@ def test_cli_export_and_predict_with_onnxruntime(exported, tmp_path, capsys):
     _assert_close(rows[0], rows[1])
 
 
+def test_predict_int8_on_both_engines(exported, capsys):
+    """``predict --int8``: attnlab's int8 layers on torch, the export's model.int8.onnx on ONNX Runtime; the
+    same labels as float32, scores close; CPU only."""
+    from attnlab.inference.engine import check_engine
+
+    _, src, onnx_dir = exported["cls"]
+    rows = {}
+    engines = {"fp32": [str(src)], "torch int8": [str(src), "--int8"],
+               "ort int8": [str(onnx_dir), "--backend", "onnxruntime", "--int8"]}  # fmt: skip
+    for name, argv in engines.items():
+        assert main(["predict", "classify", *argv, "--text", "the cat sat on the mat"]) == 0
+        rows[name] = {p["label"]: p["score"] for p in json.loads(capsys.readouterr().out)["labels"]}
+    for name in ("torch int8", "ort int8"):
+        assert rows[name].keys() == rows["fp32"].keys()
+        for label, score in rows[name].items():
+            assert score == pytest.approx(rows["fp32"][label], abs=0.05), name
+    pipe = pipeline("text-classification", src, int8=True)
+    assert type(pipe.model.encoder.attention[0].layer.qkv).__name__ == "Int8Linear"
+    with pytest.raises(ValueError, match="--int8 runs on the CPU"):
+        check_engine("torch", True, "cuda")
+
+
 def test_bad_directories_are_clear_errors(exported, tmp_path, capsys):
     _, src, onnx_dir = exported["cls"]
     with pytest.raises(FileNotFoundError, match="attnlab export MODEL --onnx DIR"):

@@ -416,6 +416,26 @@ def test_onnxruntime_backend_answers_as_torch(dirs, services, tmp_path):
         assert a["score"] == pytest.approx(b["score"], abs=1e-4)
 
 
+def test_int8_serves_the_int8_model_close_to_float32(dirs, services):
+    """--int8 on the torch engine: every linear layer int8 (attnlab.inference.quantize), scores close to the
+    float32 service's; a GPT is refused with the option named."""
+    from attnlab.inference import Int8Linear
+
+    service = load_service(dirs["cls"], int8=True)
+    assert any(isinstance(m, Int8Linear) for m in service.model.modules())
+    body = {"text": "alan turing was born in london", "text_pair": "paris is a city"}
+    with TestClient(create_app(service)) as c, TestClient(create_app(services["cls"])) as t:
+        got, want = c.post("/v1/classify", json=body).json(), t.post("/v1/classify", json=body).json()
+        assert c.get("/v1/info").json()["int8"] is True and t.get("/v1/info").json()["int8"] is False
+        assert c.post("/v1/attention", json={"text": "paris is a city"}).status_code == 200
+    scores = {p["label"]: p["score"] for p in want["predictions"]}
+    assert {p["label"] for p in got["predictions"]} == scores.keys()
+    for p in got["predictions"]:
+        assert p["score"] == pytest.approx(scores[p["label"]], abs=0.05)  # quantized: close, not equal
+    with pytest.raises(ValueError, match="a GPT; --int8 serves encoders"):
+        load_service(dirs["gpt"], int8=True)
+
+
 def test_attnlab_serve_process_finishes_in_flight_requests_on_sigterm(dirs):
     """The real command: ``attnlab serve`` binds 127.0.0.1, and a request whose body is still arriving when
     SIGTERM comes is read, answered, and only then does the process exit."""

@@ -204,6 +204,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--backend", default="torch", choices=("torch", "onnxruntime"),
         help="onnxruntime: run a directory written by `attnlab export MODEL --onnx DIR` on ONNX Runtime",
     )  # fmt: skip
+    pr.add_argument(
+        "--int8", action="store_true",
+        help="int8 linear layers (torch: attnlab.inference.quantize; onnxruntime: the export's "
+        "model.int8.onnx); CPU",
+    )  # fmt: skip
     pr.add_argument("--output", help="write the JSON lines here (default: standard output)")
     pr.set_defaults(func=run_predict)
 
@@ -504,6 +509,7 @@ def run_predict(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         max_length=args.max_length,
         backend=args.backend,
+        int8=args.int8,
     )
     records = []
     if args.kind == "fill-mask":

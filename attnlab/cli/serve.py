@@ -59,6 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--backend", choices=["torch", "onnxruntime"], default="torch", help="inference engine (encoders)"
     )
+    p.add_argument(
+        "--int8", action="store_true",
+        help="encoders: int8 linear layers (torch: attnlab.inference.quantize; onnxruntime: the export's "
+        "model.int8.onnx); CPU",
+    )  # fmt: skip
     p.add_argument("--threads", type=positive_int, help="torch threads for the model (default: torch's)")
     p.add_argument(
         "--cpu-gemm", choices=["default", "onednn"], default="default",
@@ -95,7 +100,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from attnlab.inference.allocator import keep_freed_memory
 
     keep_freed_memory()  # forward after forward: reuse freed memory (ATTNLAB_MALLOC=default: off)
-    service = load_service(args.model, backend=args.backend, threads=args.threads)
+    service = load_service(args.model, backend=args.backend, threads=args.threads, int8=args.int8)
     print(
         f"attnlab serve: {service.architecture} from {service.directory} on http://{args.host}:{args.port}/ "
         f"({', '.join('/v1/' + e for e in service.endpoints)})",

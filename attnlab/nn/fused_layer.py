@@ -204,13 +204,11 @@ def flat_encoder_layer(attention: Residual, feed_forward: Residual, x: Tensor, m
     an Intel Xeon, one thread, 1.3 against 0.95 ms a forward at T=1, about 0.4 ms less at T=128 (4 ms).
     ``x`` (B, T, H); ``mask`` the encoder's additive mask (B, 1, 1 or T, T) or None.
     """
-    attn, ffn = attention.layer, feed_forward.layer
-    q, k, v = attn._self_projections(attention.norm(x) if attention.norm_first else x)
+    attn = attention.layer
+    q, k, v = attn._self_projections(attention.branch_input(x))
     out, _ = scaled_dot_product_attention(q, k, v, mask=mask)  # eval: no dropout
-    a = attn.output(attn._merge_heads(out))
-    x = x + a if attention.norm_first else attention.norm(x + a)  # dropouts: identity in eval
-    f = ffn(feed_forward.norm(x) if feed_forward.norm_first else x)
-    return x + f if feed_forward.norm_first else feed_forward.norm(x + f)
+    x = attention.merge(x, attn.output(attn._merge_heads(out)))  # the residuals' dropouts: identity in eval
+    return feed_forward.merge(x, feed_forward.layer(feed_forward.branch_input(x)))
 
 
 def fast_encoder_layer(

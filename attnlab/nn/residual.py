@@ -31,21 +31,31 @@ class Residual(nn.Module):
 
     def forward(self, x: Tensor, *args: Any, **kwargs: Any) -> Any:
         """(B, T, H) -> (B, T, H), or a tuple whose first element is that."""
-        out = self.layer(self.norm(x) if self.norm_first else x, *args, **kwargs)
+        out = self.layer(self.branch_input(x), *args, **kwargs)
         extra: tuple = ()
         if isinstance(out, tuple):
             out, *rest = out
             extra = tuple(rest)
-        y = x + self.dropout(out) if self.norm_first else self.norm(x + self.dropout(out))
+        y = self.merge(x, self.dropout(out))
         return (y, *extra) if extra else y
+
+    def branch_input(self, x: Tensor) -> Tensor:
+        """What the sub-layer sees: ``norm(x)`` with pre-LN, ``x`` with post-LN."""
+        return self.norm(x) if self.norm_first else x
+
+    def merge(self, x: Tensor, out: Tensor) -> Tensor:
+        """The residual connection of the sub-layer's (dropped-out) output: ``x + out`` with pre-LN,
+        ``norm(x + out)`` with post-LN."""
+        return x + out if self.norm_first else self.norm(x + out)
 
     def branch(self, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         """The pre-LN residual branch alone, ``dropout(f(norm(x)))`` (so ``forward(x) == x + branch(x)``):
         what a reversible layer adds to the *other* stream (attnlab.nn.reversible; Gomez et al. 2017)."""
         if not self.norm_first:
             raise ValueError("Residual.branch: only a pre-LN residual (norm_first=True) has a lone branch")
-        out = self.layer(self.norm(x), *args, **kwargs)
+        out = self.layer(self.branch_input(x), *args, **kwargs)
         return self.dropout(out[0] if isinstance(out, tuple) else out)
 
     def extra_repr(self) -> str:
         return f"norm_first={self.norm_first}"
+

@@ -77,8 +77,11 @@ class Prepared:
 class ModelService:
     """A loaded model, its tokenizers and the endpoints it serves."""
 
-    def __init__(self, directory: Path, kind: str, model: Any, tokenizer: Any, counter: Any) -> None:
+    def __init__(
+        self, directory: Path, kind: str, model: Any, tokenizer: Any, counter: Any, int8: bool = False
+    ) -> None:
         self.directory = directory
+        self.int8 = int8  # int8 weights (attnlab's quantize, or ONNX Runtime's model.int8.onnx)
         self.kind = kind  # "encoder" | "gpt" | "seq2seq"
         self.model = model
         self.tokenizer = tokenizer  # used on the model thread only (pipelines set truncation on it)
@@ -117,6 +120,7 @@ class ModelService:
             "architecture": self.architecture,
             "kind": self.kind,
             "backend": self.backend,
+            "int8": self.int8,
             "endpoints": [f"/v1/{e}" for e in self.endpoints],
             "max_tokens": self.max_tokens,
         }
@@ -348,21 +352,25 @@ def _read_config(d: Path) -> dict:
     return raw
 
 
+GPT_TYPES = ("gpt2", "openai-gpt")  # HF model_type values of the GPT directories served
+
+
 def load_service(
-    directory: str | os.PathLike, backend: str = "torch", threads: int | None = None
+    directory: str | os.PathLike, backend: str = "torch", threads: int | None = None, int8: bool = False
 ) -> ModelService:
     """The `ModelService` for whatever ``directory`` holds (see the module docstring).
 
     ``backend="onnxruntime"``: ``directory`` is an ``attnlab export MODEL --onnx DIR`` directory, run by
     `attnlab.inference.onnx_runner.OnnxRunner` with ``threads`` intra-op threads (encoders; no attention
-    view: ONNX graphs return no attention probabilities).
+    view: ONNX graphs return no attention probabilities). ``int8`` (encoders): attnlab's int8 layers
+    (`attnlab.inference.quantize`) on ``torch``, the export's ``model.int8.onnx`` on ``onnxruntime``.
     """
     from attnlab.cli.model_dirs import check_model_dir
+    from attnlab.inference.engine import check_engine, load_encoder
     from attnlab.tokenizers import load_tokenizer
     from attnlab.translation.config import is_seq2seq_config
 
-    if backend not in ("torch", "onnxruntime"):
-        raise ValueError(f"backend must be 'torch' or 'onnxruntime', got {backend!r}")
+    check_engine(backend, int8)
     if threads is not None:
         torch.set_num_threads(threads)
     d = check_model_dir(directory, "MODEL_DIR")
@@ -370,26 +378,23 @@ def load_service(
     if is_seq2seq_config(raw):
         from attnlab.translation.recipe import load_pretrained
 
-        if backend != "torch":
-            raise ValueError(f"{d}: a translation model; --backend {backend} serves encoders, use torch")
+        if backend != "torch" or int8:
+            option = "--int8" if int8 else f"--backend {backend}"
+            raise ValueError(f"{d}: a translation model; {option} serves encoders, use torch in float32")
 
         model, tokenizer = load_pretrained(d)
         counter = load_pretrained_tokenizer(d)
         kind = "seq2seq"
-    elif backend == "onnxruntime":
-        from attnlab.inference.onnx_runner import OnnxRunner
-
-        model, tokenizer, counter = OnnxRunner(d, threads=threads), load_tokenizer(d), load_tokenizer(d)
-        kind = "encoder"
-    elif raw.get("architecture") == "GPT" or raw.get("model_type") in ("gpt2", "openai-gpt"):
+    elif backend == "torch" and (raw.get("architecture") == "GPT" or raw.get("model_type") in GPT_TYPES):
         from attnlab.io.causal_lm import load_causal_lm
 
+        if int8:
+            raise ValueError(f"{d}: a GPT; --int8 serves encoders, use float32")
         model, tokenizer, counter, kind = load_causal_lm(d), load_tokenizer(d), load_tokenizer(d), "gpt"
     else:
-        from attnlab.tasks.transfer import load_model
-
-        model, tokenizer, counter, kind = load_model(d), load_tokenizer(d), load_tokenizer(d), "encoder"
-    return ModelService(d, kind, model.eval(), tokenizer, counter)
+        model = load_encoder(d, backend=backend, threads=threads, int8=int8)
+        tokenizer, counter, kind = load_tokenizer(d), load_tokenizer(d), "encoder"
+    return ModelService(d, kind, model.eval(), tokenizer, counter, int8=int8)
 
 
 def load_pretrained_tokenizer(d: Path) -> Any:

@@ -51,9 +51,6 @@ def _as_list(inputs: Any) -> tuple[list, bool]:
     return list(inputs), False
 
 
-BACKENDS = ("torch", "onnxruntime")
-
-
 def _architecture(model: nn.Module) -> str:
     """The attnlab architecture name (an `OnnxRunner` carries its exported model's)."""
     return getattr(model, "architecture", None) or type(model).__name__
@@ -108,21 +105,17 @@ class Pipeline:
         device: str | torch.device = "cpu",
         backend: str = "torch",
         threads: int | None = None,
+        int8: bool = False,
         **kwargs: Any,
     ):
+        """The pipeline over ``directory`` on ``backend`` (``torch`` or ``onnxruntime``), int8 if asked
+        (`attnlab.inference.engine.load_encoder`)."""
+        from attnlab.inference.engine import check_engine, load_encoder
         from attnlab.tokenizers import load_tokenizer
 
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
         device = resolve_device(device)  # before loading the model: a bad --device costs no load time
-        if backend == "onnxruntime":
-            from attnlab.inference.onnx_runner import OnnxRunner
-
-            model = OnnxRunner(directory, threads=threads)
-        else:
-            from attnlab.tasks.transfer import load_model
-
-            model = load_model(directory)
+        check_engine(backend, int8, device)
+        model = load_encoder(directory, backend=backend, threads=threads, int8=int8)
         pipe = cls(model, load_tokenizer(directory), device=device, **kwargs)
         pipe.source = str(directory)
         return pipe

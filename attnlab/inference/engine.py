@@ -1,0 +1,48 @@
+"""The model an inference command runs for an encoder's directory, by engine and precision: one loader for
+`attnlab.tasks.pipelines` (``attnlab predict``) and `attnlab.serving.service` (``attnlab serve``).
+
+- ``torch``: attnlab's model (`attnlab.tasks.transfer.load_model`); ``int8``: through
+  `attnlab.inference.quantize` (int8 linear layers, CPU);
+- ``onnxruntime``: an ``attnlab export MODEL --onnx DIR`` directory on ONNX Runtime
+  (`attnlab.inference.onnx_runner.OnnxRunner`); ``int8``: its ``model.int8.onnx`` (``export --int8``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+BACKENDS = ("torch", "onnxruntime")
+
+
+def check_engine(backend: str, int8: bool, device: str | torch.device = "cpu") -> None:
+    """A clear error for an engine that does not exist or cannot run on ``device``, before any loading."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; valid: {', '.join(BACKENDS)}")
+    if int8 and torch.device(device).type != "cpu":
+        raise ValueError(f"--int8 runs on the CPU (int8 kernels are CPU-only); got --device {device}")
+
+
+def load_encoder(
+    directory: str | os.PathLike, backend: str = "torch", threads: int | None = None, int8: bool = False
+) -> nn.Module:
+    """The encoder model (with its head) ``directory`` holds, on ``backend``, int8 if asked; in eval mode.
+    ``threads``: ONNX Runtime's intra-op threads (the torch engine uses PyTorch's setting)."""
+    check_engine(backend, int8)
+    if backend == "onnxruntime":
+        from attnlab.inference.onnx_runner import OnnxRunner
+
+        return OnnxRunner(directory, threads=threads, int8=int8)
+    from attnlab.tasks.transfer import load_model
+
+    model = load_model(directory).eval()
+    if int8:
+        from attnlab.inference.quantize import quantize
+
+        model = quantize(model, inplace=True)
+    return model
+
+
+__all__ = ["BACKENDS", "check_engine", "load_encoder"]
