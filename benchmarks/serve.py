@@ -4,6 +4,7 @@ concurrent clients, 10,000 requests without an error, and resident memory before
     .venv/bin/python benchmarks/serve.py                       # bert-mini fill-mask (the README's table)
     .venv/bin/python benchmarks/serve.py --requests 2000 --rounds 2 --soak 2000   # a quicker look
     .venv/bin/python benchmarks/serve.py --model runs/mlm/model               # a trained model instead
+    .venv/bin/python benchmarks/serve.py --int8                               # both servers int8
 
 Two real servers (``attnlab serve`` subprocesses on 127.0.0.1 only) hold the same model: one with dynamic
 batching (the defaults: ``--max-batch-size 64 --max-wait-ms 5``) and one with ``--max-batch-size 1`` (every
@@ -204,6 +205,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="throughput rounds per server, alternated")
     ap.add_argument("--soak", type=int, default=10_000, help="requests for the error and memory check")
     ap.add_argument("--cpu-gemm", choices=["default", "onednn"], help="passed to attnlab serve")
+    ap.add_argument("--int8", action="store_true", help="passed to attnlab serve: both servers int8")
     ap.add_argument("--warmup", type=int, default=1000, help="requests from all clients before measuring")
     args = ap.parse_args()
 
@@ -212,7 +214,7 @@ def main() -> int:
         model = args.model or build_model(Path(tmp))
         bodies = sentences(64)
         ports = {"dynamic": free_port(), "batch size 1": free_port()}
-        gemm = ["--cpu-gemm", args.cpu_gemm] if args.cpu_gemm else []
+        gemm = (["--cpu-gemm", args.cpu_gemm] if args.cpu_gemm else []) + (["--int8"] if args.int8 else [])
         extra = {"dynamic": gemm, "batch size 1": [*gemm, "--max-batch-size", "1"]}
         procs = {name: start_server(model, ports[name], args.threads, extra[name]) for name in ports}
         try:

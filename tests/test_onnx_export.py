@@ -9,6 +9,7 @@ models' parity and pipelines are ``-m slow``."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -189,11 +190,14 @@ def test_cli_export_and_predict_with_onnxruntime(exported, tmp_path, capsys):
     _assert_close(rows[0], rows[1])
 
 
-def test_predict_int8_on_both_engines(exported, capsys):
+def test_predict_int8_on_both_engines(exported, capsys, monkeypatch):
     """``predict --int8``: attnlab's int8 layers on torch, the export's model.int8.onnx on ONNX Runtime; the
-    same labels as float32, scores close; CPU only."""
+    same labels as float32, scores close; CPU only. The command caps oneDNN's kernel caches."""
+    from attnlab.inference.allocator import KERNEL_CACHES
     from attnlab.inference.engine import check_engine
 
+    for name in KERNEL_CACHES:
+        monkeypatch.delenv(name, raising=False)  # restored after the test
     _, src, onnx_dir = exported["cls"]
     rows = {}
     engines = {"fp32": [str(src)], "torch int8": [str(src), "--int8"],
@@ -205,6 +209,7 @@ def test_predict_int8_on_both_engines(exported, capsys):
         assert rows[name].keys() == rows["fp32"].keys()
         for label, score in rows[name].items():
             assert score == pytest.approx(rows["fp32"][label], abs=0.05), name
+    assert all(os.environ.get(name) == "64" for name in KERNEL_CACHES)
     pipe = pipeline("text-classification", src, int8=True)
     assert type(pipe.model.encoder.attention[0].layer.qkv).__name__ == "Int8Linear"
     with pytest.raises(ValueError, match="--int8 runs on the CPU"):

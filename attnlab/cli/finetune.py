@@ -493,10 +493,11 @@ def _check_model(model: str) -> None:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from attnlab.inference.allocator import keep_freed_memory
+    from attnlab.inference.allocator import bound_kernel_caches, keep_freed_memory
     from attnlab.tasks.pipelines import pipeline
 
     keep_freed_memory()  # batch after batch of forwards: reuse freed memory (ATTNLAB_MALLOC=default: off)
+    bound_kernel_caches()  # batches of many shapes: oneDNN's kernels per shape, capped
 
     names = {"fill-mask": "fill-mask", "qa": "question-answering", "ner": "ner",
              "classify": "text-classification", "embed": "embeddings"}  # fmt: skip

@@ -97,9 +97,10 @@ def run_serve(args: argparse.Namespace) -> int:
     from attnlab.nn.linear import set_cpu_gemm
 
     set_cpu_gemm(args.cpu_gemm, "--cpu-gemm")
-    from attnlab.inference.allocator import keep_freed_memory
+    from attnlab.inference.allocator import bound_kernel_caches, keep_freed_memory
 
     keep_freed_memory()  # forward after forward: reuse freed memory (ATTNLAB_MALLOC=default: off)
+    bound_kernel_caches()  # a new batch shape with almost every batch: oneDNN's kernels per shape, capped
     service = load_service(args.model, backend=args.backend, threads=args.threads, int8=args.int8)
     print(
         f"attnlab serve: {service.architecture} from {service.directory} on http://{args.host}:{args.port}/ "
