@@ -3,20 +3,14 @@ activations) computed in one function, bit-identical to the module calls."""
 
 from __future__ import annotations
 
-import dataclasses
-
+import encoder_layers
 import pytest
 import torch
+from encoder_layers import both, inputs
 
 import attnlab.nn.fused_layer as fused_layer
 from attnlab.inference import quantize
-from attnlab.models import Encoder, EncoderConfig
-from attnlab.nn.fused_layer import fused_layers
-
-TINY = EncoderConfig(
-    vocab_size=99, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,
-    max_position_embeddings=64, hidden_dropout=0.1, attention_dropout=0.1,
-)  # fmt: skip
+from attnlab.models import Encoder
 
 int8_engine = pytest.mark.skipif(
     not {"x86", "fbgemm", "onednn"} & set(torch.backends.quantized.supported_engines),
@@ -25,45 +19,15 @@ int8_engine = pytest.mark.skipif(
 
 
 def model(int8: bool = False, **changes: object) -> Encoder:
-    torch.manual_seed(0)
-    m = Encoder(dataclasses.replace(TINY, **changes)).eval()
-    with torch.no_grad():  # LayerNorm weights and biases away from 1 and 0, so a swapped norm shows
-        for name, p in m.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.2)
+    m = encoder_layers.model(**changes)
     return quantize(m) if int8 else m
 
 
-def inputs() -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, 99, (3, 11), generator=g)
-    mask = torch.ones_like(ids)
-    mask[0, 7:] = 0  # padding in two rows, of different lengths
-    mask[1, 3:] = 0
-    return ids, mask
-
-
-class Spy:
+class Spy(encoder_layers.Spy):
     """Counts the layers `flat_encoder_layer` computed."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls = 0
-        real = fused_layer.flat_encoder_layer
-
-        def flat(*args: object) -> torch.Tensor:
-            self.calls += 1
-            return real(*args)
-
-        monkeypatch.setattr(fused_layer, "flat_encoder_layer", flat)
-
-
-def both(m: Encoder, *args: object, **kwargs: object) -> tuple[object, object]:
-    """(module calls, fast path) outputs of the same call."""
-    with torch.inference_mode():
-        with fused_layers(False):
-            ref = m(*args, **kwargs)
-        got = m(*args, **kwargs)
-    return ref, got
+        super().__init__(monkeypatch, fused_layer, "flat_encoder_layer")
 
 
 @int8_engine

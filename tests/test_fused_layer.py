@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import threading
 
+import encoder_layers
 import pytest
 import torch
+from encoder_layers import both, inputs, model
 
 import attnlab.nn.derived as derived
 import attnlab.nn.fused_layer as fused_layer
-from attnlab.models import Encoder, EncoderConfig
 from attnlab.nn.fused_layer import (
     clear_fused_weights,
     fused_encoder_layer,
@@ -20,56 +20,17 @@ from attnlab.nn.fused_layer import (
     padding_for_fused,
 )
 
-TINY = EncoderConfig(
-    vocab_size=99, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,
-    max_position_embeddings=64, hidden_dropout=0.1, attention_dropout=0.1,
-)  # fmt: skip
-
 pytestmark = pytest.mark.skipif(
     not fused_layer.fused_layers_enabled() or fused_layer.cpu_gemm() != "default",
     reason="the fused path is off here (ATTNLAB_FUSED_LAYERS=0, old PyTorch, or oneDNN products on AVX-512)",
 )
 
 
-def model(**changes: object) -> Encoder:
-    torch.manual_seed(0)
-    m = Encoder(dataclasses.replace(TINY, **changes)).eval()
-    with torch.no_grad():  # LayerNorm weights and biases away from 1 and 0, so a swapped norm shows
-        for name, p in m.named_parameters():
-            if "norm" in name:
-                p.add_(torch.randn_like(p) * 0.2)
-    return m
-
-
-def inputs(b: int = 3, t: int = 11) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, 99, (b, t), generator=g)
-    mask = torch.ones_like(ids)
-    mask[0, 7:] = 0  # padding in two rows, of different lengths
-    mask[1, 3:] = 0
-    return ids, mask
-
-
-class Spy:
+class Spy(encoder_layers.Spy):
     """Counts the layers the fused kernel computed (calls that did not return None)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls = 0
-        real = fused_layer._OP
-
-        def op(*args: object) -> torch.Tensor:
-            self.calls += 1
-            return real(*args)
-
-        monkeypatch.setattr(fused_layer, "_OP", op)
-
-
-def both(m: Encoder, *args: object, **kwargs: object) -> tuple[object, object]:
-    with torch.inference_mode():
-        with fused_layers(False):
-            ref = m(*args, **kwargs)
-        got = m(*args, **kwargs)
-    return ref, got
+        super().__init__(monkeypatch, fused_layer, "_OP")
 
 
 @pytest.mark.parametrize(
