@@ -58,4 +58,3 @@ class Residual(nn.Module):
 
     def extra_repr(self) -> str:
         return f"norm_first={self.norm_first}"
-
