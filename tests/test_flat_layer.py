@@ -57,6 +57,25 @@ def test_float_layers_the_kernel_lacks_take_the_flat_path(monkeypatch: pytest.Mo
     assert spy.calls == m.config.num_layers
 
 
+def test_float_layers_on_onednn_products_take_the_flat_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CPUs where attnlab's float32 products run on oneDNN the kernel is off (it would use MKL's)."""
+    from attnlab.nn.linear import cpu_gemm, set_cpu_gemm
+
+    before = cpu_gemm()
+    set_cpu_gemm("onednn")
+    try:
+        if cpu_gemm() != "onednn":
+            pytest.skip("no oneDNN float32 product in this PyTorch build")
+        m = model()
+        spy = Spy(monkeypatch)
+        ids, mask = inputs()
+        ref, got = both(m, ids, attention_mask=mask)
+    finally:
+        set_cpu_gemm(before)
+    assert torch.equal(ref.last_hidden_state, got.last_hidden_state)
+    assert spy.calls == m.config.num_layers
+
+
 @int8_engine
 @pytest.mark.parametrize("case", ["train mode", "grad", "attentions", "visibility matrix", "hook", "local"])
 def test_falls_back_to_the_modules(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
