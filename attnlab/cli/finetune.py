@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attnlab.inference.engine import BACKENDS
+
 from .args import (
     device,
     fraction,
@@ -201,7 +203,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pr.add_argument("--batch-size", type=positive_int, default=16, help="inputs per forward pass")
     pr.add_argument("--device", type=device, default="cpu", help="cpu, cuda, cuda:1, ...")
     pr.add_argument(
-        "--backend", default="torch", choices=("torch", "onnxruntime"),
+        "--backend", default="torch", choices=BACKENDS,
         help="onnxruntime: run a directory written by `attnlab export MODEL --onnx DIR` on ONNX Runtime",
     )  # fmt: skip
     pr.add_argument(

@@ -13,6 +13,8 @@ import argparse
 import os
 import sys
 
+from attnlab.inference.engine import BACKENDS
+
 from .args import non_negative_float, non_negative_int, positive_float, positive_int
 
 
@@ -57,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(default: $ATTNLAB_API_KEY when set, else none)",
     )
     p.add_argument(
-        "--backend", choices=["torch", "onnxruntime"], default="torch", help="inference engine (encoders)"
+        "--backend", choices=BACKENDS, default="torch", help="inference engine (encoders)"
     )
     p.add_argument(
         "--int8", action="store_true",

@@ -9,7 +9,10 @@
 - `quantize.quantize`: attnlab's own int8 path: every linear layer (attnlab's `Linear` is not caught by
   ``torch.ao``'s dynamic quantization) becomes an int8 dynamically quantized linear.
 - `allocator.keep_freed_memory`: glibc keeps freed blocks for the next forward instead of unmapping them
-  (large batches' tensors were faulted in afresh every forward); `attnlab serve` and `predict` call it.
+  (large batches' tensors were faulted in afresh every forward); `allocator.bound_kernel_caches`: oneDNN's
+  per-shape kernel caches capped; `attnlab serve` and `predict` call both.
+- `engine.load_encoder`: the model `predict` and `serve` run for an encoder directory, by ``--backend``
+  (torch or onnxruntime) and ``--int8``.
 
 Importing this package does not import onnx or onnxruntime; the functions that need them do.
 """

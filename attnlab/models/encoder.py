@@ -19,7 +19,7 @@ from attnlab.nn.activations import get_activation
 from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.embeddings import Embeddings
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.fused_layer import can_fuse, fast_encoder_layer, padding_for_fused
+from attnlab.nn.fused_layer import fast_encoder_layer, fast_path_allowed, padding_for_fused
 from attnlab.nn.linear import Linear
 from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.masks import to_additive
@@ -247,9 +247,10 @@ class Encoder(nn.Module):
     def _fused_padding(
         attention_mask: Tensor | None, x: Tensor, mask: Tensor | None, output_attentions: bool
     ) -> tuple[bool, Tensor | None]:
-        """Whether layers may take the fused inference path, and its key-padding mask ((B, T), True =
-        padding; None without padding). Not with attention maps asked for, nor a (B, T, T) mask."""
-        if output_attentions or not can_fuse(x):
+        """Whether layers may take a fast inference path (`fast_encoder_layer`: the fused kernel or the flat
+        function), and the kernel's key-padding mask ((B, T), True = padding; None without padding). Not
+        with attention maps asked for, nor a (B, T, T) mask."""
+        if output_attentions or not fast_path_allowed(x):
             return False, None
         if mask is None:
             return True, None

@@ -54,8 +54,8 @@ from attnlab.nn.linear import cpu_gemm
 from attnlab.nn.residual import Residual
 
 __all__ = [
-    "can_fuse", "clear_fused_weights", "fast_encoder_layer", "flat_encoder_layer", "fused_encoder_layer",
-    "fused_layers", "fused_layers_enabled", "padding_for_fused",
+    "clear_fused_weights", "fast_encoder_layer", "fast_path_allowed", "flat_encoder_layer",
+    "fused_encoder_layer", "fused_layers", "fused_layers_enabled", "padding_for_fused",
 ]  # fmt: skip
 
 _OP = getattr(torch, "_transformer_encoder_layer_fwd", None)
@@ -124,7 +124,7 @@ def _plain(attention: nn.Module, feed_forward: nn.Module) -> bool:
     )
 
 
-def can_fuse(x: Tensor) -> bool:
+def fast_path_allowed(x: Tensor) -> bool:
     """Whether the call's conditions allow a fast path (the kernel or `flat_encoder_layer`) for hidden
     states ``x`` (B, T, H) (the modules' conditions are checked per layer)."""
     return (
@@ -165,7 +165,7 @@ def fused_encoder_layer(
 ) -> Tensor | None:
     """One encoder layer, ``feed_forward(attention(x))``, through the fused kernel; None where it does not
     apply (see the module docstring). ``x`` (B, T, H); ``padding`` (B, T) True = padded key, or None."""
-    if not (can_fuse(x) and cpu_gemm() == "default" and _plain(attention, feed_forward)):
+    if not (fast_path_allowed(x) and cpu_gemm() == "default" and _plain(attention, feed_forward)):
         return None
     return _kernel(attention, feed_forward, x, padding)
 
@@ -215,8 +215,8 @@ def fast_encoder_layer(
     attention: nn.Module, feed_forward: nn.Module, x: Tensor, padding: Tensor | None, mask: Tensor | None
 ) -> Tensor | None:
     """One encoder layer on the fastest path that applies: the fused kernel, else `flat_encoder_layer`;
-    None (run the modules) for other sub-layers. For a caller that checked `can_fuse` for ``x``; ``padding``
-    is the kernel's mask (`padding_for_fused`), ``mask`` the same keys as the additive mask."""
+    None (run the modules) for other sub-layers. For a caller that checked `fast_path_allowed` for ``x``;
+    ``padding`` is the kernel's mask (`padding_for_fused`), ``mask`` the same keys as the additive mask."""
     if cpu_gemm() == "default" and _plain(attention, feed_forward):
         return _kernel(attention, feed_forward, x, padding)
     if _flat(attention, feed_forward):
