@@ -39,8 +39,12 @@ AVX2 machine at 1.3 s a 128-token step):
 So runs over 20 minutes take the third (`Budget.short_length`). For two hours, the same on the same books,
 tokenizer and held-out tokens (2026-11-28, the machine otherwise idle): 9,718 steps in 112.9 minutes (the
 plan keeps a reserve for the final evaluation), **42.2%** (perplexity 20.3), against 29.1% at 30 minutes; at
-the end of its 64-token stage it stood at 28.6%. bert-small (4 layers of 512) would take about 2,950 steps in
-the same two hours (1.92 s a 64-token step, 4.70 s a 128-token one): not yet measured, so not the default;
+the end of its 64-token stage it stood at 28.6%. On the Intel Xeon of the later sessions (AVX-512, AMX; 0.24 s
+a 64-token step, 0.55 s a 128-token one), the same command with its own 5,156-token tokenizer (2026-11-28,
+`experiments/pretrain_then_finetune.py --pretrain-minutes 120 --output runs/ptf-120`): 21,023 steps in 110.5
+minutes, **46.6%** (perplexity 14.8) on the same held-out tokens. bert-small (4 layers of 512) would take
+about 2,950 steps in the same two hours on the AVX2 machine (1.92 s a 64-token step, 4.70 s a 128-token
+one): not yet measured, so not the default;
 for this compute (22M tokens) the smaller model with more steps is also what compute-optimal scaling
 (Hoffmann et al. 2022: about 20 tokens a parameter) points to. `experiments/pretrain_then_finetune.py`
 measures what each budget buys downstream.
