@@ -380,9 +380,9 @@ three seeds pooled:
 seed, so with 3 seeds of every GLUE task here (RTE, MRPC, WNLI, CoLA above; STS-B) none is below the control
 on its mean.
 
-The 120-minute tier (2026-11-28, session 23; the Intel Xeon with AVX-512 and AMX, nothing else running but a
-minute of benchmarks and a niced test in the first 20 minutes, which the run's re-planning absorbed; 111.9
-minutes of pre-training in all):
+The 120-minute tier (2026-11-28, session 23; the Intel Xeon with AVX-512 and AMX; other jobs shared the
+machine for about 10 of the first 20 minutes (benchmarks, niced tests), which the run's re-planning absorbed
+as fewer steps; nothing else ran for the last 95; 111.9 minutes of pre-training in all):
 
     .venv/bin/python experiments/pretrain_then_finetune.py --pretrain-minutes 120 --output runs/ptf-120 \
         --tasks sst2 --seeds 0 1 2 --lr 1e-3 --selection-examples 2000
