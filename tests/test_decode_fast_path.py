@@ -84,6 +84,7 @@ def test_column_major_copy_follows_a_new_tensor_and_in_place_changes():
 
 
 def test_no_column_major_copy_of_a_weight_above_the_cap(monkeypatch):
+    monkeypatch.setattr(linear_module, "INTEL_MKL", False)  # on Intel MKL's plain product takes 1-2 rows
     monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 96 * 32 - 1)
     layer = Linear(32, 96)
     x = torch.randn(1, 32)
@@ -95,6 +96,21 @@ def test_no_column_major_copy_of_a_weight_above_the_cap(monkeypatch):
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
     assert "_weight_t" in derived._CACHE[layer]
     assert "_weight_t" not in layer.__dict__ and layer.state_dict().keys() == {"weight", "bias"}
+
+
+def test_no_column_major_copy_on_intel(monkeypatch):
+    """On Intel CPUs one or two rows take MKL's plain x @ W^T: the same values, and no copy of the weight."""
+    monkeypatch.setattr(linear_module, "INTEL_MKL", True)
+    layer = Linear(32, 96)
+    for rows in (1, 2):
+        x = torch.randn(rows, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-6, atol=1e-6)
+    assert layer not in derived._CACHE
+    monkeypatch.setattr(linear_module, "INTEL_MKL", False)
+    with torch.no_grad():
+        layer(torch.randn(1, 32))
+    assert "_weight_t" in derived._CACHE[layer]
 
 
 @pytest.mark.parametrize("streamed", [True, False])
@@ -134,9 +150,11 @@ def test_generation_after_a_training_step_uses_the_new_weights():
         assert generate(model, prompt[:1], max_new_tokens=1, ignore_eos=True).sequences[0][0] == want
 
 
-def test_decoding_builds_its_derived_weights_once():
+def test_decoding_builds_its_derived_weights_once(monkeypatch):
     # generate runs under inference_mode; a copy derived there from another derived weight (the stacked
-    # q/k/v's column-major copy) must still be cached, not rebuilt on every step
+    # q/k/v's column-major copy, kept where the CPU is not Intel's) must still be cached, not rebuilt on every
+    # step
+    monkeypatch.setattr(linear_module, "INTEL_MKL", False)
     torch.manual_seed(0)
     model = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)).eval()
     prompt = torch.randint(0, 300, (1, 4))

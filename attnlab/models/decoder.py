@@ -46,8 +46,9 @@ class BufferedSelfAttention(MultiHeadAttention):
     instead of three (a third of a small model's step time was the calls' overhead), in the layout
     `attnlab.nn.linear.small_product` picks for its shape. The stacked copy (`attnlab.nn.derived.stacked_qkv`,
     shared with the fused encoder layer) is rebuilt when any of them changes or moves; at one or
-    two rows `small_product` keeps a column-major copy of it too, so decoding holds the q/k/v weights
-    three times (gpt-bpe-small: two copies of 10.6 MB beside its 56 MB). Other calls (training, the
+    two rows `small_product` keeps a column-major copy of it too (not on Intel CPUs, where MKL's plain product
+    is as fast), so decoding holds the q/k/v weights up to three times (gpt-bpe-small: two copies of 10.6 MB
+    beside its 56 MB). Other calls (training, the
     prompt) take the three projections.
     """
 
