@@ -48,8 +48,7 @@ class BufferedSelfAttention(MultiHeadAttention):
     shared with the fused encoder layer) is rebuilt when any of them changes or moves; at one or
     two rows `small_product` keeps a column-major copy of it too (not on Intel CPUs, where MKL's plain product
     is as fast), so decoding holds the q/k/v weights up to three times (gpt-bpe-small: two copies of 10.6 MB
-    beside its 56 MB). Other calls (training, the
-    prompt) take the three projections.
+    beside its 56 MB). Other calls (training, the prompt) take the three projections.
     """
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:

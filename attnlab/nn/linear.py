@@ -183,11 +183,12 @@ def small_product(
 
     - N >= K, 1-2 rows, a weight of at most `MAX_COPIED_WEIGHT` elements, a CPU not made by Intel: ``x @ W``
       on a contiguous (K, N) copy of W (GPT-2's ``Conv1D`` layout), kept on ``holder`` under ``name``
-      (`column_major_copy`). On Intel CPUs MKL's plain ``x @ W^T`` is as fast or faster at one row (the Xeon
-      with AVX-512 and AMX, 2026-11-28, one thread, weights streamed: 717 against 814 us for the output
-      layer, 169 against 168 for the feed-forward up, 128 against 120 for the stacked q, k, v;
-      gpt-bpe-small's greedy generation at batch size 1 took 1.027x less time, in 6 of 6 alternating rounds,
-      with the same tokens), so there `linear` takes them and no copy is kept (`INTEL_MKL`).
+      (`column_major_copy`). On Intel CPUs MKL's plain ``x @ W^T`` is faster for the wide output layer and
+      level within noise for the rest at one row (the Xeon with AVX-512 and AMX, 2026-11-28, one thread,
+      weights streamed, plain against the copy: 717 against 814 us for gpt-bpe-small's output layer, 169
+      against 168 for the feed-forward up, 128 against 120 for the stacked q, k, v); gpt-bpe-small's greedy
+      generation at batch size 1 took 1.027x less time, in 6 of 6 alternating rounds, with the same tokens.
+      So there `linear` takes them, and no copy is kept (`INTEL_MKL`).
     - N > K, 3-8 rows, a weight of at least `STREAMED_WEIGHT` elements, a CPU not made by Intel:
       ``(W @ x^T)^T``, W as stored: MKL then packs the few rows, not the weight. The result is
       column-major (a copy costs more than the strided reads after it). A smaller weight stays in cache
