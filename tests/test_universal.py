@@ -7,6 +7,7 @@ import torch
 
 from attnlab.models.universal import TaggingModel, UniversalStack, VanillaStack, make_layer
 from attnlab.nn.act import AdaptiveComputationTime, HaltingState, halting_step
+from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.masks import causal_mask
 
 
@@ -77,6 +78,62 @@ def test_without_act_equals_the_layer_applied_n_times():
     assert torch.allclose(stack(x, self_mask=mask).hidden, h, atol=1e-6)
     # the same parameters every step: the stack holds one layer
     assert sum(p.numel() for p in stack.parameters()) == sum(p.numel() for p in layer.parameters())
+
+
+def test_per_row_steps_equal_each_row_run_at_its_own_depth():
+    torch.manual_seed(2)
+    layer = make_layer(16, 2, 32).eval()
+    stack = UniversalStack(layer, 16, max_steps=6, inject_input=True).eval()
+    x = torch.randn(3, 5, 16)
+    steps = torch.tensor([1, 4, 6])
+    out = stack(x, steps=steps)
+    assert out.steps.tolist() == [[1.0] * 5, [4.0] * 5, [6.0] * 5]
+    for i, k in enumerate(steps.tolist()):
+        alone = UniversalStack(layer, 16, max_steps=k, inject_input=True).eval()
+        assert torch.allclose(out.hidden[i], alone(x[i : i + 1]).hidden[0], atol=1e-6)
+    # a row whose depth the others exceed keeps its state: steps 6 for all changes only rows 0 and 1
+    deep = stack(x, steps=torch.tensor([6, 6, 6])).hidden
+    assert torch.allclose(deep[2], out.hidden[2], atol=1e-6)
+    assert not torch.allclose(deep[0], out.hidden[0], atol=1e-3)
+
+
+def test_input_injection_and_no_timestep_signal():
+    torch.manual_seed(3)
+    layer = make_layer(16, 2, 32).eval()
+    stack = UniversalStack(layer, 16, max_steps=3, inject_input=True, timestep_signal=False).eval()
+    assert not stack.timestep_signal.any()
+    x = torch.randn(2, 7, 16)
+    pos = stack.position_signal[:7]
+    h = layer(x + pos)  # step 0 reads the input once
+    for _ in range(2):
+        h = layer(h + pos + x)  # later steps read it again beside the position signal
+    assert torch.allclose(stack(x).hidden, h, atol=1e-6)
+    plain = UniversalStack(layer, 16, max_steps=3, timestep_signal=False).eval()
+    assert not torch.allclose(plain(x).hidden, h, atol=1e-3)
+
+
+def test_local_causal_window_moves_information_one_position_a_step():
+    # a UT whose self-attention sees only the position before each (LocalSelfAttention, window 1, causal):
+    # after k steps position i depends on positions i-k .. i and on nothing after it
+    torch.manual_seed(4)
+    layer = make_layer(16, 2, 32, self_attention=LocalSelfAttention(16, 2, 1, causal=True)).eval()
+    x = torch.randn(1, 12, 16, requires_grad=True)
+    for k in (1, 3, 5):
+        stack = UniversalStack(layer, 16, max_steps=k).eval()
+        probe = torch.randn(16)  # not .sum(): a post-LN state sums to a constant over its features
+        (grad,) = torch.autograd.grad(stack(x).hidden[0, 8] @ probe, x)
+        reaches = grad[0].abs().sum(-1) > 0  # (T,): which inputs position 8 depends on
+        assert reaches.nonzero().flatten().tolist() == list(range(8 - k, 9))
+
+
+def test_per_row_steps_are_checked():
+    layer = make_layer(8, 2, 16)
+    stack = UniversalStack(layer, 8, max_steps=3)
+    with pytest.raises(ValueError, match="steps must lie in 1..3; got 0..4"):
+        stack(torch.randn(2, 4, 8), steps=torch.tensor([0, 4]))
+    act = UniversalStack(layer, 8, max_steps=3, act=AdaptiveComputationTime(8, 3))
+    with pytest.raises(ValueError, match="ACT chooses its own"):
+        act(torch.randn(2, 4, 8), steps=torch.tensor([1, 2]))
 
 
 def test_timestep_signal_is_the_papers_sinusoid():

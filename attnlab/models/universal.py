@@ -13,6 +13,17 @@ The paper's two differences from the Transformer, each a named piece here on the
   `attnlab.nn.act.AdaptiveComputationTime` (per-position halting, remainders, ponder cost) instead of a
   fixed number of steps.
 
+Two options of the loop, for depth that grows with the input (section 2.1: "the number of recurrent steps
+can be varied"; the Neural GPU's and the looped Transformer's steps in proportion to the length, Fan et
+al. 2024 "Looped Transformers for Length Generalization"):
+
+- ``steps`` given to `UniversalStack.forward`, one count per example: each row takes its own number of steps
+  and keeps its state once it has taken them (a batch of lengths runs as long as its longest row needs);
+- ``inject_input``: the stack's input (the token embeddings) is added again before every step after the
+  first, beside the coordinate signal (Fan et al.'s "input injection"), so a deep loop does not lose it;
+  ``timestep_signal=False`` drops eq. 1's P_t, whose values beyond the trained depths would be new to the
+  layer when a longer input takes more steps than any training input did.
+
 `VanillaStack` is the Transformer it is compared with: L distinct layers, the position signal added once.
 `TaggingModel` puts either stack between a token embedding and a tied output projection (an encoder that
 labels every position; experiments/universal_transformer.py uses it for algorithmic tasks).
@@ -45,16 +56,18 @@ class StackOutput:
 
 def make_layer(
     dim: int, heads: int, ffn: int, dropout: float = 0.0, cross: bool = False, norm_first: bool = False,
-    activation: str = "relu",
+    activation: str = "relu", self_attention: nn.Module | None = None,
 ) -> DecoderLayer:  # fmt: skip
     """The shared layer: Residual(self-attention) [+ Residual(cross-attention)] + Residual(FFN); post-LN as
-    the paper (eq. 2-3: LayerNorm after each residual)."""
+    the paper (eq. 2-3: LayerNorm after each residual). ``self_attention`` replaces the full
+    `MultiHeadAttention` (e.g. `attnlab.nn.local_attention.LocalSelfAttention`: then whatever crosses a
+    longer distance than its window must take several steps)."""
 
     def residual(layer: nn.Module) -> Residual:
         return Residual(layer, dim, dropout, norm_first=norm_first, eps=1e-6)
 
     return DecoderLayer(
-        residual(MultiHeadAttention(dim, heads, dropout)),
+        residual(self_attention or MultiHeadAttention(dim, heads, dropout)),
         residual(FeedForward(dim, ffn, activation)),
         residual(MultiHeadAttention(dim, heads, dropout)) if cross else None,
     )
@@ -63,13 +76,15 @@ def make_layer(
 class UniversalStack(nn.Module):
     """``layer`` applied over depth: ``h_t = layer(h_{t-1} + P_pos + P_t)``, t = 0 .. max_steps - 1.
 
-    Without ``act`` it runs ``max_steps`` steps and returns the last state; with it, ACT decides per position
-    and returns the halting-weighted state (Dehghani et al. section 2.2) and the ponder cost.
+    Without ``act`` it runs ``max_steps`` steps (or each row its own ``steps``) and returns the last state;
+    with it, ACT decides per position and returns the halting-weighted state (Dehghani et al. section 2.2)
+    and the ponder cost. With ``inject_input`` step t > 0 reads ``h_{t-1} + x + P_pos (+ P_t)``, x being the
+    stack's input; without ``timestep_signal`` the P_t term is left out.
     """
 
     def __init__(
         self, layer: DecoderLayer, dim: int, max_steps: int, max_positions: int = 1024,
-        act: AdaptiveComputationTime | None = None,
+        act: AdaptiveComputationTime | None = None, inject_input: bool = False, timestep_signal: bool = True,
     ) -> None:  # fmt: skip
         super().__init__()
         if act is not None and act.max_steps != max_steps:
@@ -77,8 +92,10 @@ class UniversalStack(nn.Module):
         self.layer = layer
         self.max_steps = max_steps
         self.act = act
+        self.inject_input = inject_input
         self.register_buffer("position_signal", sinusoidal_table(max_positions, dim), persistent=False)
-        self.register_buffer("timestep_signal", sinusoidal_table(max_steps, dim), persistent=False)
+        table = sinusoidal_table(max_steps, dim) if timestep_signal else torch.zeros(max_steps, dim)
+        self.register_buffer("timestep_signal", table, persistent=False)
 
     def forward(
         self,
@@ -87,19 +104,35 @@ class UniversalStack(nn.Module):
         self_mask: Tensor | None = None,
         memory: Tensor | None = None,
         memory_mask: Tensor | None = None,
+        steps: Tensor | None = None,
     ) -> StackOutput:
-        """x (B, T, H); ``positions`` (B or 1, T) int (default 0 .. T-1); masks as `DecoderLayer`'s."""
+        """x (B, T, H); ``positions`` (B or 1, T) int (default 0 .. T-1); masks as `DecoderLayer`'s;
+        ``steps`` (B,) int in 1 .. max_steps: each row's depth (fixed-depth stacks only)."""
         if positions is None:
             positions = torch.arange(x.size(1), device=x.device)[None]
         pos = self.position_signal[positions].to(x.dtype)  # (B or 1, T, H)
+        source = x
 
         def step(h: Tensor, t: int) -> Tensor:
-            return self.layer(h + pos + self.timestep_signal[t].to(x.dtype), self_mask, memory, memory_mask)
+            signal = pos + self.timestep_signal[t].to(x.dtype)
+            if self.inject_input and t > 0:
+                signal = signal + source
+            return self.layer(h + signal, self_mask, memory, memory_mask)
 
         if self.act is None:
-            for t in range(self.max_steps):
-                x = step(x, t)
-            return StackOutput(x)
+            if steps is None:
+                for t in range(self.max_steps):
+                    x = step(x, t)
+                return StackOutput(x)
+            if steps.min() < 1 or steps.max() > self.max_steps:
+                raise ValueError(f"UniversalStack: steps must lie in 1..{self.max_steps}; got "
+                                 f"{int(steps.min())}..{int(steps.max())}")  # fmt: skip
+            for t in range(int(steps.max())):
+                running = (steps > t)[:, None, None]  # (B, 1, 1): rows with steps left keep stepping
+                x = torch.where(running, step(x, t), x)
+            return StackOutput(x, steps=steps[:, None].expand(-1, x.size(1)).to(x.dtype))
+        if steps is not None:
+            raise ValueError("UniversalStack: per-row steps are for fixed-depth stacks; ACT chooses its own")
         out = self.act(x, step)
         return StackOutput(out.output, out.ponder_cost, out.steps)
 
@@ -159,11 +192,13 @@ class TaggingModel(nn.Module):
         attention_mask: Tensor | None = None,
         positions: Tensor | None = None,
         labels: Tensor | None = None,
+        steps: Tensor | None = None,
     ) -> TaggingOutput:
-        """input_ids (B, T); attention_mask (B, T) 1 = token; labels (B, T), -100 = not scored."""
+        """input_ids (B, T); attention_mask (B, T) 1 = token; labels (B, T), -100 = not scored; ``steps`` (B,)
+        each row's depth, for a `UniversalStack` without ACT."""
         x = self.embed(input_ids) * math.sqrt(self.dim)  # (B, T, H)
         mask = None if attention_mask is None else attention_mask[:, None, None, :].bool()  # (B, 1, 1, T)
-        out = self.stack(x, positions, mask)
+        out = self.stack(x, positions, mask) if steps is None else self.stack(x, positions, mask, steps=steps)
         logits = self.head(self.norm(out.hidden))  # (B, T, V)
         loss = None
         if labels is not None:

@@ -1,0 +1,59 @@
+"""experiments/universal_transformer.py: the parity task, the length-scaled depth, the held-out selection."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import random
+from pathlib import Path
+
+import torch
+
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "universal_transformer.py"
+spec = importlib.util.spec_from_file_location("universal_transformer", SCRIPT)
+ut = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ut)
+
+
+def test_parity_examples_label_the_one_blank_with_the_bits_sum_mod_2():
+    rng = random.Random(0)
+    for n in (1, 5, 17):
+        ids, labels = ut.example("parity", n, rng)
+        bits = [i - ut.DIGIT for i in ids[:n]]
+        assert set(bits) <= {0, 1}
+        assert ids[n:] == [ut.SEP, ut.BLANK] and len(ids) == ut.seq_len("parity", n)
+        assert labels == [-100] * (n + 1) + [ut.DIGIT + sum(bits) % 2]
+        assert len(ut.aligned_positions("parity", n)) == len(ids)
+
+
+def test_length_depth_is_each_examples_tokens_less_one():
+    b, _ = ut.batch("parity", [1, 4, 9], random.Random(1), offsets=True)
+    assert ut.length_depth(b["attention_mask"]).tolist() == [2, 5, 10]  # n + 2 tokens
+
+
+def _args(**changes) -> argparse.Namespace:
+    args = dict(
+        norm="post", ut_steps=6, ut_depth="length", no_act=False, halting_bias=1.0, ponder_weight=1e-3,
+        inject_input=True, no_timestep_signal=True, ut_window=1, ut_window_causal=True, lr=1e-3,
+        lr_decay=True, batch_size=8, seed=0, no_offsets=False, positions="sequential", curriculum=4,
+        select_every=2, log_every=100, eval_examples=4,
+    )
+    args.update(changes)
+    return argparse.Namespace(**args)
+
+
+def test_the_length_scaled_ut_trains_and_keeps_its_best_held_out_state():
+    torch.manual_seed(0)
+    result = ut.train("ut", "parity", _args(), steps=4)
+    assert result["steps"] == 4
+    assert result["selected"]["step"] in (2, 4)
+    # depth = tokens - 1 at every test length: n + 1 steps for parity's n + 2 tokens
+    assert [result[f"n{n}"]["answer_ponder_steps"] for n in (5, 40)] == [6.0, 41.0]
+    model = ut.build("ut", 100, _args(), "parity")
+    assert model.stack.max_steps == ut.seq_len("parity", ut.TEST_LEN) - 1
+    assert model.stack.layer.self_attn.layer.causal and model.stack.layer.self_attn.layer.window == 1
+
+
+def test_without_selection_the_last_state_is_tested():
+    result = ut.train("vanilla", "parity", _args(select_every=0), steps=3)
+    assert "selected" not in result and result["steps"] == 3
