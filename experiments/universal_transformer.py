@@ -310,6 +310,19 @@ def validate(
     return right / total, loss
 
 
+Best = tuple[tuple[float, float], int, dict]  # ((held-out accuracy, -loss), step, state_dict copy)
+
+
+def keep_best(
+    model: TaggingModel, task: str, args: argparse.Namespace, by_length: bool, step: int, best: Best | None
+) -> Best:
+    """``best``, or the model's state now if it scores higher on the held-out training lengths."""
+    acc, loss = validate(model, task, args, by_length)
+    if best is None or (acc, -loss) > best[0]:
+        return (acc, -loss), step, {k: v.clone() for k, v in model.state_dict().items()}
+    return best
+
+
 def train(kind: str, task: str, args: argparse.Namespace, steps: int, minutes: float | None = None) -> dict:
     """Train ``steps`` steps, or until ``minutes`` have passed (then the steps done are reported); with
     ``--select-every`` the state with the best held-out accuracy at the training lengths is the one tested."""
@@ -327,7 +340,7 @@ def train(kind: str, task: str, args: argparse.Namespace, steps: int, minutes: f
     rng = random.Random(args.seed + 1)  # the same batches for both models
     start = time.time()
     losses = []
-    best: tuple[tuple[float, float], int, dict] | None = None  # ((accuracy, -loss), step, state)
+    best: Best | None = None
     for step in range(steps):
         if minutes is not None and time.time() - start > 60 * minutes:
             break
@@ -347,10 +360,10 @@ def train(kind: str, task: str, args: argparse.Namespace, steps: int, minutes: f
             recent = sum(losses[-args.log_every :]) / args.log_every
             print(f"  {kind:7s} {task:8s} step {step + 1:5d} loss {recent:.4f} ({time.time() - start:.0f} s)",
                   flush=True)  # fmt: skip
-        if args.select_every and ((step + 1) % args.select_every == 0 or step + 1 == steps):
-            acc, loss = validate(model, task, args, by_length)
-            if best is None or (acc, -loss) > best[0]:
-                best = ((acc, -loss), step + 1, {k: v.clone() for k, v in model.state_dict().items()})
+        if args.select_every and (step + 1) % args.select_every == 0:
+            best = keep_best(model, task, args, by_length, step + 1, best)
+    if args.select_every and losses and len(losses) % args.select_every:  # the last state (steps or time up)
+        best = keep_best(model, task, args, by_length, len(losses), best)
     seconds = time.time() - start
     result = {"model": kind, "task": task, "parameters": params, "steps": len(losses)}
     result["train_seconds"] = seconds

@@ -54,6 +54,18 @@ def test_the_length_scaled_ut_trains_and_keeps_its_best_held_out_state():
     assert model.stack.layer.self_attn.layer.causal and model.stack.layer.self_attn.layer.window == 1
 
 
+def test_selection_scores_the_last_state_when_steps_are_not_a_multiple(monkeypatch):
+    calls = []
+
+    def validate(model, task, args, by_length):  # each later state scores higher
+        calls.append(len(calls))
+        return 0.1 * len(calls), 1.0
+
+    monkeypatch.setattr(ut, "validate", validate)
+    result = ut.train("vanilla", "parity", _args(select_every=2), steps=3)
+    assert len(calls) == 2 and result["selected"]["step"] == 3  # scored at step 2 and at the last, 3
+
+
 def test_without_selection_the_last_state_is_tested():
     result = ut.train("vanilla", "parity", _args(select_every=0), steps=3)
     assert "selected" not in result and result["steps"] == 3
