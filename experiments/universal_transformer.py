@@ -436,6 +436,8 @@ def main() -> None:
     p.add_argument("--log-every", type=int, default=250)
     p.add_argument("--output", default="runs/universal_transformer.json")
     args = p.parse_args()
+    if args.ut_window_causal and not args.ut_window:
+        p.error("--ut-window-causal needs --ut-window W (the window it makes causal)")
     torch.set_num_threads(args.threads)
     results = []
     for task in args.tasks.split(","):

@@ -7,6 +7,7 @@ import importlib.util
 import random
 from pathlib import Path
 
+import pytest
 import torch
 
 SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "universal_transformer.py"
@@ -69,3 +70,10 @@ def test_selection_scores_the_last_state_when_steps_are_not_a_multiple(monkeypat
 def test_without_selection_the_last_state_is_tested():
     result = ut.train("vanilla", "parity", _args(select_every=0), steps=3)
     assert "selected" not in result and result["steps"] == 3
+
+
+def test_a_causal_window_without_a_window_is_refused(monkeypatch, capsys):
+    monkeypatch.setattr("sys.argv", ["universal_transformer.py", "--ut-window-causal"])
+    with pytest.raises(SystemExit):
+        ut.main()
+    assert "--ut-window-causal needs --ut-window W" in capsys.readouterr().err
