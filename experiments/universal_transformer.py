@@ -49,11 +49,12 @@ learned n <= 20 but relapsed to a guess by its last step (0.51 at n = 40), which
 on held-out training lengths address; without offsets, curriculum, decay or selection (a first probe outside
 this script, full attention, pre-LN) the length-scaled UT fitted n <= 20 but scored 0.50-0.56 at n = 40.
 
-What is not met: ACT deciding the depth. With ACT instead of the given depth (``--ut-steps 41``, ponder
-weight 1e-3, otherwise the command above) the UT did not learn parity at any initial halting bias tried: -4
-(every position starts by pondering to the maximum; loss 0.68 through 2,500 steps), -2 (about 8 steps at
-first; 0.66 through 1,750) and 0 (about 2; 0.69 through 1,750); all three stopped. So "ACT uses more steps on
-harder inputs" is still not shown (the tables below: about 1-3 steps whatever the length).
+ACT deciding the depth, on this task: with ACT instead of the given depth (``--ut-steps 41``, ponder weight
+1e-3, otherwise the command above) the UT did not learn parity at any initial halting bias tried: -4 (every
+position starts by pondering to the maximum; loss 0.68 through 2,500 steps), -2 (about 8 steps at first; 0.66
+through 1,750) and 0 (about 2; 0.69 through 1,750); all three stopped. ACT's "more steps on harder inputs" is
+shown by experiments/universal_act.py instead, on running parity (every bit labelled with the parity so far):
+there it takes exactly n steps at the last of n bits.
 
 Notes (read first)
 ------------------

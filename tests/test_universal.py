@@ -55,6 +55,69 @@ def test_act_weights_sum_to_one_and_output_is_their_mix():
     assert out.steps.min() >= 1 and out.steps.max() <= 5
 
 
+def test_copy_halted_keeps_a_halted_positions_state():
+    # the paper's text: once a position halts its state is copied to the later steps. The step function
+    # records what it is given; a position that halted at step N must be handed the same state at every
+    # later step, while the default (tensor2tensor's) keeps transforming it
+    torch.manual_seed(5)
+    x = torch.randn(2, 6, 8)
+    for copy in (True, False):
+        act = AdaptiveComputationTime(8, max_steps=5, bias_init=-0.5, copy_halted=copy)
+        seen: list[torch.Tensor] = []
+
+        def step(h, n, seen=seen):
+            seen.append(h)
+            return torch.tanh(h * 1.7 + 0.3 * n)
+
+        out = act(x, step)
+        assert torch.allclose(out.weights.sum(0), torch.ones(2, 6), atol=1e-6)
+        halted_early = out.steps < len(seen)  # positions that halted while others ran on
+        assert halted_early.any() and (~halted_early).any()
+        for n in range(1, len(seen)):
+            # halted after N < n steps: step n is handed the state of step N - 1, as step n - 1 was
+            done = out.steps < n
+            changed = (seen[n] - seen[n - 1]).abs().amax(-1) > 0  # (B, T)
+            if copy:
+                assert not changed[done].any()
+            elif done.any():
+                assert changed[done].all()
+            assert changed[~done].all()  # running positions are transformed
+
+
+def test_act_padding_takes_no_steps_and_changes_no_real_position():
+    # padded positions (masked as keys) start halted: steps, weights and ponder cost 0 there, and they no
+    # longer keep the loop running; the real positions' outputs are what they were without the padding mask
+    torch.manual_seed(6)
+    layer = make_layer(16, 2, 32).eval()
+    act = AdaptiveComputationTime(16, 8, bias_init=-1.0)
+    stack = UniversalStack(layer, 16, 8, act=act).eval()
+    x = torch.randn(2, 7, 16)
+    real = torch.ones(2, 7, dtype=torch.bool)
+    real[1, 4:] = False
+    mask = real[:, None, None, :]
+    with torch.no_grad():
+        act.halting.weight.zero_()  # every position halts after the same number of steps ...
+        act.halting.bias.fill_(-3.0)  # ... sigmoid(-3) = 0.047 a step: the 8-step maximum
+        plain = stack(x, self_mask=mask)
+        padded = stack(x, self_mask=mask, padding=real)
+        assert torch.allclose(padded.hidden[real], plain.hidden[real], atol=1e-6)
+        assert torch.equal(padded.steps[real], plain.steps[real])
+        assert (padded.steps[~real] == 0).all() and (padded.ponder_cost[~real] == 0).all()
+        assert (padded.hidden[~real] == 0).all()
+    # the loop stops once the real positions halt: feature 0 decides halting (real +1: halt at once; padding
+    # -1: never), the step function leaves it; without the padding mask the loop runs to its maximum
+    with torch.no_grad():
+        act.halting.weight.zero_()
+        act.halting.weight[0, 0] = 100.0
+        act.halting.bias.zero_()
+    x[..., 0] = torch.where(real, 1.0, -1.0)
+    for active, expected in ((None, 8), (real, 1)):
+        calls: list[int] = []
+        out = act(x, lambda h, n, calls=calls: calls.append(n) or h, active)
+        assert len(calls) == expected
+        assert (out.steps[real] == 1).all()
+
+
 def test_without_act_equals_the_layer_applied_n_times():
     torch.manual_seed(1)
     layer = make_layer(16, 2, 32).eval()

@@ -105,9 +105,11 @@ class UniversalStack(nn.Module):
         memory: Tensor | None = None,
         memory_mask: Tensor | None = None,
         steps: Tensor | None = None,
+        padding: Tensor | None = None,
     ) -> StackOutput:
         """x (B, T, H); ``positions`` (B or 1, T) int (default 0 .. T-1); masks as `DecoderLayer`'s;
-        ``steps`` (B,) int in 1 .. max_steps: each row's depth (fixed-depth stacks only)."""
+        ``steps`` (B,) int in 1 .. max_steps: each row's depth (fixed-depth stacks only); ``padding`` (B, T)
+        1 = real position: with ACT, padding takes no steps (so it cannot keep the loop running)."""
         if positions is None:
             positions = torch.arange(x.size(1), device=x.device)[None]
         pos = self.position_signal[positions].to(x.dtype)  # (B or 1, T, H)
@@ -133,7 +135,7 @@ class UniversalStack(nn.Module):
             return StackOutput(x, steps=steps[:, None].expand(-1, x.size(1)).to(x.dtype))
         if steps is not None:
             raise ValueError("UniversalStack: per-row steps are for fixed-depth stacks; ACT chooses its own")
-        out = self.act(x, step)
+        out = self.act(x, step, None if padding is None else padding.bool())
         return StackOutput(out.output, out.ponder_cost, out.steps)
 
 
@@ -152,7 +154,9 @@ class VanillaStack(nn.Module):
         self_mask: Tensor | None = None,
         memory: Tensor | None = None,
         memory_mask: Tensor | None = None,
+        padding: Tensor | None = None,
     ) -> StackOutput:
+        """As `UniversalStack.forward` (``padding`` is unused: every layer runs at every position)."""
         if positions is None:
             positions = torch.arange(x.size(1), device=x.device)[None]
         x = x + self.position_signal[positions].to(x.dtype)
@@ -198,7 +202,8 @@ class TaggingModel(nn.Module):
         each row's depth, for a `UniversalStack` without ACT."""
         x = self.embed(input_ids) * math.sqrt(self.dim)  # (B, T, H)
         mask = None if attention_mask is None else attention_mask[:, None, None, :].bool()  # (B, 1, 1, T)
-        out = self.stack(x, positions, mask) if steps is None else self.stack(x, positions, mask, steps=steps)
+        depth = {} if steps is None else {"steps": steps}
+        out = self.stack(x, positions, mask, padding=attention_mask, **depth)
         logits = self.head(self.norm(out.hidden))  # (B, T, V)
         loss = None
         if labels is not None:
