@@ -271,7 +271,7 @@ def finetune_grid(
     from attnlab.tasks.finetune import get_task
 
     order = sorted(args.tasks, key=lambda t: -TASK_COST[t])
-    seeds = range(args.finetune_seeds)
+    seeds = range(args.first_seed, args.first_seed + args.finetune_seeds)
     calls = [(name, task, seed) for task in order for seed in seeds for name in models]
     runs: dict[tuple[str, str], dict[int, dict[str, Any]]] = {}
 
@@ -428,6 +428,10 @@ def main() -> int:
     p.add_argument(
         "--finetune-seeds", type=int, default=1,
         help="fine-tuning seeds per model and task (the same for every model; scores are their mean)",
+    )  # fmt: skip
+    p.add_argument(
+        "--first-seed", type=int, default=0,
+        help="the first fine-tuning seed (seeds FIRST .. FIRST + N - 1; to add seeds to an earlier run's)",
     )  # fmt: skip
     p.add_argument("--lr-grid", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
     p.add_argument("--output", type=Path, default=ROOT / "runs/distill-exp")
