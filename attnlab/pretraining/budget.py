@@ -44,12 +44,16 @@ a 64-token step, 0.55 s a 128-token one), the same command with its own 5,156-to
 `experiments/pretrain_then_finetune.py --pretrain-minutes 120 --output runs/ptf-120`): 21,023 steps in 110.5
 minutes, **46.6%** (perplexity 14.8) on the same held-out tokens; fine-tuned (3 seeds, the experiment's
 step budgets), SST-2 dev accuracy 78.5 and CoNLL-2003 dev F1 78.6, against 74.9 and 72.6 from the 30-minute
-model and 71.8 and 57.4 from random initialisation. bert-small (4 layers of 512) would take
-about 2,950 steps in the same two hours on the AVX2 machine (1.92 s a 64-token step, 4.70 s a 128-token
-one): not yet measured, so not the default;
-for this compute (22M tokens) the smaller model with more steps is also what compute-optimal scaling
-(Hoffmann et al. 2022: about 20 tokens a parameter) points to. `experiments/pretrain_then_finetune.py`
-measures what each budget buys downstream.
+model and 71.8 and 57.4 from random initialisation. **bert-small** (4 layers of 512, the size this tier
+had before it was measured), the same command with ``--preset bert-small`` on the same books, tokenizer and
+held-out tokens (2026-11-28, a 2-core AMD EPYC with AVX2, nothing else running): 1.16 s a 64-token step and
+2.6 s a 128-token one, so 5,380 steps in 119.2 minutes, **14.9%** (perplexity 304): its loss sat on the MLM
+plateau (5.6-5.9 from step 400 to the end) for the whole two hours. bert-mini plans 16,142 steps there (0.36
+and 0.76 s a step) and leaves the plateau within its first 1,300 (the runs above). So two hours is a bert-mini
+too. The wider model was run at this tier's learning rate (1e-3) only; a lower one might leave the plateau,
+but with a third of the steps. For this compute (22M tokens) the smaller model with more steps is also what
+compute-optimal scaling (Hoffmann et al. 2022: about 20 tokens a parameter) points to.
+`experiments/pretrain_then_finetune.py` measures what each budget buys downstream.
 
 A `Budget` holds the sizes for runs up to ``minutes``; `for_budget` turns any paper's recipe into its budget
 version, keeping the paper's objective and data format (BERT keeps NSP, ALBERT SOP and its architecture,
