@@ -445,6 +445,9 @@ def main() -> int:
         help="fine-tune on length-grouped batches (attnlab finetune --group-by-length; default on)",
     )  # fmt: skip
     args = p.parse_args()
+    for name, low in (("finetune_steps", 1), ("finetune_seeds", 1), ("first_seed", 0), ("jobs", 1)):
+        if getattr(args, name) < low:
+            p.error(f"--{name.replace('_', '-')}: expected an integer >= {low}, got {getattr(args, name)}")
     logging.basicConfig(level=logging.WARNING)
     out = args.output
     out.mkdir(parents=True, exist_ok=True)
