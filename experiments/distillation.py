@@ -38,10 +38,15 @@ What it does:
    cores: a 2-4-layer model uses one thread far better than two), longest tasks first. Until 2026-11-27 the
    training set was repeated or cut to steps x 32 examples and read in random batches (the runs of
    docs/distillation.md before that date). Dev metrics: accuracy (SST-2, RTE), F1 (MRPC), Spearman
-   (STS-B), Matthews correlation (CoLA); the macro score is their mean (x100).
+   (STS-B), Matthews correlation (CoLA); the macro score is their mean (x100). ``--finetune-max-epochs E``
+   caps a run at E epochs where that is fewer steps (BERT's GLUE recipe: 3 epochs; with 500 steps, RTE's
+   2,490 pairs get 234 and MRPC's 3,668 get 345, the costliest runs of the grid).
 
 Prints the paper's figures beside the measured ones, the targets with PASS/FAIL, and writes
-OUT/results.json. Measured results are in docs/distillation.md.
+OUT/results.json. ``--combine RUN [RUN ...]`` pools finished runs of the same teacher and students that used
+different fine-tuning seeds (a later one made with ``--skip-distill --first-seed K``, the students copied or
+linked into its OUT/students) and prints the report over all their seeds. Measured results are in
+docs/distillation.md.
 """
 
 from __future__ import annotations
@@ -242,18 +247,28 @@ def finetune_score(
             "seconds": time.monotonic() - t0}  # fmt: skip
 
 
+def capped_steps(steps: int, examples: int, max_epochs: float | None) -> int:
+    """``steps``, or fewer where ``max_epochs`` passes over ``examples`` in batches of 32 take fewer (BERT's
+    GLUE recipe is 3 epochs: RTE's 2,490 pairs are 234 steps, not 500)."""
+    if max_epochs is None:
+        return steps
+    return max(1, min(steps, math.ceil(max_epochs * math.ceil(examples / 32))))
+
+
 def finetune_task(
     model_dir: Path, task: str, glue: str, lr: float, steps: int, out: Path, group_by_length: bool,
-    seed: int = 0, threads: int | None = None,
+    seed: int = 0, threads: int | None = None, max_epochs: float | None = None,
 ) -> dict[str, Any]:
     """`finetune_score` on ``task``'s TRAIN and dev splits read from ``glue``, with ``threads`` torch threads
-    (None: as they are); what each worker process of ``--jobs`` runs."""
+    (None: as they are), for ``steps`` steps or ``max_epochs`` epochs, whichever is fewer; what each worker
+    process of ``--jobs`` runs."""
     from attnlab.tasks.finetune import get_task, load_split
 
     if threads is not None:
         torch.set_num_threads(threads)
     spec, d = get_task(task), Path(glue) / TASK_DIRS[task]
     train, dev = load_split(spec, d, "train"), load_split(spec, d, "dev")
+    steps = capped_steps(steps, len(train), max_epochs)
     return finetune_score(model_dir, task, train, dev, lr, steps, out, group_by_length, seed)
 
 
@@ -285,13 +300,14 @@ def finetune_grid(
         return (models[name], task, args.glue, lrs[name], args.finetune_steps, target, args.group_by_length,
                 seed)  # fmt: skip
 
+    cap = {"max_epochs": args.finetune_max_epochs}
     if args.jobs <= 1:
         for call in calls:
-            done(*call, finetune_task(*call_args(*call)))
+            done(*call, finetune_task(*call_args(*call), **cap))
     else:
         threads = max(1, (os.cpu_count() or 1) // args.jobs)
         with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
-            futures = {pool.submit(finetune_task, *call_args(*call), threads): call for call in calls}
+            futures = {pool.submit(finetune_task, *call_args(*call), threads, **cap): call for call in calls}
             for future in as_completed(futures):
                 done(*futures[future], future.result())
     results: dict[str, dict[str, Any]] = {}
@@ -301,6 +317,7 @@ def finetune_grid(
             results.setdefault(name, {})[task] = {
                 "score": statistics.fmean(r["score"] for r in by_seed),
                 "scores": [r["score"] for r in by_seed],
+                "seeds": list(seeds),
                 "steps": by_seed[0]["steps"],
                 "seconds": sum(r["seconds"] for r in by_seed),
             }
@@ -328,6 +345,65 @@ def select_lr(model_dir: Path, args: argparse.Namespace, out: Path, kind: str) -
         scores[lr] = r["score"]
         log(f"  lr selection ({kind}): lr {lr:g} -> SST-2 held-out-train accuracy {r['score']:.2f}")
     return max(scores, key=scores.get), scores
+
+
+# ------------------------------------------------------------------------------------------- combining runs
+
+# what runs pooled by --combine must share: the same models fine-tuned the same way
+SHARED_ARGS = ("teacher", "tasks", "students", "finetune_steps", "finetune_max_epochs", "group_by_length",
+               "lr_grid")  # fmt: skip
+
+
+def run_seeds(run: dict[str, Any], name: str, task: str) -> list[int]:
+    """The fine-tuning seeds of ``run``'s scores for ``name`` on ``task`` (results written before the seeds
+    were recorded: --first-seed .. + --finetune-seeds)."""
+    r = run["glue"][name][task]
+    if "seeds" in r:
+        return list(r["seeds"])
+    first, n = int(run["args"].get("first_seed", 0)), int(run["args"].get("finetune_seeds", 1))
+    return list(range(first, first + n))
+
+
+def combine(dirs: list[Path], tasks: list[str]) -> dict[str, Any]:
+    """The results of runs over the same teacher and students with different fine-tuning seeds (e.g. the
+    second of them made with ``--skip-distill --first-seed 2``), pooled seed by seed: each score the mean
+    over every run's seeds. Speed and distillation figures are the first run's. Refuses runs that differ in
+    what they fine-tuned (`SHARED_ARGS`), lack a model or task, or repeat a seed."""
+    runs = []
+    for d in dirs:
+        path = d / "results.json"
+        if not path.is_file():
+            raise SystemExit(f"--combine: {path}: no such file (a finished run of this script writes it)")
+        try:
+            runs.append(json.loads(path.read_text()))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise SystemExit(f"--combine: {path}: not a JSON results file ({e})") from None
+    first = runs[0]
+    for d, run in zip(dirs[1:], runs[1:]):
+        for key in SHARED_ARGS:
+            a, b = first["args"].get(key, "None"), run["args"].get(key, "None")
+            if a != b:
+                raise SystemExit(f"--combine: {d / 'results.json'}: {key} is {b}, but {a} in {dirs[0]}")
+    glue: dict[str, dict[str, Any]] = {}
+    for name in first["glue"]:
+        for task in tasks:
+            by_seed: dict[int, float] = {}
+            for d, run in zip(dirs, runs):
+                if task not in run["glue"].get(name, {}):
+                    raise SystemExit(f"--combine: {d / 'results.json'}: no {task} result for {name}")
+                r = run["glue"][name][task]
+                for seed, score in zip(run_seeds(run, name, task), r.get("scores", [r["score"]])):
+                    if seed in by_seed:
+                        raise SystemExit(f"--combine: {d / 'results.json'}: seed {seed} of {name} on {task} "
+                                         f"is in an earlier run too")  # fmt: skip
+                    by_seed[seed] = score
+            seeds = sorted(by_seed)
+            glue.setdefault(name, {})[task] = {
+                "score": statistics.fmean(by_seed.values()), "scores": [by_seed[k] for k in seeds],
+                "seeds": seeds, "steps": first["glue"][name][task]["steps"],
+            }  # fmt: skip
+    return {**first, "glue": glue, "combined": [str(d) for d in dirs],
+            "minutes_each": [run.get("minutes") for run in runs]}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------- report
@@ -426,6 +502,10 @@ def main() -> int:
     p.add_argument("--distill-lr", type=float, default=5e-4)
     p.add_argument("--finetune-steps", type=int, default=150)
     p.add_argument(
+        "--finetune-max-epochs", type=float, default=None,
+        help="at most this many epochs a run (fewer steps than --finetune-steps on small tasks; BERT: 3)",
+    )  # fmt: skip
+    p.add_argument(
         "--finetune-seeds", type=int, default=1,
         help="fine-tuning seeds per model and task (the same for every model; scores are their mean)",
     )  # fmt: skip
@@ -436,6 +516,11 @@ def main() -> int:
     p.add_argument("--lr-grid", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
     p.add_argument("--output", type=Path, default=ROOT / "runs/distill-exp")
     p.add_argument("--skip-distill", action="store_true", help="reuse OUT/students")
+    p.add_argument(
+        "--combine", type=Path, nargs="+", metavar="RUN",
+        help="pool the fine-tuning seeds of finished runs (their OUTPUT directories) and print the report; "
+        "runs nothing",
+    )  # fmt: skip
     p.add_argument(
         "--jobs", type=int, default=2,
         help="fine-tuning runs at a time, each in its own process with cores / jobs threads (default 2)",
@@ -448,6 +533,16 @@ def main() -> int:
     for name, low in (("finetune_steps", 1), ("finetune_seeds", 1), ("first_seed", 0), ("jobs", 1)):
         if getattr(args, name) < low:
             p.error(f"--{name.replace('_', '-')}: expected an integer >= {low}, got {getattr(args, name)}")
+    if args.finetune_max_epochs is not None and not args.finetune_max_epochs > 0:
+        p.error(f"--finetune-max-epochs: expected a number > 0, got {args.finetune_max_epochs:g}")
+    if args.combine:
+        results = combine(args.combine, args.tasks)
+        for line in report(results, args.tasks):
+            log(line)
+        n = len(results["glue"]["teacher"][args.tasks[0]]["seeds"])
+        log(f"\n{len(args.combine)} runs pooled: {n} fine-tuning seeds; minutes each: "
+            + ", ".join(f"{m:.1f}" if m is not None else "?" for m in results["minutes_each"]))  # fmt: skip
+        return 0
     logging.basicConfig(level=logging.WARNING)
     out = args.output
     out.mkdir(parents=True, exist_ok=True)
@@ -497,8 +592,9 @@ def main() -> int:
     lines = report(results, args.tasks)
     results["minutes"] = (time.monotonic() - t_start) / 60
     lines.append(
-        f"\n{results['minutes']:.1f} minutes in all; fine-tuning {args.finetune_steps} steps a run, "
-        f"{args.finetune_seeds} seed(s)"
+        f"\n{results['minutes']:.1f} minutes in all; fine-tuning {args.finetune_steps} steps a run"
+        + (f" (at most {args.finetune_max_epochs:g} epochs)" if args.finetune_max_epochs else "")
+        + f", {args.finetune_seeds} seed(s)"
     )
     for line in lines:
         log(line)
