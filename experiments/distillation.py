@@ -375,9 +375,13 @@ def combine(dirs: list[Path], tasks: list[str]) -> dict[str, Any]:
         if not path.is_file():
             raise SystemExit(f"--combine: {path}: no such file (a finished run of this script writes it)")
         try:
-            runs.append(json.loads(path.read_text()))
+            run = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise SystemExit(f"--combine: {path}: not a JSON results file ({e})") from None
+        if not (isinstance(run, dict) and all(isinstance(run.get(k), dict) for k in ("args", "glue"))):
+            raise SystemExit(f"--combine: {path}: expected this script's results (an object with 'args' and "
+                             f"'glue')")  # fmt: skip
+        runs.append(run)
     first = runs[0]
     for d, run in zip(dirs[1:], runs[1:]):
         for key in SHARED_ARGS:

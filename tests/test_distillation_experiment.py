@@ -90,6 +90,14 @@ def test_combine_refuses_repeated_seeds_and_different_runs(tmp_path: Path) -> No
         combine([a, _results(tmp_path, "d", [3], 0.0)], ["cola"])
     with pytest.raises(SystemExit, match=r"results.json: no such file"):
         combine([a, tmp_path / "missing"], ["sst2"])
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "results.json").write_text("[1, 2]")
+    with pytest.raises(SystemExit, match=r"bad/results.json: expected this script's results"):
+        combine([a, bad], ["sst2"])
+    (bad / "results.json").write_text("{not json")
+    with pytest.raises(SystemExit, match=r"bad/results.json: not a JSON results file"):
+        combine([a, bad], ["sst2"])
 
 
 def test_combine_reads_runs_written_before_seeds_were_recorded(tmp_path: Path) -> None:
