@@ -111,3 +111,14 @@ def test_combine_reads_runs_written_before_seeds_were_recorded(tmp_path: Path) -
     (old / "results.json").write_text(json.dumps(data))
     pooled = _script().combine([_results(tmp_path, "new", [0], 0.0), old], ["sst2"])
     assert pooled["glue"]["teacher"]["sst2"]["seeds"] == [0, 1]  # the old run's --first-seed 1
+
+
+def test_non_positive_epoch_cap_is_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--finetune-max-epochs", "0", "--output", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "--finetune-max-epochs: expected a number > 0, got 0" in proc.stderr
+    assert not out.exists()
