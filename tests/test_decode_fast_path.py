@@ -1,7 +1,7 @@
 """The decoding step's fast path: products of a few rows in the weight layout chosen by shape
 (attnlab.nn.linear.small_rows / small_product) and the stacked query/key/value projection
-(models.decoder.BufferedSelfAttention) give the three-product, F.linear results, and their cached copies
-follow the parameters when those change."""
+(nn.buffered_attention.BufferedSelfAttention) give the three-product, F.linear results, and their cached
+copies follow the parameters when those change."""
 
 from __future__ import annotations
 

@@ -23,76 +23,29 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attention
-from attnlab.nn.derived import stacked_qkv
-from attnlab.nn.linear import small_product, small_rows
+from attnlab.nn.buffered_attention import BufferedSelfAttention
+from attnlab.nn.decoding_step import LayerStep, decoding_steps
+from attnlab.nn.fused_layer import fast_path_allowed
+from attnlab.nn.linear import SMALL_ROWS
 from attnlab.nn.residual import Residual
+
+__all__ = [
+    "BufferedSelfAttention", "Cache", "Decoder", "DecoderCache", "DecoderLayer", "LayerCache", "cache_length",
+    "reorder_cache",
+]  # fmt: skip
 
 LayerCache = dict[str, dict]  # {"self": {"key", "value"}, "cross": {"key", "value"}}
 Cache = list[LayerCache]  # one per layer
 
 
-class BufferedSelfAttention(MultiHeadAttention):
-    """`MultiHeadAttention` whose self-attention cache is a preallocated buffer written in place.
+class DecoderCache(list):
+    """A `Cache` (one `LayerCache` per layer) that also holds, once made, the stack's decoding steps by number
+    of rows (`attnlab.nn.decoding_step`; None where the layers are not plain): made at the first step that
+    can take them and kept for this cache's generation."""
 
-    The base class appends each step's keys/values with ``torch.cat``, copying the whole cache every step
-    (quadratic in the generated length; 30% of a small GPT's generation time on CPU). Here the cache holds
-    ``key_buffer``/``value_buffer`` (B, N, capacity, D), doubled when full, and ``key``/``value`` are views
-    of their first T_past + T positions, so a step writes only its own keys/values. Same parameters, same
-    results; cross-attention and uncached calls are the base class's.
-
-    One decoding step (`attnlab.nn.linear.small_rows`: a few rows, no gradient) runs the query, key and
-    value projections as one product on their weights stacked, (3H, H) (GPT-2's ``c_attn``): one call
-    instead of three (a third of a small model's step time was the calls' overhead), in the layout
-    `attnlab.nn.linear.small_product` picks for its shape. The stacked copy (`attnlab.nn.derived.stacked_qkv`,
-    shared with the fused encoder layer) is rebuilt when any of them changes or moves; at one or
-    two rows `small_product` keeps a column-major copy of it too (not on Intel CPUs, where MKL's plain product
-    is as fast), so decoding holds the q/k/v weights up to three times (gpt-bpe-small: two copies of 10.6 MB
-    beside its 56 MB). Other calls (training, the prompt) take the three projections.
-    """
-
-    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, H) -> q, k, v (B, N, T, D)."""
-        if not small_rows(x, self.query.weight):  # training, the prompt: three products
-            return self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
-        b, t, _ = x.shape
-        weight, bias = stacked_qkv(self)
-        qkv = small_product(self, x, weight, bias, "_qkv_t").reshape(b, t, 3, self.num_heads, self.head_dim)
-        q, k, v = qkv.unbind(2)  # each (B, T, N, D)
-        # A product of 3-8 rows comes back column-major; SDPA's fused CPU kernel wants each head's D
-        # features adjacent (else its math path, 2.5x slower), so the query is copied (B x H floats); the
-        # keys and values are copied into the cache anyway.
-        return q.transpose(1, 2).contiguous(), k.transpose(1, 2), v.transpose(1, 2)
-
-    def forward(
-        self,
-        x: Tensor,
-        context: Tensor | None = None,
-        mask: Tensor | None = None,
-        need_weights: bool = False,
-        cache: dict | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        if context is not None or cache is None:
-            return super().forward(x, context, mask, need_weights, cache)
-        q, k_new, v_new = self._project(x)  # (B, N, T, D) each
-        b, n, t, d = k_new.shape
-        past = cache["key"].size(2) if "key" in cache else 0
-        buffer = cache.get("key_buffer")
-        if buffer is None or buffer.size(2) < past + t:
-            capacity = max(64, 2 * (past + t))  # doubling: amortised O(1) copies per step
-            for name, new in (("key", k_new), ("value", v_new)):
-                grown = new.new_empty(b, n, capacity, d)
-                if past:
-                    grown[:, :, :past] = cache[name]
-                cache[f"{name}_buffer"] = grown
-        cache["key_buffer"][:, :, past : past + t] = k_new
-        cache["value_buffer"][:, :, past : past + t] = v_new
-        k = cache["key"] = cache["key_buffer"][:, :, : past + t]  # (B, N, T_past + T, D), a view
-        v = cache["value"] = cache["value_buffer"][:, :, : past + t]
-        out, probs = scaled_dot_product_attention(
-            q, k, v, mask=mask, dropout_p=self.dropout, need_weights=need_weights, training=self.training
-        )
-        return self.output(self._merge_heads(out)), probs
+    def __init__(self, layers: int) -> None:
+        super().__init__({"self": {}, "cross": {}} for _ in range(layers))
+        self.steps: dict[int, list[LayerStep] | None] = {}
 
 
 class DecoderLayer(nn.Module):
@@ -143,13 +96,39 @@ class Decoder(nn.Module):
         memory_mask: Tensor | None = None,
         cache: Cache | None = None,
     ) -> Tensor:
-        """(B, T, H) -> (B, T, H); ``cache`` from `new_cache` (one entry per layer) or None."""
-        for i, layer in enumerate(self.layers):
-            x = layer(x, self_mask, memory, memory_mask, cache[i] if cache is not None else None)
+        """(B, T, H) -> (B, T, H); ``cache`` from `new_cache` (one entry per layer) or None.
+
+        A decoding step of a few rows in CPU inference runs each plain layer as one function
+        (`attnlab.nn.decoding_step`, bit-identical), made once per cache (`DecoderCache`)."""
+        steps = self._decoding_steps(x, cache) if memory is None else None
+        if steps is not None:
+            for step, layer_cache in zip(steps, cache, strict=True):  # type: ignore[arg-type]
+                x = step(x, self_mask, layer_cache["self"])
+        else:
+            for i, layer in enumerate(self.layers):
+                x = layer(x, self_mask, memory, memory_mask, cache[i] if cache is not None else None)
         return self.final_norm(x) if self.final_norm is not None else x
 
-    def new_cache(self) -> Cache:
-        return [{"self": {}, "cross": {}} for _ in self.layers]
+    def _decoding_steps(self, x: Tensor, cache: Cache | None) -> list[LayerStep] | None:
+        """The cache's decoding steps for ``x`` (B, T, H) where the call allows them, else None."""
+        if not isinstance(cache, DecoderCache) or x.shape[0] * x.shape[1] > SMALL_ROWS:
+            return None
+        if not fast_path_allowed(x):
+            return None
+        rows = x.shape[0] * x.shape[1]
+        if rows not in cache.steps:
+            plain = all(
+                type(layer) is DecoderLayer
+                and layer.cross_attn is None
+                and not (layer.training or layer._forward_hooks or layer._forward_pre_hooks)
+                for layer in self.layers
+            )
+            pairs = [(layer.self_attn, layer.feed_forward) for layer in self.layers]
+            cache.steps[rows] = decoding_steps(pairs, rows) if plain else None
+        return cache.steps[rows]
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache(len(self.layers))
 
 
 def cache_length(cache: Cache | None) -> int:

@@ -29,8 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.models.decoder import BufferedSelfAttention, Cache, Decoder, DecoderLayer, cache_length
+from attnlab.models.decoder import Cache, Decoder, DecoderLayer, cache_length
 from attnlab.nn.activations import ACTIVATIONS
+from attnlab.nn.buffered_attention import BufferedSelfAttention
 from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.linear import Linear
 from attnlab.nn.local_attention import LocalSelfAttention

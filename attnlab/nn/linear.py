@@ -28,7 +28,9 @@ are unchanged and ``isinstance(m, nn.Linear)`` still holds.
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +41,7 @@ from attnlab.cpu import cpu_vendor
 from attnlab.nn.derived import derived
 
 __all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "small_product",
-           "column_major_copy"]
+           "small_product_fn", "column_major_copy"]
 
 MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
 # Rows (M) at or below which a no-grad product picks its weight layout by shape (`small_product`: decoding)
@@ -200,18 +202,33 @@ def small_product(
     - otherwise (N < K; a larger weight at 1-2 rows; N = K or a small weight at 3-8 rows): `linear`.
 
     Results equal `linear`'s up to float32 summation order (about 1e-7 relative)."""
+    return small_product_fn(holder, weight, bias, x.numel() // weight.shape[1], name)(x)
+
+
+def small_product_fn(
+    holder: nn.Module, weight: Tensor, bias: Tensor | None, rows: int, name: str = "_weight_t"
+) -> Callable[[Tensor], Tensor]:
+    """`small_product`'s product for inputs of ``rows`` rows, its layout chosen and its weight copy taken
+    now: ``fn(x)`` computes exactly what ``small_product(holder, x, weight, bias, name)`` does, without
+    choosing again (for a caller that repeats one product step after step: `attnlab.nn.decoding_step`).
+    A later change of the weight is not seen by ``fn`` (it may hold a copy): make a new one."""
     n, k = weight.shape
-    rows = x.numel() // k
     if rows <= 2:
         if n < k or n * k > MAX_COPIED_WEIGHT or INTEL_MKL:
-            return linear(x, weight, bias)
+            return functools.partial(linear, weight=weight, bias=bias)
         # F.linear on the column-major copy is MKL's x @ W with W (K, N) contiguous: addmm in one call
-        return F.linear(x, column_major_copy(holder, weight, name), bias)
+        return functools.partial(F.linear, weight=column_major_copy(holder, weight, name), bias=bias)
     if n <= k or n * k < STREAMED_WEIGHT or INTEL_MKL:
-        return linear(x, weight, bias)
-    x2 = x.reshape(rows, k)
+        return functools.partial(linear, weight=weight, bias=bias)
+    return functools.partial(_transposed_product, weight=weight, bias=bias)
+
+
+def _transposed_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``(W @ x^T)^T (+ bias)``: x (..., K), weight (N, K) -> (..., N), column-major (a view, no copy)."""
+    n, k = weight.shape
+    x2 = x.reshape(-1, k)
     out_t = torch.addmm(bias[:, None], weight, x2.t()) if bias is not None else torch.mm(weight, x2.t())
-    return out_t.t().reshape(*x.shape[:-1], n)  # (..., N), column-major; a view (no copy)
+    return out_t.t().reshape(*x.shape[:-1], n)
 
 
 def column_major_copy(holder: nn.Module, weight: Tensor, name: str = "_weight_t") -> Tensor:

@@ -1,0 +1,185 @@
+"""A decoding step's layers as one function each (attnlab.nn.decoding_step, held by
+models.decoder.DecoderCache): bit-identical to the module calls, made once per cache, and left out wherever
+the modules must run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnlab.nn.linear as linear_module
+from attnlab.generation import generate
+from attnlab.models.decoder import DecoderCache
+from attnlab.models.gpt import build_gpt
+from attnlab.models.gpt_presets import get_gpt_preset
+from attnlab.nn.decoding_step import LayerStep, plain_decoder_layer
+from attnlab.nn.fused_layer import fused_layers
+from attnlab.nn.linear import Linear, small_product, small_product_fn
+
+
+def _model(norm_first: bool = True, activation: str = "gelu_tanh", **overrides):
+    torch.manual_seed(0)
+    cfg = get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64, **overrides)
+    cfg = dataclasses.replace(cfg, norm_first=norm_first, activation=activation)
+    return build_gpt(cfg).eval()
+
+
+def _step_logits(model, prompt, mask, steps: int, fast: bool) -> tuple[list[torch.Tensor], DecoderCache]:
+    """The prompt's call, then ``steps`` one-token calls (the argmax fed back), each call's logits."""
+    cache = model.new_cache()
+    out, ids, full_mask = [], prompt, mask
+    with fused_layers(fast), torch.inference_mode():
+        for _ in range(steps + 1):
+            logits = model(ids, attention_mask=full_mask, cache=cache).logits
+            out.append(logits)
+            ids = logits[:, -1].argmax(-1, keepdim=True)
+            if full_mask is not None:
+                full_mask = torch.cat([full_mask, torch.ones_like(ids)], dim=1)
+    return out, cache
+
+
+@pytest.mark.parametrize("norm_first", [True, False])  # GPT-2 (pre-LN) and GPT (post-LN)
+@pytest.mark.parametrize("rows", [1, 2, 3, 8])
+@pytest.mark.parametrize("streamed", [True, False])  # 3-8 rows: the (W @ x^T)^T form too
+def test_steps_give_the_modules_logits_bit_for_bit(norm_first, rows, streamed, monkeypatch):
+    monkeypatch.setattr(linear_module, "INTEL_MKL", False)  # the column-major copies on any CPU
+    if streamed:
+        monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
+    model = _model(norm_first)
+    torch.manual_seed(rows)
+    prompt = torch.randint(1, 300, (rows, 5))
+    mask = torch.ones_like(prompt)
+    mask[0, :2] = 0  # a left-padded row: the padding mask reaches every layer
+    want, plain_cache = _step_logits(model, prompt, mask, 6, fast=False)
+    got, cache = _step_logits(model, prompt, mask, 6, fast=True)
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
+    assert plain_cache.steps == {}  # the switch off: no steps made
+    assert isinstance(cache.steps[rows], list) and all(isinstance(s, LayerStep) for s in cache.steps[rows])
+    for name in ("key_buffer", "value_buffer"):  # the same buffers written
+        assert torch.equal(cache[1]["self"][name][:, :, :11], plain_cache[1]["self"][name][:, :, :11])
+
+
+def test_a_short_prompt_of_few_rows_takes_the_steps_too():
+    model = _model()
+    prompt = torch.randint(1, 300, (1, 4))  # 4 rows with its causal mask
+    want, _ = _step_logits(model, prompt, None, 3, fast=False)
+    got, cache = _step_logits(model, prompt, None, 3, fast=True)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert set(cache.steps) == {4, 1}  # the prompt's 4 rows, then one row a step
+
+
+def test_an_activation_without_a_functional_form_runs_its_module():
+    model = _model(activation="gelu_sigmoid")
+    prompt = torch.randint(1, 300, (2, 3))
+    want, _ = _step_logits(model, prompt, None, 4, fast=False)
+    got, cache = _step_logits(model, prompt, None, 4, fast=True)
+    assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
+    assert cache.steps[2] is not None
+
+
+def test_steps_are_made_once_per_cache_and_number_of_rows():
+    model = _model()
+    cache = model.new_cache()
+    with torch.inference_mode():
+        model(torch.randint(1, 300, (1, 9)), cache=cache)  # 9 rows: more than a step takes
+        assert cache.steps == {}
+        model(torch.tensor([[5]]), cache=cache)
+        made = cache.steps[1]
+        model(torch.tensor([[6]]), cache=cache)
+        assert cache.steps[1] is made
+    assert model.new_cache().steps == {}  # a new generation checks the layers again
+
+
+def test_generation_is_unchanged_greedy_sampled_and_beam():
+    model = _model()
+    prompt = torch.randint(1, 300, (3, 4))
+    mask = torch.ones_like(prompt)
+    mask[1, 0] = 0
+    for kwargs in ({}, {"do_sample": True, "top_k": 20, "seed": 3}, {"num_beams": 3}):
+        with fused_layers(False):
+            want = generate(model, prompt, mask, max_new_tokens=8, ignore_eos=True, **kwargs).sequences
+        got = generate(model, prompt, mask, max_new_tokens=8, ignore_eos=True, **kwargs).sequences
+        assert got == want, kwargs
+
+
+def _hook_fired(model) -> list[int]:
+    fired: list[int] = []
+    model.decoder.layers[1].feed_forward.layer.up.register_forward_hook(lambda *_: fired.append(1))
+    return fired
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["train", "hook", "layer_hook", "grad", "float64"],
+)
+def test_the_modules_run_where_the_steps_would_skip_something(change):
+    model = _model()
+    fired = _hook_fired(model) if change == "hook" else []
+    if change == "layer_hook":
+        model.decoder.layers[0].register_forward_pre_hook(lambda *_: fired.append(1))
+    if change == "train":
+        model.decoder.layers[0].feed_forward.train()  # dropout on in one sub-layer
+    if change == "float64":
+        model = model.double()
+    cache = model.new_cache()
+    prompt = torch.randint(1, 300, (1, 3))
+    with torch.set_grad_enabled(change == "grad"):
+        model(prompt, cache=cache)
+        model(torch.tensor([[7]]), cache=cache)
+    if change == "hook":
+        assert len(fired) == 2 and cache.steps == {1: None, 3: None}
+    elif change == "layer_hook":
+        assert len(fired) == 2 and cache.steps == {1: None, 3: None}
+    elif change == "train":
+        assert cache.steps == {1: None, 3: None}
+    else:  # the call's own conditions: nothing is made
+        assert cache.steps == {}
+
+
+def test_plain_decoder_layer_refuses_other_layers():
+    model = _model()
+    layer = model.decoder.layers[0]
+    assert plain_decoder_layer(layer.self_attn, layer.feed_forward)
+    assert not plain_decoder_layer(layer.feed_forward, layer.self_attn)
+    local = build_gpt(dataclasses.replace(model.config, attention="local", attention_window=4)).eval()
+    lay = local.decoder.layers[0]
+    assert not plain_decoder_layer(lay.self_attn, lay.feed_forward)
+    mixed = _model()
+    mixed.decoder.layers[0].self_attn.norm_first = False  # placements differ between the two residuals
+    lay = mixed.decoder.layers[0]
+    assert not plain_decoder_layer(lay.self_attn, lay.feed_forward)
+
+
+def test_translation_decoding_keeps_its_modules():
+    from attnlab.translation.config import Seq2SeqConfig
+    from attnlab.translation.model import build_model  # layers with cross-attention
+
+    torch.manual_seed(0)
+    cfg = Seq2SeqConfig(vocab_size=40, d_model=32, d_ff=64, num_heads=2, num_layers=1, dropout=0.0)
+    model = build_model(cfg).eval()
+    src = torch.randint(4, 40, (1, 5))
+    cache = model.new_cache()
+    with torch.inference_mode():
+        memory = model.encode(src, torch.ones_like(src))
+        model.decode(torch.tensor([[2]]), memory, torch.ones_like(src), cache=cache)
+        model.decode(torch.tensor([[7]]), memory, torch.ones_like(src), cache=cache, offset=1)
+    assert isinstance(cache, DecoderCache) and cache.steps == {}
+    assert "key" in cache[0]["cross"]  # the modules ran: the encoder-decoder keys are cached
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 8])
+@pytest.mark.parametrize("n, k", [(96, 32), (32, 96)])
+def test_small_product_fn_computes_small_product(rows, n, k, monkeypatch):
+    monkeypatch.setattr(linear_module, "INTEL_MKL", False)
+    monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
+    torch.manual_seed(rows)
+    layer = Linear(k, n)
+    x = torch.randn(rows, 1, k)
+    with torch.no_grad():
+        fn = small_product_fn(layer, layer.weight, layer.bias, rows)
+        assert torch.equal(fn(x), small_product(layer, x, layer.weight, layer.bias))
+        torch.testing.assert_close(fn(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
