@@ -99,11 +99,36 @@ def test_generation_is_unchanged_greedy_sampled_and_beam():
     prompt = torch.randint(1, 300, (3, 4))
     mask = torch.ones_like(prompt)
     mask[1, 0] = 0
-    for kwargs in ({}, {"do_sample": True, "top_k": 20, "seed": 3}, {"num_beams": 3}):
+    cases = [(3, {}), (3, {"do_sample": True, "top_k": 20, "seed": 3}), (2, {"num_beams": 3})]  # 3, 3, 6 rows
+    for b, kwargs in cases:
+        options = {"max_new_tokens": 8, "ignore_eos": True, **kwargs}
         with fused_layers(False):
-            want = generate(model, prompt, mask, max_new_tokens=8, ignore_eos=True, **kwargs).sequences
-        got = generate(model, prompt, mask, max_new_tokens=8, ignore_eos=True, **kwargs).sequences
-        assert got == want, kwargs
+            want = generate(model, prompt[:b], mask[:b], **options).sequences
+        assert generate(model, prompt[:b], mask[:b], **options).sequences == want, kwargs
+
+
+def test_beam_search_makes_steps_for_the_rows_left_when_a_sentence_ends(monkeypatch):
+    made: list[DecoderCache] = []
+    init = DecoderCache.__init__
+
+    def recording_init(self, layers):
+        init(self, layers)
+        made.append(self)
+
+    monkeypatch.setattr(DecoderCache, "__init__", recording_init)
+    model = _model()
+    torch.manual_seed(0)
+    prompt = torch.randint(1, 300, (2, 4))
+    mask = torch.ones_like(prompt)
+    mask[1, 0] = 0
+    # with this seed the first sentence ends at EOS 29 after 7 tokens; its 2 beams leave, 2 rows go on
+    options = {"max_new_tokens": 20, "num_beams": 2, "eos_token_id": 29}
+    with fused_layers(False):
+        want = generate(model, prompt, mask, **options).sequences
+    made.clear()
+    got = generate(model, prompt, mask, **options).sequences
+    assert got == want and [len(row) for row in got] == [7, 8]
+    assert sorted(made[0].steps) == [2, 4]  # the prompt's 16 rows take the modules
 
 
 def _hook_fired(model) -> list[int]:
