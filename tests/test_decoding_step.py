@@ -43,10 +43,12 @@ def _step_logits(model, prompt, mask, steps: int, fast: bool) -> tuple[list[torc
 
 @pytest.mark.parametrize("norm_first", [True, False])  # GPT-2 (pre-LN) and GPT (post-LN)
 @pytest.mark.parametrize("rows", [1, 2, 3, 8])
-@pytest.mark.parametrize("streamed", [True, False])  # 3-8 rows: the (W @ x^T)^T form too
-def test_steps_give_the_modules_logits_bit_for_bit(norm_first, rows, streamed, monkeypatch):
-    monkeypatch.setattr(linear_module, "INTEL_MKL", False)  # the column-major copies on any CPU
-    if streamed:
+@pytest.mark.parametrize("layout", ["streamed", "copies", "intel"])
+def test_steps_give_the_modules_logits_bit_for_bit(norm_first, rows, layout, monkeypatch):
+    # every form `small_product` picks: column-major copies at 1-2 rows and (W @ x^T)^T at 3-8 ("streamed":
+    # these small weights counted as streamed), or F.linear throughout (Intel's MKL)
+    monkeypatch.setattr(linear_module, "INTEL_MKL", layout == "intel")
+    if layout == "streamed":
         monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
     model = _model(norm_first)
     torch.manual_seed(rows)
