@@ -4,6 +4,7 @@ the modules must run."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import pytest
@@ -25,6 +26,19 @@ def _model(norm_first: bool = True, activation: str = "gelu_tanh", **overrides):
     cfg = get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64, **overrides)
     cfg = dataclasses.replace(cfg, norm_first=norm_first, activation=activation)
     return build_gpt(cfg).eval()
+
+
+def _count_step_calls(monkeypatch) -> list[int]:
+    """Every `LayerStep` call appends to the list returned (the steps run, not only made)."""
+    calls: list[int] = []
+    call = LayerStep.__call__
+
+    def counted(self, *args):
+        calls.append(1)
+        return call(self, *args)
+
+    monkeypatch.setattr(LayerStep, "__call__", counted)
+    return calls
 
 
 def _step_logits(model, prompt, mask, steps: int, fast: bool) -> tuple[list[torch.Tensor], DecoderCache]:
@@ -56,9 +70,11 @@ def test_steps_give_the_modules_logits_bit_for_bit(norm_first, rows, layout, mon
     mask = torch.ones_like(prompt)
     mask[0, :2] = 0  # a left-padded row: the padding mask reaches every layer
     want, plain_cache = _step_logits(model, prompt, mask, 6, fast=False)
+    calls = _count_step_calls(monkeypatch)
     got, cache = _step_logits(model, prompt, mask, 6, fast=True)
     for a, b in zip(got, want, strict=True):
         assert torch.equal(a, b)
+    assert len(calls) == 2 * (7 if rows * 5 <= 8 else 6)  # 2 layers a call; the prompt's too if few rows
     assert plain_cache.steps == {}  # the switch off: no steps made
     assert isinstance(cache.steps[rows], list) and all(isinstance(s, LayerStep) for s in cache.steps[rows])
     for name in ("key_buffer", "value_buffer"):  # the same buffers written
@@ -74,13 +90,30 @@ def test_a_short_prompt_of_few_rows_takes_the_steps_too():
     assert set(cache.steps) == {4, 1}  # the prompt's 4 rows, then one row a step
 
 
-def test_an_activation_without_a_functional_form_runs_its_module():
-    model = _model(activation="gelu_sigmoid")
+# exact GELU and ReLU as their functional forms; the sigmoid GELU has none and runs its module
+@pytest.mark.parametrize("activation", ["gelu", "relu", "gelu_sigmoid"])
+def test_every_activation_gives_the_modules_logits(activation, monkeypatch):
+    model = _model(activation=activation)
     prompt = torch.randint(1, 300, (2, 3))
     want, _ = _step_logits(model, prompt, None, 4, fast=False)
+    calls = _count_step_calls(monkeypatch)
     got, cache = _step_logits(model, prompt, None, 4, fast=True)
     assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
-    assert cache.steps[2] is not None
+    assert cache.steps[2] is not None and len(calls) == 2 * 5  # the prompt (6 rows) and 4 steps
+
+
+def test_a_deep_copy_of_the_cache_keeps_the_keys_and_values_and_remakes_its_steps():
+    model = _model()
+    cache = model.new_cache()
+    with torch.inference_mode():
+        model(torch.randint(1, 300, (1, 3)), cache=cache)
+        model(torch.tensor([[5]]), cache=cache)
+        copied = copy.deepcopy(cache)
+        assert isinstance(copied, DecoderCache) and copied.steps == {} and 1 in cache.steps
+        assert torch.equal(copied[0]["self"]["key"], cache[0]["self"]["key"])
+        a = model(torch.tensor([[6]]), cache=cache).logits
+        b = model(torch.tensor([[6]]), cache=copied).logits
+    assert torch.equal(a, b) and copied.steps[1] is not None
 
 
 def test_steps_are_made_once_per_cache_and_number_of_rows():

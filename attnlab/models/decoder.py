@@ -21,12 +21,14 @@ the memory once (attnlab.nn.MultiHeadAttention). `reorder_cache` keeps or reorde
 
 from __future__ import annotations
 
+import copy
+
 from torch import Tensor, nn
 
+from attnlab.nn import linear as nn_linear
 from attnlab.nn.buffered_attention import BufferedSelfAttention
 from attnlab.nn.decoding_step import LayerStep, decoding_steps
 from attnlab.nn.fused_layer import fast_path_allowed
-from attnlab.nn.linear import SMALL_ROWS
 from attnlab.nn.residual import Residual
 
 __all__ = [
@@ -46,6 +48,13 @@ class DecoderCache(list):
     def __init__(self, layers: int) -> None:
         super().__init__({"self": {}, "cross": {}} for _ in range(layers))
         self.steps: dict[int, list[LayerStep] | None] = {}
+
+    def __deepcopy__(self, memo: dict) -> DecoderCache:
+        """A copy of the cached keys and values without the steps (they refer to the model's modules, which a
+        deep copy would copy too): the copy makes its own at its first step."""
+        copied = DecoderCache(0)
+        copied.extend(copy.deepcopy(list(self), memo))
+        return copied
 
 
 class DecoderLayer(nn.Module):
@@ -111,11 +120,12 @@ class Decoder(nn.Module):
 
     def _decoding_steps(self, x: Tensor, cache: Cache | None) -> list[LayerStep] | None:
         """The cache's decoding steps for ``x`` (B, T, H) where the call allows them, else None."""
-        if not isinstance(cache, DecoderCache) or x.shape[0] * x.shape[1] > SMALL_ROWS:
-            return None
-        if not fast_path_allowed(x):
+        # fast_path_allowed first: it refuses tracing before the size test could guard symbolic sizes
+        if not isinstance(cache, DecoderCache) or not fast_path_allowed(x):
             return None
         rows = x.shape[0] * x.shape[1]
+        if rows > nn_linear.SMALL_ROWS:
+            return None
         if rows not in cache.steps:
             plain = all(
                 type(layer) is DecoderLayer

@@ -16,8 +16,8 @@ step over the same weights took 4.0 ms against the modules' 5.0); see ``benchmar
 (the caller runs the modules) unless every pair is the plain decoder layer in eval mode:
 
 - ``Residual(BufferedSelfAttention)`` then ``Residual(FeedForward)``, both residuals with one placement
-  (post-LN or pre-LN), LayerNorms with weights, the projections attnlab's `Linear` with float32 weights
-  (not int8 ones from `attnlab.inference.quantize`, no stacked ``qkv`` module set);
+  (post-LN or pre-LN), LayerNorms with weights, the projections attnlab's `Linear` (not int8 ones from
+  `attnlab.inference.quantize`, no stacked ``qkv`` module set);
 - every module in eval mode and without forward hooks.
 
 Those are checked once, when the steps are made; the call's own conditions (no gradient, float32 on the CPU,
