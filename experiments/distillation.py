@@ -378,9 +378,13 @@ def combine(dirs: list[Path], tasks: list[str]) -> dict[str, Any]:
             run = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise SystemExit(f"--combine: {path}: not a JSON results file ({e})") from None
-        if not (isinstance(run, dict) and all(isinstance(run.get(k), dict) for k in ("args", "glue"))):
-            raise SystemExit(f"--combine: {path}: expected this script's results (an object with 'args' and "
-                             f"'glue')")  # fmt: skip
+        parts = ("args", "glue", "speed")
+        if not (isinstance(run, dict) and all(isinstance(run.get(k), dict) for k in parts)):
+            raise SystemExit(f"--combine: {path}: expected this script's results (an object with 'args', "
+                             f"'glue' and 'speed')")  # fmt: skip
+        for model in ("teacher", "distilled"):  # what the report compares everything with
+            if not isinstance(run["glue"].get(model), dict):
+                raise SystemExit(f"--combine: {path}: no GLUE results for the {model} model")
         runs.append(run)
     first = runs[0]
     for d, run in zip(dirs[1:], runs[1:]):

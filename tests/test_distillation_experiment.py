@@ -63,7 +63,7 @@ def _results(tmp_path: Path, name: str, seeds: list[int], bump: float, **args: s
     run_args = {"teacher": "t", "tasks": "['sst2', 'rte']", "finetune_steps": "5", **args}
     d = tmp_path / name
     d.mkdir()
-    (d / "results.json").write_text(json.dumps({"args": run_args, "glue": glue, "minutes": 1.5}))
+    (d / "results.json").write_text(json.dumps({"args": run_args, "glue": glue, "speed": {}, "minutes": 1.5}))
     return d
 
 
@@ -94,6 +94,9 @@ def test_combine_refuses_repeated_seeds_and_different_runs(tmp_path: Path) -> No
     bad.mkdir()
     (bad / "results.json").write_text("[1, 2]")
     with pytest.raises(SystemExit, match=r"bad/results.json: expected this script's results"):
+        combine([a, bad], ["sst2"])
+    (bad / "results.json").write_text('{"args": {}, "glue": {"teacher": {}}, "speed": {}}')
+    with pytest.raises(SystemExit, match=r"bad/results.json: no GLUE results for the distilled model"):
         combine([a, bad], ["sst2"])
     (bad / "results.json").write_text("{not json")
     with pytest.raises(SystemExit, match=r"bad/results.json: not a JSON results file"):
