@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # CUDA build from PyPI elsewhere; a torch that is already installed in the venv is kept.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: run test lint install clean browser-deps wordnet
+.PHONY: run test lint install clean browser-deps wordnet compiler
 
 $(BIN)/activate:
 	$(PY) -m venv $(VENV)
@@ -19,7 +19,7 @@ $(VENV)/.installed: $(BIN)/activate pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $@
 
-install: $(VENV)/.installed wordnet
+install: $(VENV)/.installed wordnet compiler
 
 # transformers 5 removed TransfoXLLMHeadModel; the Transformer-XL parity test (tests/test_transfo_xl.py) runs HF's
 # 4.46.3 from this folder in a subprocess (with .venv's torch), beside the transformers 5 of the other tests.
@@ -54,6 +54,16 @@ wordnet:
 		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
 			wordnet-base) >/dev/null 2>&1 || echo "make: could not install wordnet-base; WordNet tests will be skipped"; \
 	else echo "make: no WordNet and no apt-get as root; WordNet tests will be skipped"; fi
+
+# A C++ compiler for decoding's few-row product kernel (attnlab/nn/csrc/few_row_gemm.cpp, built on first use by
+# attnlab.nn.few_row_gemm): Debian's g++, installed with apt-get where we are root and apt-get exists; without it
+# generation uses PyTorch's products (slower) and says so once. Never fails the build.
+compiler:
+	@if command -v "$${CXX:-g++}" >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends g++) \
+			>/dev/null 2>&1 || echo "make: could not install g++; generation will use PyTorch's products"; \
+	else echo "make: no C++ compiler and no apt-get as root; generation will use PyTorch's products"; fi
 
 lint: install
 	$(BIN)/python -m ruff check attnlab tests benchmarks experiments

@@ -9,11 +9,13 @@ For each (M, K, N): the forward ``x (M, K) @ W^T (K, N)`` and the two backward p
 (> 1: attnlab faster), plus the largest relative difference of the results. This is why `attnlab.nn.Linear`
 exists (see its module docstring); the model-level effect is in encoder_inference.py and translation.py.
 
-``--small-rows``: the products of one decoding step (1, 2 and 8 rows, no gradient) in the three layouts
-`attnlab.nn.linear.small_product` chooses between: ``x @ W^T`` (``F.linear``), ``x @ W`` with W stored
-(K, N), and ``(W @ x^T)^T``; microseconds per product, each weight read from memory (the product cycles
-over copies of it totalling ``--stream-mb``, as a decoding step streams all of a model's weights), the three
-forms interleaved, median of ``--repeats`` rounds; plus the form `small_product` picks and its time.
+``--small-rows``: the products of one decoding step (1, 2, 4 and 8 rows, no gradient) in PyTorch's three
+layouts: ``x @ W^T`` (``F.linear``), ``x @ W`` with W stored (K, N), and ``(W @ x^T)^T``, against attnlab's
+few-row kernel (`attnlab.nn.few_row_gemm`, on its panel copy of W) and the ratio of the fastest PyTorch
+layout's time to the kernel's (> 1: the kernel faster); microseconds per product, each weight read from
+memory (the product cycles over copies of it totalling ``--stream-mb``, as a decoding step streams all of a
+model's weights), the forms interleaved, median of ``--repeats`` rounds; plus the form `small_product` picks
+and its time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from attnlab.nn import few_row_gemm  # noqa: E402
 from attnlab.nn import linear as lin_mod  # noqa: E402
 
 SHAPES = [  # (M, K, N, what)
@@ -60,6 +63,7 @@ SMALL_ROW_SHAPES = [  # (N, K, what): gpt-bpe-small (width 384, vocabulary 8,192
     (384, 384, "attention output"),
     (384, 1536, "feed-forward down"),
     (512, 128, "gpt-char-tiny feed-forward up (stays in cache)"),
+    (3072, 768, "GPT-2 feed-forward up"),
 ]
 
 
@@ -68,7 +72,11 @@ def small_rows_table(repeats: int, stream_mb: float) -> None:
     print(f"# decoding's few-row products, float32 CPU, {torch.get_num_threads()} thread(s), torch "
           f"{torch.__version__}; us per product, median of {repeats} interleaved rounds; weights cycled "
           f"over {stream_mb:g} MB unless the shape says it stays in cache")  # fmt: skip
-    head = f"{'N':>5} {'K':>5} {'rows':>4} {'x @ W^T':>9} {'x @ W':>9} {'(W x^T)^T':>10} {'picked':>9}  shape"
+    kernel = few_row_gemm.available()
+    if not kernel:
+        print(f"# the few-row kernel is not available here: {few_row_gemm.unavailable_reason()}")
+    head = (f"{'N':>5} {'K':>5} {'rows':>4} {'x @ W^T':>9} {'x @ W':>9} {'(W x^T)^T':>10} {'kernel':>8} "
+            f"{'best BLAS/kernel':>16} {'picked':>9}  shape")  # fmt: skip
     print(head)
     print("-" * len(head))
     g = torch.Generator().manual_seed(0)
@@ -78,28 +86,36 @@ def small_rows_table(repeats: int, stream_mb: float) -> None:
         weights = [torch.randn(n, k, generator=g) for _ in range(copies)]
         transposed = [w.t().contiguous() for w in weights]
         bias = torch.randn(n, generator=g)
-        for rows in (1, 2, 8):
+        panels = [few_row_gemm.panels(holder, w, f"_p{i}") for i, w in enumerate(weights)] if kernel else []
+        for rows in (1, 2, 4, 8):
             x = torch.randn(rows, k, generator=g)
             forms = {  # the tensors bound as defaults
                 "x @ W^T": lambda x=x, ws=weights, b=bias: [F.linear(x, w, b) for w in ws],
                 "x @ W": lambda x=x, wts=transposed, b=bias: [torch.addmm(b, x, wt) for wt in wts],
                 "(W x^T)^T": lambda x=x, ws=weights, b=bias: [torch.addmm(b[:, None], w, x.t()).t()
                                                                for w in ws],  # fmt: skip
+                "kernel": lambda x=x, ps=panels, b=bias, n=n: [few_row_gemm.product(x, p, b, n) for p in ps],
                 "picked": lambda x=x, ws=weights, b=bias: [
                     lin_mod.small_product(holder, x, w, b, f"_t{i}") for i, w in enumerate(ws)
                 ],
             }
             times: dict[str, list[float]] = {name: [] for name in forms}
             with torch.no_grad():
-                for fn in forms.values():
-                    fn()
+                for name, fn in forms.items():
+                    if name != "kernel" or kernel:
+                        fn()
                 for _ in range(repeats):
                     for name, fn in forms.items():
+                        if name == "kernel" and not kernel:
+                            continue
                         start = time.perf_counter()
                         fn()
                         times[name].append((time.perf_counter() - start) / copies * 1e6)
-            us = [statistics.median(times[name]) for name in forms]
-            print(f"{n:>5} {k:>5} {rows:>4} {us[0]:>9.0f} {us[1]:>9.0f} {us[2]:>10.0f} {us[3]:>9.0f}  {what}")
+            us = {name: statistics.median(t) if t else float("nan") for name, t in times.items()}
+            best = min(us["x @ W^T"], us["x @ W"], us["(W x^T)^T"])
+            blas = f"{us['x @ W^T']:>9.0f} {us['x @ W']:>9.0f} {us['(W x^T)^T']:>10.0f}"
+            print(f"{n:>5} {k:>5} {rows:>4} {blas} {us['kernel']:>8.0f} {best / us['kernel']:>16.2f} "
+                  f"{us['picked']:>9.0f}  {what}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,10 +14,27 @@ import attnlab.nn.linear as linear_module
 from attnlab.generation import generate
 from attnlab.models.gpt import build_gpt
 from attnlab.models.gpt_presets import get_gpt_preset
+from attnlab.nn import few_row_gemm
 from attnlab.nn.linear import Linear, column_major_copy, small_product, small_rows
 
 
-def test_small_rows_path_equals_f_linear_and_follows_the_weight():
+@pytest.fixture(params=["kernel", "blas"])
+def products(request, monkeypatch):
+    """Each few-row product path: attnlab's kernel (attnlab.nn.few_row_gemm) and PyTorch's BLAS layouts."""
+    if request.param == "kernel":
+        if not few_row_gemm.available():
+            pytest.skip(f"the few-row kernel is not available: {few_row_gemm.unavailable_reason()}")
+    else:
+        blas_only(monkeypatch)
+    return request.param
+
+
+def blas_only(monkeypatch):
+    """The few-row kernel off: `small_product` picks among PyTorch's layouts, as where it cannot be built."""
+    monkeypatch.setattr(few_row_gemm, "available", lambda: False)
+
+
+def test_small_rows_path_equals_f_linear_and_follows_the_weight(products):
     torch.manual_seed(0)
     layer = Linear(48, 40)
     x = torch.randn(1, 1, 48)
@@ -39,7 +56,7 @@ def test_small_rows_path_equals_f_linear_and_follows_the_weight():
 @pytest.mark.parametrize("shape", [(1, 1), (2, 1), (1, 2), (3, 1), (8, 1), (2, 4), (5,)])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("streamed", [True, False])
-def test_small_product_equals_f_linear_in_every_layout(n, k, shape, bias, streamed, monkeypatch):
+def test_small_product_equals_f_linear_in_every_layout(n, k, shape, bias, streamed, products, monkeypatch):
     if streamed:
         monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
         monkeypatch.setattr(linear_module, "INTEL_MKL", False)  # the transposed form on any CPU
@@ -59,6 +76,7 @@ def test_small_product_equals_f_linear_in_every_layout(n, k, shape, bias, stream
 
 @pytest.mark.parametrize("intel", [True, False])
 def test_streamed_few_row_product_takes_the_transposed_form_except_on_intel(intel, monkeypatch):
+    blas_only(monkeypatch)
     monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
     monkeypatch.setattr(linear_module, "INTEL_MKL", intel)
     layer = Linear(32, 96)
@@ -84,6 +102,7 @@ def test_column_major_copy_follows_a_new_tensor_and_in_place_changes():
 
 
 def test_no_column_major_copy_of_a_weight_above_the_cap(monkeypatch):
+    blas_only(monkeypatch)
     monkeypatch.setattr(linear_module, "INTEL_MKL", False)  # on Intel MKL's plain product takes 1-2 rows
     monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 96 * 32 - 1)
     layer = Linear(32, 96)
@@ -100,6 +119,7 @@ def test_no_column_major_copy_of_a_weight_above_the_cap(monkeypatch):
 
 def test_no_column_major_copy_on_intel(monkeypatch):
     """On Intel CPUs one or two rows take MKL's plain x @ W^T: the same values, and no copy of the weight."""
+    blas_only(monkeypatch)
     monkeypatch.setattr(linear_module, "INTEL_MKL", True)
     layer = Linear(32, 96)
     for rows in (1, 2):
@@ -115,7 +135,7 @@ def test_no_column_major_copy_on_intel(monkeypatch):
 
 @pytest.mark.parametrize("streamed", [True, False])
 def test_batched_decoding_equals_the_uncached_model_at_every_batch_size_up_to_the_small_row_limit(
-    streamed, monkeypatch
+    streamed, products, monkeypatch
 ):
     if streamed:  # the (W @ x^T)^T form for 3-8 rows, which a weight this small would not take
         monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
@@ -131,7 +151,7 @@ def test_batched_decoding_equals_the_uncached_model_at_every_batch_size_up_to_th
         assert cached == uncached, b
 
 
-def test_generation_after_a_training_step_uses_the_new_weights():
+def test_generation_after_a_training_step_uses_the_new_weights(products):
     torch.manual_seed(0)
     cfg = get_gpt_preset("gpt-char-tiny", vocab_size=50, num_layers=2, max_positions=48)
     model = build_gpt(cfg)
@@ -150,7 +170,7 @@ def test_generation_after_a_training_step_uses_the_new_weights():
         assert generate(model, prompt[:1], max_new_tokens=1, ignore_eos=True).sequences[0][0] == want
 
 
-def test_decoding_builds_its_derived_weights_once(monkeypatch):
+def test_decoding_builds_its_derived_weights_once(products, monkeypatch):
     # generate runs under inference_mode; a copy derived there from another derived weight (the stacked
     # q/k/v's column-major copy, kept where the CPU is not Intel's) must still be cached, not rebuilt on every
     # step
@@ -165,6 +185,21 @@ def test_decoding_builds_its_derived_weights_once(monkeypatch):
                 derived._CACHE.get(m, {}).items()}  # fmt: skip
 
     before = results()
-    assert any(name == "_qkv_t" for _, name in before)
+    qkv_copy = "_qkv_t_panels" if products == "kernel" else "_qkv_t"
+    assert any(name == qkv_copy for _, name in before)
     generate(model, prompt, max_new_tokens=5, ignore_eos=True)
     assert results() == before
+
+
+def test_no_panels_of_a_weight_above_the_cap(products, monkeypatch):
+    monkeypatch.setattr(linear_module, "INTEL_MKL", False)
+    monkeypatch.setattr(linear_module, "MAX_PANEL_WEIGHT", 96 * 32 - 1)
+    layer = Linear(32, 96)
+    x = torch.randn(1, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+    assert "_weight_t_panels" not in derived._CACHE.get(layer, {})
+    monkeypatch.setattr(linear_module, "MAX_PANEL_WEIGHT", 96 * 32)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+    assert ("_weight_t_panels" in derived._CACHE.get(layer, {})) == (products == "kernel")

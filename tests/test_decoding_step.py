@@ -16,9 +16,23 @@ from attnlab.generation import generate
 from attnlab.models.decoder import DecoderCache
 from attnlab.models.gpt import build_gpt
 from attnlab.models.gpt_presets import get_gpt_preset
+from attnlab.nn import few_row_gemm
 from attnlab.nn.decoding_step import LayerStep, plain_decoder_layer
 from attnlab.nn.fused_layer import fused_layers
 from attnlab.nn.linear import Linear, small_product, small_product_fn
+
+
+def use_layout(layout: str, monkeypatch) -> None:
+    """Make `small_product` pick ``layout``: "kernel" (attnlab.nn.few_row_gemm), "streamed", "copies" or
+    "intel" (PyTorch's layouts, the kernel off)."""
+    monkeypatch.setattr(linear_module, "INTEL_MKL", layout == "intel")
+    if layout == "kernel":
+        if not few_row_gemm.available():
+            pytest.skip(f"the few-row kernel is not available: {few_row_gemm.unavailable_reason()}")
+        return
+    monkeypatch.setattr(few_row_gemm, "available", lambda: False)
+    if layout == "streamed":
+        monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
 
 
 def _model(norm_first: bool = True, activation: str = "gelu_tanh", **overrides):
@@ -57,13 +71,12 @@ def _step_logits(model, prompt, mask, steps: int, fast: bool) -> tuple[list[torc
 
 @pytest.mark.parametrize("norm_first", [True, False])  # GPT-2 (pre-LN) and GPT (post-LN)
 @pytest.mark.parametrize("rows", [1, 2, 3, 8])
-@pytest.mark.parametrize("layout", ["streamed", "copies", "intel"])
+@pytest.mark.parametrize("layout", ["kernel", "streamed", "copies", "intel"])
 def test_steps_give_the_modules_logits_bit_for_bit(norm_first, rows, layout, monkeypatch):
-    # every form `small_product` picks: column-major copies at 1-2 rows and (W @ x^T)^T at 3-8 ("streamed":
-    # these small weights counted as streamed), or F.linear throughout (Intel's MKL)
-    monkeypatch.setattr(linear_module, "INTEL_MKL", layout == "intel")
-    if layout == "streamed":
-        monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
+    # every form `small_product` picks: attnlab's few-row kernel; where it is off, column-major copies at 1-2
+    # rows and (W @ x^T)^T at 3-8 ("streamed": these small weights counted as streamed), or F.linear
+    # throughout (Intel's MKL)
+    use_layout(layout, monkeypatch)
     model = _model(norm_first)
     torch.manual_seed(rows)
     prompt = torch.randint(1, 300, (rows, 5))
@@ -233,9 +246,9 @@ def test_translation_decoding_keeps_its_modules():
 
 @pytest.mark.parametrize("rows", [1, 2, 3, 8])
 @pytest.mark.parametrize("n, k", [(96, 32), (32, 96)])
-def test_small_product_fn_computes_small_product(rows, n, k, monkeypatch):
-    monkeypatch.setattr(linear_module, "INTEL_MKL", False)
-    monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
+@pytest.mark.parametrize("layout", ["kernel", "streamed"])
+def test_small_product_fn_computes_small_product(rows, n, k, layout, monkeypatch):
+    use_layout(layout, monkeypatch)
     torch.manual_seed(rows)
     layer = Linear(k, n)
     x = torch.randn(rows, 1, k)

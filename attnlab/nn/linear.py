@@ -22,6 +22,9 @@ products through a custom autograd function) when all of these hold, and is ``F.
   against 8.0 ms on MKL. So ``auto`` keeps ``F.linear`` on both. The choice is a function of the
   machine, so a run resumed on the same machine computes exactly as before.
 
+Products of at most `SMALL_ROWS` rows without a gradient (a decoding step) take `small_product` instead: the
+few-row kernel of `attnlab.nn.few_row_gemm` where it can be built, else the layout MKL streams fastest.
+
 The module keeps ``nn.Linear``'s parameters, names and initialisation, so checkpoints and HF key mappings
 are unchanged and ``isinstance(m, nn.Linear)`` still holds.
 """
@@ -38,6 +41,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from attnlab.cpu import cpu_vendor
+from attnlab.nn import few_row_gemm
 from attnlab.nn.derived import derived
 
 __all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "small_product",
@@ -51,6 +55,10 @@ STREAMED_WEIGHT = 1 << 18
 # Weight elements (64 MiB of float32) above which `small_product` keeps no column-major copy: the copy would
 # double a large output layer (BERT's 30,522 x 768 head for one short fill-mask request, GPT-2's 50,257 x 768)
 MAX_COPIED_WEIGHT = 1 << 24
+# Weight elements (256 MiB of float32) above which `small_product` does not give a weight to the few-row kernel,
+# whose panel copy doubles it: GPT-2's output layer (38.6 M) and gpt2-large's (64.3 M) are below, for the speed
+# of every generation step; gpt2-xl's (80.4 M) is above
+MAX_PANEL_WEIGHT = 1 << 26
 
 
 def _onednn_op():
@@ -170,11 +178,20 @@ def small_rows(x: Tensor, weight: Tensor) -> bool:
 def small_product(
     holder: nn.Module, x: Tensor, weight: Tensor, bias: Tensor | None, name: str = "_weight_t"
 ) -> Tensor:
-    """``F.linear(x, weight, bias)`` for a `small_rows` product, x (..., K), weight (N, K) -> (..., N), done
-    the way PyTorch's CPU BLAS (MKL) is fastest for its shape. Those few rows read the whole weight, so the
-    step is bound by how well the kernel streams it; MKL's speed there depends on the layout. Measured on
-    the later sessions' AMD EPYC (AVX2), one thread, weights not in cache (``benchmarks/gemm.py
-    --small-rows``), ``x @ W^T`` / ``x @ W`` (W stored (K, N)) / ``(W @ x^T)^T``, us:
+    """``F.linear(x, weight, bias)`` for a `small_rows` product, x (..., K), weight (N, K) -> (..., N). Those
+    few rows read the whole weight, so the step is bound by how well the product streams it.
+
+    First choice, on a CPU not made by Intel, for a weight of at most `MAX_PANEL_WEIGHT` elements: attnlab's
+    few-row kernel (`attnlab.nn.few_row_gemm`), on a panel copy of the weight kept on ``holder`` under
+    ``name + "_panels"``, where it can be built (x86-64 with AVX2 and FMA, a C++ compiler). It reads the
+    weight at 1.1-2.0x the speed of PyTorch's fastest layout below on the later sessions' AMD EPYC (one
+    thread, weights streamed, ``benchmarks/gemm.py --small-rows``; 0.8x for a small weight that stays in
+    cache at one row, where the call's cost shows). On Intel CPUs MKL has its own fast path and the kernel
+    is unmeasured there, so the rules below stand (`INTEL_MKL`).
+
+    Otherwise the way PyTorch's CPU BLAS (MKL) is fastest for its shape; MKL's speed there depends on the
+    layout. Measured on the later sessions' AMD EPYC (AVX2), one thread, weights not in cache
+    (``benchmarks/gemm.py --small-rows``), ``x @ W^T`` / ``x @ W`` (W stored (K, N)) / ``(W @ x^T)^T``, us:
 
         (N, K)         rows 1            rows 2            rows 8
         (8192, 384)    1891 / 840 / 1814  3696 / 1518 / 1954  4382 / 5623 / 3716   (GPT output layer)
@@ -201,7 +218,8 @@ def small_product(
       1.28x HF's tokens/s without this form), so there `linear` takes them (`INTEL_MKL`).
     - otherwise (N < K; a larger weight at 1-2 rows; N = K or a small weight at 3-8 rows): `linear`.
 
-    Results equal `linear`'s up to float32 summation order (about 1e-7 relative)."""
+    Results equal `linear`'s up to float32 summation order (about 1e-7 relative). The kernel's do not depend
+    on the number of rows or threads; MKL's may."""
     return small_product_fn(holder, weight, bias, x.numel() // weight.shape[1], name)(x)
 
 
@@ -213,6 +231,8 @@ def small_product_fn(
     choosing again (for a caller that repeats one product step after step: `attnlab.nn.decoding_step`).
     A later change of the weight is not seen by ``fn`` (it may hold a copy): make a new one."""
     n, k = weight.shape
+    if not INTEL_MKL and n * k <= MAX_PANEL_WEIGHT and few_row_gemm.available():
+        return few_row_gemm.product_fn(holder, weight, bias, name)
     if rows <= 2:
         if n < k or n * k > MAX_COPIED_WEIGHT or INTEL_MKL:
             return functools.partial(linear, weight=weight, bias=bias)

@@ -1,0 +1,254 @@
+"""The few-row product kernel: ``x @ W^T + b`` for one decoding step's 1-8 rows (``csrc/few_row_gemm.cpp``).
+
+Why: such a product reads the whole weight and does little with it, so it runs at the speed the weight streams
+from memory. PyTorch's CPU BLAS (MKL) streams it at 6-8 GB/s for 2-8 rows on the later sessions' AMD EPYC
+(AVX2), where one core reads 21 GB/s; the kernel reads a copy of the weight laid out for it, once and in
+order (``benchmarks/gemm.py --small-rows`` prints both). The layout and the arithmetic are described in the
+C++ file; a row's result does not depend on the other rows of the call or on the thread count.
+
+The library is built on first use, not at install time, so that an install needs no compiler:
+
+- ``g++`` (or ``$CXX``) compiles the file with ``-O3 -mavx2 -mfma``, and with ``-fopenmp`` when the process
+  already runs GNU OpenMP (PyTorch's wheels bring ``libgomp.so.1``): the library then shares PyTorch's
+  threads instead of starting a second pool;
+- into ``$ATTNLAB_CACHE`` (default ``$XDG_CACHE_HOME/attnlab`` or ``~/.cache/attnlab``), under a name that
+  hashes the source, the flags and the compiler, written to a temporary name and renamed (concurrent
+  processes at worst build it twice); a directory that another user may write to is refused;
+- loaded with ``ctypes``, then checked: its version number, and its products on random data against
+  ``F.linear`` in float64 (every row count 1-9, a column count that is not a multiple of 8, with and without
+  bias). A library that fails any of it is not used.
+
+`available` is False, and the callers keep PyTorch's products, where any of this fails (no x86-64 CPU with
+AVX2 and FMA, no compiler, a failed build or check: a warning says which, once) or where
+``ATTNLAB_FEW_ROW_GEMM=off``. The products then differ from the kernel's in float32 summation order only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import stat
+import subprocess
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.cpu import cpu_flags
+from attnlab.nn.derived import derived
+
+__all__ = ["FewRowGemmWarning", "available", "panels", "product", "product_fn", "unavailable_reason"]
+
+SOURCE = Path(__file__).with_name("csrc") / "few_row_gemm.cpp"
+VERSION = 1  # attnlab_few_row_gemm_version() of the source this module speaks to
+PANEL = 8  # output columns per panel: one AVX register of float32
+
+
+class FewRowGemmWarning(RuntimeWarning):
+    """The kernel could not be built or failed its check; PyTorch's products are used instead."""
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("ATTNLAB_CACHE")
+    if root:
+        return Path(root) / "kernels"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "attnlab" / "kernels"
+
+
+def _gnu_openmp_loaded() -> bool:
+    """Whether this process has GNU OpenMP mapped (PyTorch's own ``libgomp``): only then is ``-fopenmp``
+    safe, since the library's ``libgomp.so.1`` resolves to the copy already loaded."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            return any("libgomp" in line for line in f)
+    except OSError:
+        return False
+
+
+def _private_dir(path: Path) -> None:
+    """Create ``path`` (mode 0700) and refuse it if another user owns it or may write to it: a library
+    loaded from there runs as this process."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise OSError(f"{path} is owned by uid {st.st_uid} or writable by others (mode {oct(st.st_mode)})")
+
+
+def _build(compiler: str, openmp: bool) -> Path:
+    """The compiled library's path, compiling it unless a build of the same source and flags is there."""
+    flags = ["-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-std=c++17"] + (["-fopenmp"] if openmp else [])
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(source + " ".join([compiler, *flags]).encode()).hexdigest()[:20]
+    out_dir = _cache_dir()
+    _private_dir(out_dir)
+    target = out_dir / f"few_row_gemm-{key}.so"
+    if target.is_file():
+        return target
+    fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp.so", dir=out_dir)
+    os.close(fd)
+    try:
+        done = subprocess.run(
+            [compiler, *flags, "-o", tmp, str(SOURCE)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise OSError(f"{compiler} exited with {done.returncode}: {done.stderr.strip()[-800:]}")
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def _check(fn) -> None:
+    """Raise if the library's products differ from F.linear's (float64) beyond float32 rounding."""
+    gen = torch.Generator().manual_seed(0)
+    for n, k, with_bias in ((37, 19, True), (64, 48, False), (20, 8, True)):
+        w = torch.randn(n, k, generator=gen)
+        b = torch.randn(n, generator=gen) if with_bias else None
+        p = _pack(w)
+        for rows in range(1, 10):
+            x = torch.randn(rows, k, generator=gen)
+            got = _bound(fn, p, b, n)(x)
+            want = F.linear(x.double(), w.double(), None if b is None else b.double())
+            if not torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5):
+                err = (got.double() - want).abs().max().item()
+                raise ValueError(
+                    f"its products differ from F.linear by {err:.3g} at rows={rows}, (N, K)=({n}, {k})"
+                )
+
+
+def _load():
+    """The checked kernel function, or the reason there is none (a string)."""
+    if os.environ.get("ATTNLAB_FEW_ROW_GEMM", "auto").lower() in ("0", "off", "false", "no"):
+        return "ATTNLAB_FEW_ROW_GEMM=off"
+    if platform.machine().lower() not in ("x86_64", "amd64") or not {"avx2", "fma"} <= cpu_flags():
+        return "the CPU is not x86-64 with AVX2 and FMA (or /proc/cpuinfo cannot be read)"
+    compiler = shutil.which(os.environ.get("CXX", "g++"))
+    if compiler is None:
+        return f"no C++ compiler: {os.environ.get('CXX', 'g++')!r} is not on PATH (install g++)"
+    try:
+        path = _build(compiler, _gnu_openmp_loaded())
+        lib = ctypes.CDLL(str(path))
+        if lib.attnlab_few_row_gemm_version() != VERSION:
+            raise ValueError(f"{path} is version {lib.attnlab_few_row_gemm_version()}, expected {VERSION}")
+        fn = lib.attnlab_few_row_gemm
+        fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int]
+        fn.restype = None
+        _check(fn)
+    except (OSError, ValueError, subprocess.SubprocessError, AttributeError) as e:
+        return f"the kernel failed to build or load or its check: {e}"
+    return fn
+
+
+@functools.cache
+def _kernel():
+    got = _load()
+    if isinstance(got, str) and not got.startswith("ATTNLAB_FEW_ROW_GEMM"):
+        warnings.warn(
+            f"attnlab: decoding's few-row product kernel is not used ({got}); PyTorch's products are used "
+            "instead, slower for generation. Set ATTNLAB_FEW_ROW_GEMM=off to silence this.",
+            FewRowGemmWarning,
+            stacklevel=3,
+        )
+    return got
+
+
+def available() -> bool:
+    """True when the kernel is built, loaded and checked (built on the first call)."""
+    return not isinstance(_kernel(), str)
+
+
+def unavailable_reason() -> str | None:
+    """Why the kernel is not used, or None when it is."""
+    got = _kernel()
+    return got if isinstance(got, str) else None
+
+
+def _pack(weight: Tensor) -> Tensor:
+    """W (N, K) as (ceil(N / 8), K, 8) panels, the last zero-padded (the layout in the C++ file)."""
+    n, k = weight.shape
+    padded = torch.zeros(-(-n // PANEL) * PANEL, k, dtype=torch.float32)
+    padded[:n] = weight.detach()
+    return padded.view(-1, PANEL, k).transpose(1, 2).contiguous()
+
+
+def panels(holder: nn.Module, weight: Tensor, name: str = "_weight") -> Tensor:
+    """``weight``'s panels, kept beside ``holder`` by `attnlab.nn.derived.derived` (rebuilt when the weight
+    changes; never saved). Like the column-major copy it replaces, it doubles the memory of those weights."""
+    return derived(holder, name + "_panels", (weight,), lambda: _pack(weight))
+
+
+def _call(fn, x: Tensor, p: Tensor, bias: Tensor | None, n: int, p_ptr: int, b_ptr: int | None) -> Tensor:
+    """The kernel's ``F.linear(x, W, bias)``: x (..., K), ``p`` W's panels (`_pack`) at address ``p_ptr``,
+    ``bias`` (N,) contiguous float32 at ``b_ptr`` (or both None) -> (..., N). The caller keeps ``p`` and
+    ``bias`` alive; this checks ``x``, which the C++ side trusts (a wrong size or type would read outside
+    the tensors). Kept lean: a decoding step makes some 25 of these calls."""
+    k = p.shape[1]
+    if x.dtype is not torch.float32 or not x.is_cpu or x.dim() == 0 or x.shape[-1] != k:
+        raise ValueError(f"few-row product: x {tuple(x.shape)} {x.dtype} {x.device} against a ({n}, {k}) "
+                         "float32 CPU weight")  # fmt: skip
+    if not x.is_contiguous():
+        x = x.contiguous()
+    # y (..., N) row-major, as x: the rows are x's leading dimensions flattened. Sizes as ints: torch.empty
+    # takes a torch.Size about 3 us slower
+    shape = x.shape
+    if len(shape) == 3:  # (B, T, K): a decoding step
+        y = torch.empty(shape[0], shape[1], n)
+    elif len(shape) == 2:
+        y = torch.empty(shape[0], n)
+    else:
+        y = torch.empty([*shape[:-1], n])
+    fn(x.numel() // k, n, k, x.data_ptr(), p_ptr, b_ptr, y.data_ptr(), torch.get_num_threads())
+    return y
+
+
+def _bound(fn, p: Tensor, bias: Tensor | None, n: int) -> Callable[[Tensor], Tensor]:
+    """``_call`` with the panels and bias checked and bound (the partial keeps them alive)."""
+    if (
+        p.dtype != torch.float32
+        or p.dim() != 3
+        or p.shape[2] != PANEL
+        or p.shape[0] * PANEL < n
+        or not p.is_contiguous()
+    ):
+        raise ValueError(f"few-row product: panels {tuple(p.shape)} {p.dtype} for {n} columns")
+    if bias is not None:
+        if bias.shape != (n,) or bias.dtype != torch.float32 or not bias.is_cpu:
+            raise ValueError(
+                f"few-row product: bias {tuple(bias.shape)} {bias.dtype} for {n} float32 columns"
+            )
+        bias = bias.detach().contiguous()
+    b_ptr = None if bias is None else bias.data_ptr()
+    return functools.partial(_call, fn, p=p, bias=bias, n=n, p_ptr=p.data_ptr(), b_ptr=b_ptr)
+
+
+def product(x: Tensor, p: Tensor, bias: Tensor | None, n: int) -> Tensor:
+    """``F.linear(x, W, bias)`` for x (..., K) float32 with the panels ``p`` of W (N, K): (..., N)."""
+    fn = _kernel()
+    if isinstance(fn, str):
+        raise RuntimeError(f"the few-row product kernel is not available: {fn}")
+    return _bound(fn, p, bias, n)(x)
+
+
+def product_fn(
+    holder: nn.Module, weight: Tensor, bias: Tensor | None, name: str = "_weight"
+) -> Callable[[Tensor], Tensor]:
+    """``fn(x) = F.linear(x, weight, bias)`` on the kernel, the panels taken now (see `panels`); raises
+    RuntimeError where the kernel is not `available`."""
+    fn = _kernel()
+    if isinstance(fn, str):
+        raise RuntimeError(f"the few-row product kernel is not available: {fn}")
+    return _bound(fn, panels(holder, weight, name), bias, weight.shape[0])

@@ -1,0 +1,241 @@
+"""attnlab.nn.few_row_gemm: the few-row product kernel against F.linear, its invariances (a row's result does
+not depend on the other rows or the thread count), its input checks, and how it is built, cached, checked
+and refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlab.nn import few_row_gemm
+from attnlab.nn.derived import _CACHE as derived_cache
+from attnlab.nn.derived import derived
+from attnlab.nn.linear import Linear
+
+needs_kernel = pytest.mark.skipif(
+    not few_row_gemm.available(),
+    reason=f"the few-row kernel is not available: {few_row_gemm.unavailable_reason()}",
+)
+
+
+def test_the_kernel_is_used_wherever_it_can_be_built():
+    # a kernel that fails its check is not used and the tests above skip: this one fails instead
+    buildable = (
+        {"avx2", "fma"} <= few_row_gemm.cpu_flags()
+        and few_row_gemm.platform.machine().lower() in ("x86_64", "amd64")
+        and few_row_gemm.shutil.which(os.environ.get("CXX", "g++")) is not None
+        and os.environ.get("ATTNLAB_FEW_ROW_GEMM", "auto").lower() not in ("0", "off", "false", "no")
+    )
+    if not buildable:
+        pytest.skip(f"no kernel to build here: {few_row_gemm.unavailable_reason()}")
+    assert few_row_gemm.available(), few_row_gemm.unavailable_reason()
+
+
+def reference(x, w, b):
+    return F.linear(x.double(), w.double(), None if b is None else b.double())
+
+
+@needs_kernel
+@pytest.mark.parametrize("rows", list(range(1, 18)))  # every tile shape, and more than 8 rows (two passes)
+@pytest.mark.parametrize("n, k", [(8, 8), (37, 19), (200, 64), (1, 5), (64, 1)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_equals_f_linear_in_float64(rows, n, k, bias):
+    g = torch.Generator().manual_seed(rows * 1000 + n + k)
+    w, x = torch.randn(n, k, generator=g), torch.randn(rows, k, generator=g)
+    b = torch.randn(n, generator=g) if bias else None
+    fn = few_row_gemm.product_fn(torch.nn.Module(), w, b)
+    got = fn(x)
+    assert got.shape == (rows, n) and got.dtype == torch.float32 and got.is_contiguous()
+    torch.testing.assert_close(got.double(), reference(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+@needs_kernel
+def test_a_rows_result_does_not_depend_on_the_other_rows():
+    g = torch.Generator().manual_seed(1)
+    w, b = torch.randn(100, 48, generator=g), torch.randn(100, generator=g)
+    fn = few_row_gemm.product_fn(torch.nn.Module(), w, b)
+    x = torch.randn(8, 48, generator=g)
+    alone = torch.cat([fn(x[i : i + 1]) for i in range(8)])
+    for rows in range(2, 9):
+        assert torch.equal(fn(x[:rows]), alone[:rows]), rows
+
+
+@needs_kernel
+def test_the_result_does_not_depend_on_the_thread_count():
+    g = torch.Generator().manual_seed(2)
+    w, b = torch.randn(1000, 96, generator=g), torch.randn(1000, generator=g)
+    fn = few_row_gemm.product_fn(torch.nn.Module(), w, b)
+    x = torch.randn(5, 96, generator=g)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fn(x)
+        torch.set_num_threads(3)  # more threads than panels a thread would need: an uneven split
+        three = fn(x)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, three)
+
+
+@needs_kernel
+def test_leading_dimensions_and_strided_input():
+    g = torch.Generator().manual_seed(3)
+    w, b = torch.randn(24, 16, generator=g), torch.randn(24, generator=g)
+    fn = few_row_gemm.product_fn(torch.nn.Module(), w, b)
+    inputs = [torch.randn(*shape, 16, generator=g) for shape in ((2, 1), (2, 2, 1), ())]
+    inputs += [torch.randn(16, 3, generator=g).t(), torch.randn(0, 16)]  # strided; no rows
+    for x in inputs:
+        got = fn(x)
+        assert got.shape == (*x.shape[:-1], 24)
+        torch.testing.assert_close(got.double(), reference(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+@needs_kernel
+def test_wrong_inputs_are_refused_before_the_kernel_reads_them():
+    w = torch.randn(24, 16)
+    fn = few_row_gemm.product_fn(torch.nn.Module(), w, None)
+    for x in (
+        torch.randn(2, 15),
+        torch.randn(2, 17),
+        torch.randn(2, 16, dtype=torch.float64),
+        torch.tensor(1.0),
+    ):
+        with pytest.raises(ValueError, match=r"few-row product: x .* against a \(24, 16\)"):
+            fn(x)
+    with pytest.raises(ValueError, match="bias"):
+        few_row_gemm.product_fn(torch.nn.Module(), w, torch.randn(23))
+    with pytest.raises(ValueError, match="panels"):
+        few_row_gemm.product(torch.randn(1, 16), torch.randn(2, 16, 4), None, 24)
+
+
+@needs_kernel
+def test_panels_follow_the_weight_and_are_never_saved():
+    layer = Linear(16, 20)
+    x = torch.randn(2, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+        layer.weight.mul_(2.0)  # in place: the panels are rebuilt
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+    assert layer.state_dict().keys() == {"weight", "bias"}
+    panels = derived(layer, "_weight_t_panels", (layer.weight,), lambda: None)
+    assert panels.shape == (3, 16, 8)  # 20 columns: 3 panels, the last half zeros
+    assert torch.equal(panels[2, :, 4:], torch.zeros(16, 4))
+    assert torch.equal(panels[0, :, 3], layer.weight[3].detach())
+
+
+@needs_kernel
+def test_decoding_with_the_kernel_matches_pytorchs_products(monkeypatch):
+    from attnlab.generation import generate
+    from attnlab.models.gpt import build_gpt
+    from attnlab.models.gpt_presets import get_gpt_preset
+
+    torch.manual_seed(0)
+    model = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)).eval()
+    prompt = torch.randint(0, 300, (3, 5))
+
+    def step_logits():  # the prompt, then 6 greedy steps of 3 rows each, through the key/value cache
+        cache, ids, out = model.new_cache(), prompt, []
+        with torch.no_grad():
+            for _ in range(7):
+                out.append(model(ids, cache=cache).logits[:, -1])
+                ids = out[-1].argmax(-1, keepdim=True)
+        return out
+
+    kernel = step_logits()
+    panels = {name for m in model.modules() for name in derived_cache.get(m, {}) if name.endswith("_panels")}
+    assert panels == {"_qkv_t_panels", "_weight_t_panels"}  # every product of the steps took the kernel
+    kernel_tokens = generate(model, prompt, max_new_tokens=8, ignore_eos=True).sequences
+    monkeypatch.setattr(few_row_gemm, "available", lambda: False)
+    blas = step_logits()
+    assert generate(model, prompt, max_new_tokens=8, ignore_eos=True).sequences == kernel_tokens
+    for a, b in zip(kernel, blas, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+# building, caching and refusing: each test loads anew into its own cache directory
+
+
+@pytest.fixture
+def fresh(tmp_path, monkeypatch):
+    """`few_row_gemm._load` run anew, building into an empty cache directory."""
+    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path))
+    monkeypatch.delenv("ATTNLAB_FEW_ROW_GEMM", raising=False)
+    few_row_gemm._kernel.cache_clear()
+    yield tmp_path / "kernels"
+    few_row_gemm._kernel.cache_clear()
+
+
+@needs_kernel
+def test_built_once_then_loaded_from_the_cache(fresh, monkeypatch):
+    assert not isinstance(few_row_gemm._load(), str)
+    built = list(fresh.glob("few_row_gemm-*.so"))
+    assert len(built) == 1 and not list(fresh.glob("*.tmp*"))  # renamed into place, no temporary left
+    assert fresh.stat().st_mode & 0o777 == 0o700
+
+    def no_compiler(*a, **k):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(subprocess, "run", no_compiler)
+    assert not isinstance(few_row_gemm._load(), str)
+
+
+@needs_kernel
+def test_a_library_that_computes_wrongly_is_refused(fresh, monkeypatch):
+    # a cached library whose products are wrong (the file where the build would be): found by the check
+    source = few_row_gemm.SOURCE.read_text()
+    wrong = fresh.parent / "wrong.cpp"
+    wrong.write_text(source.replace("acc[m][q] = _mm256_fmadd_ps(xv, w[q], acc[m][q])",
+                                    "acc[m][q] = _mm256_add_ps(xv, acc[m][q])"))  # fmt: skip
+    monkeypatch.setattr(few_row_gemm, "SOURCE", wrong)
+    reason = few_row_gemm._load()
+    assert isinstance(reason, str) and "differ from F.linear" in reason
+
+
+@needs_kernel
+def test_a_library_of_another_version_is_refused(fresh, monkeypatch):
+    monkeypatch.setattr(few_row_gemm, "VERSION", few_row_gemm.VERSION + 1)
+    reason = few_row_gemm._load()
+    assert isinstance(reason, str) and "version" in reason
+
+
+def test_no_compiler_failed_build_and_switch_off_give_reasons(fresh, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_FEW_ROW_GEMM", "off")
+    assert few_row_gemm._load() == "ATTNLAB_FEW_ROW_GEMM=off"
+    monkeypatch.delenv("ATTNLAB_FEW_ROW_GEMM")
+    if not {"avx2", "fma"} <= few_row_gemm.cpu_flags():
+        assert "AVX2" in few_row_gemm._load()
+        return
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    assert "no C++ compiler: 'no-such-compiler-here'" in few_row_gemm._load()
+    monkeypatch.setenv("CXX", "false")  # /bin/false: a compiler that fails
+    reason = few_row_gemm._load()
+    assert "failed to build" in reason and "exited with 1" in reason
+    assert not list(fresh.glob("*.so"))  # nothing half-written left behind
+
+
+def test_a_cache_directory_others_may_write_to_is_refused(fresh):
+    fresh.mkdir(parents=True)
+    fresh.chmod(0o777)
+    if not {"avx2", "fma"} <= few_row_gemm.cpu_flags() or few_row_gemm.shutil.which("g++") is None:
+        pytest.skip("no kernel to build here")
+    reason = few_row_gemm._load()
+    assert isinstance(reason, str) and "writable by others" in reason
+
+
+def test_a_failure_warns_once_and_the_products_fall_back(fresh, monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-compiler-here")
+    monkeypatch.setattr(few_row_gemm, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(few_row_gemm.platform, "machine", lambda: "x86_64")
+    with pytest.warns(few_row_gemm.FewRowGemmWarning, match="few-row product kernel is not used"):
+        assert not few_row_gemm.available()
+    assert "no C++ compiler" in few_row_gemm.unavailable_reason()
+    layer = Linear(16, 40)
+    x = torch.randn(2, 16)
+    with torch.no_grad():  # small_product falls back to PyTorch's products
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+    with pytest.raises(RuntimeError, match="not available: no C\\+\\+ compiler"):
+        few_row_gemm.product_fn(torch.nn.Module(), layer.weight, None)
