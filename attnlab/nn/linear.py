@@ -184,9 +184,9 @@ def small_product(
     First choice, on a CPU not made by Intel, for a weight of at most `MAX_PANEL_WEIGHT` elements: attnlab's
     few-row kernel (`attnlab.nn.few_row_gemm`), on a panel copy of the weight kept on ``holder`` under
     ``name + "_panels"``, where it can be built (x86-64 with AVX2 and FMA, a C++ compiler). It reads the
-    weight at 1.1-2.0x the speed of PyTorch's fastest layout below on the later sessions' AMD EPYC (one
-    thread, weights streamed, ``benchmarks/gemm.py --small-rows``; 0.8x for a small weight that stays in
-    cache at one row, where the call's cost shows). On Intel CPUs MKL has its own fast path and the kernel
+    weight at 1.0-2.3x the speed of PyTorch's fastest layout below on the later sessions' AMD EPYC (one
+    thread, weights streamed, ``benchmarks/gemm.py --small-rows``; 0.75-1.0x for a small weight that stays in
+    cache, where the call's cost shows). On Intel CPUs MKL has its own fast path and the kernel
     is unmeasured there, so the rules below stand (`INTEL_MKL`).
 
     Otherwise the way PyTorch's CPU BLAS (MKL) is fastest for its shape; MKL's speed there depends on the
