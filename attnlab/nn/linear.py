@@ -55,9 +55,9 @@ STREAMED_WEIGHT = 1 << 18
 # Weight elements (64 MiB of float32) above which `small_product` keeps no column-major copy: the copy would
 # double a large output layer (BERT's 30,522 x 768 head for one short fill-mask request, GPT-2's 50,257 x 768)
 MAX_COPIED_WEIGHT = 1 << 24
-# Weight elements (256 MiB of float32) above which `small_product` does not give a weight to the few-row kernel,
-# whose panel copy doubles it: GPT-2's output layer (38.6 M) and gpt2-large's (64.3 M) are below, for the speed
-# of every generation step; gpt2-xl's (80.4 M) is above
+# Weight elements (256 MiB of float32) above which `small_product` does not give a weight to the few-row
+# kernel, whose panel copy doubles it: GPT-2's output layer (38.6 M) and gpt2-large's (64.3 M) are below, for
+# the speed of every generation step; gpt2-xl's (80.4 M) is above
 MAX_PANEL_WEIGHT = 1 << 26
 
 
