@@ -239,3 +239,10 @@ def test_a_failure_warns_once_and_the_products_fall_back(fresh, monkeypatch):
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
     with pytest.raises(RuntimeError, match="not available: no C\\+\\+ compiler"):
         few_row_gemm.product_fn(torch.nn.Module(), layer.weight, None)
+
+
+def test_no_warning_for_a_cpu_the_kernel_is_not_for(fresh, monkeypatch, recwarn):
+    monkeypatch.setattr(few_row_gemm.platform, "machine", lambda: "arm64")
+    assert not few_row_gemm.available()
+    assert few_row_gemm.unavailable_reason() == few_row_gemm.NOT_THIS_CPU
+    assert not [w for w in recwarn if issubclass(w.category, few_row_gemm.FewRowGemmWarning)]

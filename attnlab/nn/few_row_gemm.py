@@ -18,9 +18,10 @@ The library is built on first use, not at install time, so that an install needs
   ``F.linear`` in float64 (every row count 1-9, a column count that is not a multiple of 8, with and without
   bias). A library that fails any of it is not used.
 
-`available` is False, and the callers keep PyTorch's products, where any of this fails (no x86-64 CPU with
-AVX2 and FMA, no compiler, a failed build or check: a warning says which, once) or where
-``ATTNLAB_FEW_ROW_GEMM=off``. The products then differ from the kernel's in float32 summation order only.
+`available` is False, and the callers keep PyTorch's products, where any of this fails or where
+``ATTNLAB_FEW_ROW_GEMM=off``. A `FewRowGemmWarning` says why, once, where the user can mend it (no compiler,
+a failed build or check, a cache directory refused); a CPU without AVX2 and FMA (or not x86-64) is not
+warned about. The products then differ from the kernel's in float32 summation order only.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = ["FewRowGemmWarning", "available", "panels", "product", "product_fn", 
 SOURCE = Path(__file__).with_name("csrc") / "few_row_gemm.cpp"
 VERSION = 1  # attnlab_few_row_gemm_version() of the source this module speaks to
 PANEL = 8  # output columns per panel: one AVX register of float32
+NOT_THIS_CPU = "the CPU is not x86-64 with AVX2 and FMA (or /proc/cpuinfo cannot be read)"
 
 
 class FewRowGemmWarning(RuntimeWarning):
@@ -135,7 +137,7 @@ def _load():
     if os.environ.get("ATTNLAB_FEW_ROW_GEMM", "auto").lower() in ("0", "off", "false", "no"):
         return "ATTNLAB_FEW_ROW_GEMM=off"
     if platform.machine().lower() not in ("x86_64", "amd64") or not {"avx2", "fma"} <= cpu_flags():
-        return "the CPU is not x86-64 with AVX2 and FMA (or /proc/cpuinfo cannot be read)"
+        return NOT_THIS_CPU
     compiler = shutil.which(os.environ.get("CXX", "g++"))
     if compiler is None:
         return f"no C++ compiler: {os.environ.get('CXX', 'g++')!r} is not on PATH (install g++)"
@@ -156,10 +158,12 @@ def _load():
 @functools.cache
 def _kernel():
     got = _load()
-    if isinstance(got, str) and not got.startswith("ATTNLAB_FEW_ROW_GEMM"):
+    # a warning where the user can mend it (a compiler, a cache directory); none for the switch or the CPU
+    if isinstance(got, str) and not got.startswith("ATTNLAB_FEW_ROW_GEMM") and got != NOT_THIS_CPU:
         warnings.warn(
             f"attnlab: decoding's few-row product kernel is not used ({got}); PyTorch's products are used "
-            "instead, slower for generation. Set ATTNLAB_FEW_ROW_GEMM=off to silence this.",
+            f"instead, slower for generation. It is built into {_cache_dir()} (ATTNLAB_CACHE moves it); "
+            "ATTNLAB_FEW_ROW_GEMM=off silences this.",
             FewRowGemmWarning,
             stacklevel=3,
         )
