@@ -193,13 +193,31 @@ def test_decoding_builds_its_derived_weights_once(products, monkeypatch):
 
 def test_no_panels_of_a_weight_above_the_cap(products, monkeypatch):
     monkeypatch.setattr(linear_module, "INTEL_MKL", False)
-    monkeypatch.setattr(linear_module, "MAX_PANEL_WEIGHT", 96 * 32 - 1)
+    monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 96 * 32 - 1)
     layer = Linear(32, 96)
-    x = torch.randn(1, 32)
+    x = torch.randn(3, 32)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
     assert "_weight_t_panels" not in derived._CACHE.get(layer, {})
-    monkeypatch.setattr(linear_module, "MAX_PANEL_WEIGHT", 96 * 32)
+    monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 96 * 32)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
     assert ("_weight_t_panels" in derived._CACHE.get(layer, {})) == (products == "kernel")
+
+
+def test_a_generations_output_layer_may_copy_above_the_cap(products, monkeypatch):
+    # the output layer of a generation takes MAX_GENERATION_COPY; the same layer called alone keeps
+    # MAX_COPIED_WEIGHT (here below its 300 x 128 weight)
+    monkeypatch.setattr(linear_module, "INTEL_MKL", False)
+    monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 300 * 128 - 1)
+    torch.manual_seed(0)
+    model = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=1, max_positions=64)).eval()
+    head = model.lm_head
+    with torch.no_grad():
+        head(torch.randn(1, 1, 128))
+    assert not derived._CACHE.get(head)
+    prompt = torch.randint(0, 300, (2, 4))
+    got = generate(model, prompt, max_new_tokens=5, ignore_eos=True).sequences
+    copy = "_weight_t_panels" if products == "kernel" else "_weight_t"
+    assert copy in derived._CACHE.get(head, {})  # the panels, or MKL's column-major copy for 2 rows
+    assert got == generate(model, prompt, max_new_tokens=5, ignore_eos=True, use_cache=False).sequences

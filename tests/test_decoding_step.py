@@ -123,10 +123,11 @@ def test_a_deep_copy_of_the_cache_keeps_the_keys_and_values_and_remakes_its_step
         model(torch.tensor([[5]]), cache=cache)
         copied = copy.deepcopy(cache)
         assert isinstance(copied, DecoderCache) and copied.steps == {} and 1 in cache.steps
+        assert copied.heads == {} and 1 in cache.heads  # the output layer's product: remade too
         assert torch.equal(copied[0]["self"]["key"], cache[0]["self"]["key"])
         a = model(torch.tensor([[6]]), cache=cache).logits
         b = model(torch.tensor([[6]]), cache=copied).logits
-    assert torch.equal(a, b) and copied.steps[1] is not None
+    assert torch.equal(a, b) and copied.steps[1] is not None and 1 in copied.heads
 
 
 def test_steps_are_made_once_per_cache_and_number_of_rows():
@@ -256,3 +257,15 @@ def test_small_product_fn_computes_small_product(rows, n, k, layout, monkeypatch
         fn = small_product_fn(layer, layer.weight, layer.bias, rows)
         assert torch.equal(fn(x), small_product(layer, x, layer.weight, layer.bias))
         torch.testing.assert_close(fn(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+
+
+def test_a_hook_on_the_output_layer_keeps_the_module():
+    model = _model()
+    seen = []
+    model.lm_head.register_forward_hook(lambda m, args, out: seen.append(out.shape))
+    cache = model.new_cache()
+    with torch.inference_mode():
+        model(torch.tensor([[5, 6]]), cache=cache)
+        model(torch.tensor([[7]]), cache=cache)
+    assert seen == [(1, 2, 300), (1, 1, 300)] and cache.heads == {}
+    assert 1 in cache.steps  # the layers' steps are unaffected

@@ -22,6 +22,7 @@ the memory once (attnlab.nn.MultiHeadAttention). `reorder_cache` keeps or reorde
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 from torch import Tensor, nn
 
@@ -42,16 +43,18 @@ Cache = list[LayerCache]  # one per layer
 
 class DecoderCache(list):
     """A `Cache` (one `LayerCache` per layer) that also holds, once made, the stack's decoding steps by number
-    of rows (`attnlab.nn.decoding_step`; None where the layers are not plain): made at the first step that
-    can take them and kept for this cache's generation."""
+    of rows (`attnlab.nn.decoding_step`; None where the layers are not plain) and the output layer's product
+    by number of rows (``heads``: `attnlab.models.gpt.GPT`): made at the first step that can take them and
+    kept for this cache's generation."""
 
     def __init__(self, layers: int) -> None:
         super().__init__({"self": {}, "cross": {}} for _ in range(layers))
         self.steps: dict[int, list[LayerStep] | None] = {}
+        self.heads: dict[int, Callable[[Tensor], Tensor]] = {}
 
     def __deepcopy__(self, memo: dict) -> DecoderCache:
-        """A copy of the cached keys and values without the steps (they refer to the model's modules, which a
-        deep copy would copy too): the copy makes its own at its first step."""
+        """A copy of the cached keys and values without the steps and heads (they refer to the model's
+        modules, which a deep copy would copy too): the copy makes its own at its first step."""
         copied = DecoderCache(0)
         copied.extend(copy.deepcopy(list(self), memo))
         return copied

@@ -29,11 +29,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.models.decoder import Cache, Decoder, DecoderLayer, cache_length
+from attnlab.models.decoder import Cache, Decoder, DecoderCache, DecoderLayer, cache_length
 from attnlab.nn.activations import ACTIVATIONS
 from attnlab.nn.buffered_attention import BufferedSelfAttention
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.linear import Linear
+from attnlab.nn.fused_layer import _untouched, fast_path_allowed
+from attnlab.nn.linear import MAX_GENERATION_COPY, SMALL_ROWS, Linear, small_product_fn
 from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.lsh_attention import LSHSelfAttention
 from attnlab.nn.masks import causal_mask, padding_mask, to_additive
@@ -244,13 +245,31 @@ class GPT(nn.Module):
             mask = None if attention_mask is None else to_additive(padding_mask(attention_mask), x.dtype)
         else:
             mask = self.self_mask(t, past, attention_mask, x)
-        logits = self.lm_head(self.decoder(x, mask, cache=cache))  # (B, T, V)
+        logits = self._output(self.decoder(x, mask, cache=cache), cache)  # (B, T, V)
         if labels is None:
             return CausalLMOutput(logits)
         loss = F.cross_entropy(
             logits[:, :-1].reshape(-1, logits.size(-1)).float(), labels[:, 1:].reshape(-1), ignore_index=-100
         )
         return CausalLMOutput(logits, loss)
+
+    def _output(self, h: Tensor, cache: Cache | None) -> Tensor:
+        """The output layer, (B, T, H) -> (B, T, V). In a decoding step of a few rows in CPU inference its
+        product is resolved once for the cache's generation (`attnlab.nn.linear.small_product_fn`), and the
+        copy of its weight for the faster layout may be as large as `MAX_GENERATION_COPY` (GPT-2's output
+        layer is): a generation repeats this product at every token, where a one-off call of the layer keeps
+        the smaller cap. The same product as ``self.lm_head(h)`` up to float32 summation order."""
+        if isinstance(cache, DecoderCache) and fast_path_allowed(h) and _untouched(self.lm_head):
+            rows = h.shape[0] * h.shape[1]
+            if rows <= SMALL_ROWS:
+                fn = cache.heads.get(rows)
+                if fn is None:
+                    head = self.lm_head
+                    fn = cache.heads[rows] = small_product_fn(
+                        head, head.weight, head.bias, rows, max_copy=MAX_GENERATION_COPY
+                    )
+                return fn(h)
+        return self.lm_head(h)
 
 
 def build_gpt(config: GPTConfig) -> GPT:

@@ -55,10 +55,10 @@ STREAMED_WEIGHT = 1 << 18
 # Weight elements (64 MiB of float32) above which `small_product` keeps no column-major copy: the copy would
 # double a large output layer (BERT's 30,522 x 768 head for one short fill-mask request, GPT-2's 50,257 x 768)
 MAX_COPIED_WEIGHT = 1 << 24
-# Weight elements (256 MiB of float32) above which `small_product` does not give a weight to the few-row
-# kernel, whose panel copy doubles it: GPT-2's output layer (38.6 M) and gpt2-large's (64.3 M) are below, for
-# the speed of every generation step; gpt2-xl's (80.4 M) is above
-MAX_PANEL_WEIGHT = 1 << 26
+# The cap instead of `MAX_COPIED_WEIGHT` (256 MiB of float32) for the output layer of a generation, which
+# repeats its product at every token (`attnlab.models.gpt.GPT`): GPT-2's output layer (38.6 M elements) and
+# gpt2-large's (64.3 M) are copied for the few-row kernel, gpt2-xl's (80.4 M) is not
+MAX_GENERATION_COPY = 1 << 26
 
 
 def _onednn_op():
@@ -181,7 +181,7 @@ def small_product(
     """``F.linear(x, weight, bias)`` for a `small_rows` product, x (..., K), weight (N, K) -> (..., N). Those
     few rows read the whole weight, so the step is bound by how well the product streams it.
 
-    First choice, on a CPU not made by Intel, for a weight of at most `MAX_PANEL_WEIGHT` elements: attnlab's
+    First choice, on a CPU not made by Intel, for a weight of at most `MAX_COPIED_WEIGHT` elements: attnlab's
     few-row kernel (`attnlab.nn.few_row_gemm`), on a panel copy of the weight kept on ``holder`` under
     ``name + "_panels"``, where it can be built (x86-64 with AVX2 and FMA, a C++ compiler). It reads the
     weight at 1.0-2.3x the speed of PyTorch's fastest layout below on the later sessions' AMD EPYC (one
@@ -224,17 +224,24 @@ def small_product(
 
 
 def small_product_fn(
-    holder: nn.Module, weight: Tensor, bias: Tensor | None, rows: int, name: str = "_weight_t"
+    holder: nn.Module,
+    weight: Tensor,
+    bias: Tensor | None,
+    rows: int,
+    name: str = "_weight_t",
+    max_copy: int | None = None,
 ) -> Callable[[Tensor], Tensor]:
     """`small_product`'s product for inputs of ``rows`` rows, its layout chosen and its weight copy taken
     now: ``fn(x)`` computes exactly what ``small_product(holder, x, weight, bias, name)`` does, without
     choosing again (for a caller that repeats one product step after step: `attnlab.nn.decoding_step`).
+    ``max_copy`` replaces `MAX_COPIED_WEIGHT`, the largest weight (elements) copied for a faster layout.
     A later change of the weight is not seen by ``fn`` (it may hold a copy): make a new one."""
     n, k = weight.shape
-    if not INTEL_MKL and n * k <= MAX_PANEL_WEIGHT and few_row_gemm.available():
+    cap = MAX_COPIED_WEIGHT if max_copy is None else max_copy
+    if not INTEL_MKL and n * k <= cap and few_row_gemm.available():
         return few_row_gemm.product_fn(holder, weight, bias, name)
     if rows <= 2:
-        if n < k or n * k > MAX_COPIED_WEIGHT or INTEL_MKL:
+        if n < k or n * k > cap or INTEL_MKL:
             return functools.partial(linear, weight=weight, bias=bias)
         # F.linear on the column-major copy is MKL's x @ W with W (K, N) contiguous: addmm in one call
         return functools.partial(F.linear, weight=column_major_copy(holder, weight, name), bias=bias)
