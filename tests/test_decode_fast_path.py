@@ -221,3 +221,11 @@ def test_a_generations_output_layer_may_copy_above_the_cap(products, monkeypatch
     copy = "_weight_t_panels" if products == "kernel" else "_weight_t"
     assert copy in derived._CACHE.get(head, {})  # the panels, or MKL's column-major copy for 2 rows
     assert got == generate(model, prompt, max_new_tokens=5, ignore_eos=True, use_cache=False).sequences
+
+
+def test_the_kernel_is_taken_whatever_the_cpu_vendor(products, monkeypatch):
+    monkeypatch.setattr(linear_module, "INTEL_MKL", True)
+    layer = Linear(32, 96)
+    with torch.no_grad():
+        layer(torch.randn(4, 32))
+    assert ("_weight_t_panels" in derived._CACHE.get(layer, {})) == (products == "kernel")

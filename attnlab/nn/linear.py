@@ -181,13 +181,15 @@ def small_product(
     """``F.linear(x, weight, bias)`` for a `small_rows` product, x (..., K), weight (N, K) -> (..., N). Those
     few rows read the whole weight, so the step is bound by how well the product streams it.
 
-    First choice, on a CPU not made by Intel, for a weight of at most `MAX_COPIED_WEIGHT` elements: attnlab's
-    few-row kernel (`attnlab.nn.few_row_gemm`), on a panel copy of the weight kept on ``holder`` under
-    ``name + "_panels"``, where it can be built (x86-64 with AVX2 and FMA, a C++ compiler). It reads the
-    weight at 1.0-2.3x the speed of PyTorch's fastest layout below on the later sessions' AMD EPYC (one
-    thread, weights streamed, ``benchmarks/gemm.py --small-rows``; 0.75-1.0x for a small weight that stays in
-    cache, where the call's cost shows). On Intel CPUs MKL has its own fast path and the kernel
-    is unmeasured there, so the rules below stand (`INTEL_MKL`).
+    First choice, for a weight of at most `MAX_COPIED_WEIGHT` elements: attnlab's few-row kernel
+    (`attnlab.nn.few_row_gemm`), on a panel copy of the weight kept on ``holder`` under ``name +
+    "_panels"``, where it can be built (x86-64 with AVX2 and FMA, a C++ compiler). It reads the weight at
+    1.0-2.3x the speed of PyTorch's fastest layout below on the later sessions' AMD EPYC (one thread, weights
+    streamed, ``benchmarks/gemm.py --small-rows``; 0.75-1.0x for a small weight that stays in cache, where
+    the call's cost shows). On Intel CPUs it is not measured yet; MKL's figures there (below: 8.6 GB/s of
+    weight for the output layer at 8 rows, 17.5 at one row) are below what the kernel streams on the AMD
+    machine, and ``benchmarks/gemm.py --small-rows`` prints both side by side on any machine
+    (``ATTNLAB_FEW_ROW_GEMM=off`` returns to the rules below).
 
     Otherwise the way PyTorch's CPU BLAS (MKL) is fastest for its shape; MKL's speed there depends on the
     layout. Measured on the later sessions' AMD EPYC (AVX2), one thread, weights not in cache
@@ -238,7 +240,7 @@ def small_product_fn(
     A later change of the weight is not seen by ``fn`` (it may hold a copy): make a new one."""
     n, k = weight.shape
     cap = MAX_COPIED_WEIGHT if max_copy is None else max_copy
-    if not INTEL_MKL and n * k <= cap and few_row_gemm.available():
+    if n * k <= cap and few_row_gemm.available():
         return few_row_gemm.product_fn(holder, weight, bias, name)
     if rows <= 2:
         if n < k or n * k > cap or INTEL_MKL:
