@@ -246,3 +246,26 @@ def test_no_warning_for_a_cpu_the_kernel_is_not_for(fresh, monkeypatch, recwarn)
     assert not few_row_gemm.available()
     assert few_row_gemm.unavailable_reason() == few_row_gemm.NOT_THIS_CPU
     assert not [w for w in recwarn if issubclass(w.category, few_row_gemm.FewRowGemmWarning)]
+
+
+@needs_kernel
+def test_an_unusable_home_cache_falls_back_to_a_private_temporary_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("ATTNLAB_CACHE", raising=False)
+    monkeypatch.delenv("ATTNLAB_FEW_ROW_GEMM", raising=False)
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # the cache directory would have to be made under a file
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    monkeypatch.setattr(few_row_gemm.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    assert not isinstance(few_row_gemm._load(), str)
+    assert list((tmp_path / "tmp" / f"attnlab-{os.getuid()}" / "kernels").glob("few_row_gemm-*.so"))
+
+
+def test_a_named_cache_directory_that_cannot_be_made_is_reported(tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("ATTNLAB_CACHE", str(blocked))
+    monkeypatch.delenv("ATTNLAB_FEW_ROW_GEMM", raising=False)
+    if not {"avx2", "fma"} <= few_row_gemm.cpu_flags() or few_row_gemm.shutil.which("g++") is None:
+        pytest.skip("no kernel to build here")
+    reason = few_row_gemm._load()
+    assert isinstance(reason, str) and str(blocked) in reason

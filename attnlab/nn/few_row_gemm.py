@@ -11,9 +11,10 @@ The library is built on first use, not at install time, so that an install needs
 - ``g++`` (or ``$CXX``) compiles the file with ``-O3 -mavx2 -mfma``, and with ``-fopenmp`` when the process
   already runs GNU OpenMP (PyTorch's wheels bring ``libgomp.so.1``): the library then shares PyTorch's
   threads instead of starting a second pool;
-- into ``$ATTNLAB_CACHE`` (default ``$XDG_CACHE_HOME/attnlab`` or ``~/.cache/attnlab``), under a name that
-  hashes the source, the flags and the compiler, written to a temporary name and renamed (concurrent
-  processes at worst build it twice); a directory that another user may write to is refused;
+- into ``$ATTNLAB_CACHE/kernels`` (default ``$XDG_CACHE_HOME/attnlab/kernels`` or
+  ``~/.cache/attnlab/kernels``, and ``$TMPDIR/attnlab-<uid>/kernels`` where that cannot be created), under a
+  name that hashes the source, the flags and the compiler, written to a temporary name and renamed
+  (concurrent processes at worst build it twice); a directory that another user may write to is refused;
 - loaded with ``ctypes``, then checked: its version number, and its products on random data against
   ``F.linear`` in float64 (every row count 1-9, a column count that is not a multiple of 8, with and without
   bias). A library that fails any of it is not used.
@@ -91,7 +92,18 @@ def _build(compiler: str, openmp: bool) -> Path:
     source = SOURCE.read_bytes()
     key = hashlib.sha256(source + " ".join([compiler, *flags]).encode()).hexdigest()[:20]
     out_dir = _cache_dir()
-    _private_dir(out_dir)
+    try:
+        _private_dir(out_dir)
+    except OSError as e:
+        if os.environ.get("ATTNLAB_CACHE"):
+            raise  # the directory the user named: say so rather than build elsewhere
+        # the home cache cannot be used (read-only home, no home): a private directory in the temporary one
+        fallback = Path(tempfile.gettempdir()) / f"attnlab-{os.getuid()}" / "kernels"
+        try:
+            _private_dir(fallback)
+        except OSError as e2:
+            raise OSError(f"{e}; and {e2}") from e2
+        out_dir = fallback
     target = out_dir / f"few_row_gemm-{key}.so"
     if target.is_file():
         return target
