@@ -269,3 +269,12 @@ def test_a_named_cache_directory_that_cannot_be_made_is_reported(tmp_path, monke
         pytest.skip("no kernel to build here")
     reason = few_row_gemm._load()
     assert isinstance(reason, str) and str(blocked) in reason
+
+
+@needs_kernel
+@pytest.mark.parametrize("n, k, lead", [(5, 0, (3,)), (0, 4, (2,)), (0, 0, (2,)), (5, 4, (0,))])
+def test_empty_sizes(n, k, lead):
+    w, b, x = torch.randn(n, k), torch.randn(n), torch.randn(*lead, k)
+    got = few_row_gemm.product_fn(torch.nn.Module(), w, b)(x)
+    want = F.linear(x, w, b)
+    assert got.shape == want.shape and torch.equal(got, want)  # no product to round: bias or nothing

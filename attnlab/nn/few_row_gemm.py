@@ -198,7 +198,7 @@ def _pack(weight: Tensor) -> Tensor:
     n, k = weight.shape
     padded = torch.zeros(-(-n // PANEL) * PANEL, k, dtype=torch.float32)
     padded[:n] = weight.detach()
-    return padded.view(-1, PANEL, k).transpose(1, 2).contiguous()
+    return padded.view(padded.shape[0] // PANEL, PANEL, k).transpose(1, 2).contiguous()
 
 
 def panels(holder: nn.Module, weight: Tensor, name: str = "_weight") -> Tensor:
@@ -227,7 +227,8 @@ def _call(fn, x: Tensor, p: Tensor, bias: Tensor | None, n: int, p_ptr: int, b_p
         y = torch.empty(shape[0], n)
     else:
         y = torch.empty([*shape[:-1], n])
-    fn(x.numel() // k, n, k, x.data_ptr(), p_ptr, b_ptr, y.data_ptr(), torch.get_num_threads())
+    rows = x.numel() // k if k else y.numel() // max(n, 1)  # K = 0: no elements in x to count rows by
+    fn(rows, n, k, x.data_ptr(), p_ptr, b_ptr, y.data_ptr(), torch.get_num_threads())
     return y
 
 
