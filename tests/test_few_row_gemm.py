@@ -53,12 +53,16 @@ def test_equals_f_linear_in_float64(rows, n, k, bias):
     torch.testing.assert_close(got.double(), reference(x, w, b), rtol=1e-5, atol=1e-5)
 
 
+def seeded_product(seed: int, n: int, k: int, rows: int):
+    """The kernel's product with a random (n, k) weight and bias, and random input rows (rows, k)."""
+    g = torch.Generator().manual_seed(seed)
+    w, b = torch.randn(n, k, generator=g), torch.randn(n, generator=g)
+    return few_row_gemm.product_fn(torch.nn.Module(), w, b), torch.randn(rows, k, generator=g)
+
+
 @needs_kernel
 def test_a_rows_result_does_not_depend_on_the_other_rows():
-    g = torch.Generator().manual_seed(1)
-    w, b = torch.randn(100, 48, generator=g), torch.randn(100, generator=g)
-    fn = few_row_gemm.product_fn(torch.nn.Module(), w, b)
-    x = torch.randn(8, 48, generator=g)
+    fn, x = seeded_product(1, 100, 48, 8)
     alone = torch.cat([fn(x[i : i + 1]) for i in range(8)])
     for rows in range(2, 9):
         assert torch.equal(fn(x[:rows]), alone[:rows]), rows
@@ -66,10 +70,7 @@ def test_a_rows_result_does_not_depend_on_the_other_rows():
 
 @needs_kernel
 def test_the_result_does_not_depend_on_the_thread_count():
-    g = torch.Generator().manual_seed(2)
-    w, b = torch.randn(1000, 96, generator=g), torch.randn(1000, generator=g)
-    fn = few_row_gemm.product_fn(torch.nn.Module(), w, b)
-    x = torch.randn(5, 96, generator=g)
+    fn, x = seeded_product(2, 1000, 96, 5)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
