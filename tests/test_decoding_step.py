@@ -269,3 +269,12 @@ def test_a_hook_on_the_output_layer_keeps_the_module():
         model(torch.tensor([[7]]), cache=cache)
     assert seen == [(1, 2, 300), (1, 1, 300)] and cache.heads == {}
     assert 1 in cache.steps  # the layers' steps are unaffected
+
+
+def test_an_int8_model_generates_the_same_with_and_without_the_cache():
+    from attnlab.inference.quantize import quantize
+
+    model = quantize(_model())  # int8 projections and output layer: no `weight` to take a fast path on
+    prompt = torch.randint(1, 300, (2, 3))
+    cached = generate(model, prompt, max_new_tokens=6, ignore_eos=True).sequences
+    assert cached == generate(model, prompt, max_new_tokens=6, ignore_eos=True, use_cache=False).sequences

@@ -279,3 +279,40 @@ def test_empty_sizes(n, k, lead):
     got = few_row_gemm.product_fn(torch.nn.Module(), w, b)(x)
     want = F.linear(x, w, b)
     assert got.shape == want.shape and torch.equal(got, want)  # no product to round: bias or nothing
+
+
+# what the kernel's path must leave as PyTorch has it (found in review)
+
+
+@needs_kernel
+def test_default_dtype_and_device_do_not_reach_the_kernel():
+    layer = Linear(16, 40)
+    x = torch.randn(2, 16)
+    want = F.linear(x, layer.weight, layer.bias)
+    with torch.no_grad():
+        layer(x)  # panels made under the defaults
+        for dtype in (torch.float16, torch.float64):
+            previous = torch.get_default_dtype()
+            torch.set_default_dtype(dtype)
+            try:
+                got = layer(x)
+            finally:
+                torch.set_default_dtype(previous)
+            assert got.dtype == torch.float32
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        with torch.device("meta"):
+            got = layer(x)
+        assert got.device.type == "cpu"
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_autocast_vmap_and_negative_views_keep_pytorchs_results():
+    layer = Linear(16, 40)
+    x = torch.randn(2, 16)
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert layer(x).dtype == torch.bfloat16  # as F.linear under autocast
+        batched = torch.vmap(layer)(torch.randn(3, 2, 16))
+        assert batched.shape == (3, 2, 40)
+        neg = torch._neg_view(x)
+        torch.testing.assert_close(layer(neg), F.linear(-x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)

@@ -50,7 +50,7 @@ class DecoderCache(list):
     def __init__(self, layers: int) -> None:
         super().__init__({"self": {}, "cross": {}} for _ in range(layers))
         self.steps: dict[int, list[LayerStep] | None] = {}
-        self.heads: dict[int, Callable[[Tensor], Tensor]] = {}
+        self.heads: dict[int, tuple[Tensor, Callable[[Tensor], Tensor]]] = {}  # rows: (weight, product)
 
     def __deepcopy__(self, memo: dict) -> DecoderCache:
         """A copy of the cached keys and values without the steps and heads (they refer to the model's

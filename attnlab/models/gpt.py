@@ -259,17 +259,23 @@ class GPT(nn.Module):
         copy of its weight for the faster layout may be as large as `MAX_GENERATION_COPY` (GPT-2's output
         layer is): a generation repeats this product at every token, where a one-off call of the layer keeps
         the smaller cap. The same product as ``self.lm_head(h)`` up to float32 summation order."""
-        if isinstance(cache, DecoderCache) and fast_path_allowed(h) and _untouched(self.lm_head):
+        head = self.lm_head
+        if (
+            isinstance(cache, DecoderCache)
+            and fast_path_allowed(h)
+            and type(head) is Linear  # not int8 (`attnlab.inference.quantize`) nor a wrapper
+            and _untouched(head)
+            and head.weight.dtype == torch.float32
+            and head.weight.device.type == "cpu"
+        ):
             rows = h.shape[0] * h.shape[1]
             if rows <= SMALL_ROWS:
-                fn = cache.heads.get(rows)
-                if fn is None:
-                    head = self.lm_head
-                    fn = cache.heads[rows] = small_product_fn(
-                        head, head.weight, head.bias, rows, max_copy=MAX_GENERATION_COPY
-                    )
-                return fn(h)
-        return self.lm_head(h)
+                made = cache.heads.get(rows)
+                if made is None or made[0] is not head.weight:  # (the layer's weight replaced: made anew)
+                    fn = small_product_fn(head, head.weight, head.bias, rows, max_copy=MAX_GENERATION_COPY)
+                    made = cache.heads[rows] = (head.weight, fn)
+                return made[1](h)
+        return head(h)
 
 
 def build_gpt(config: GPTConfig) -> GPT:

@@ -34,7 +34,8 @@ class BufferedSelfAttention(MultiHeadAttention):
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, T, H) -> q, k, v (B, N, T, D)."""
-        if not small_rows(x, self.query.weight):  # training, the prompt: three products
+        weight = getattr(self.query, "weight", None)  # none on int8 layers (`attnlab.inference.quantize`)
+        if not isinstance(weight, Tensor) or not small_rows(x, weight):  # training, the prompt: 3 products
             return self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
         weight, bias = stacked_qkv(self)
         return self.split_qkv(small_product(self, x, weight, bias, "_qkv_t"))

@@ -32,6 +32,7 @@ import functools
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import stat
 import subprocess
@@ -59,11 +60,20 @@ class FewRowGemmWarning(RuntimeWarning):
     """The kernel could not be built or failed its check; PyTorch's products are used instead."""
 
 
+def _temporary_cache() -> Path:
+    return Path(tempfile.gettempdir()) / f"attnlab-{os.getuid()}"
+
+
 def _cache_dir() -> Path:
     root = os.environ.get("ATTNLAB_CACHE")
     if root:
         return Path(root) / "kernels"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if not xdg:
+        try:
+            xdg = str(Path.home() / ".cache")
+        except RuntimeError:  # no HOME and no passwd entry (a container's arbitrary uid)
+            return _temporary_cache() / "kernels"
     return Path(xdg) / "attnlab" / "kernels"
 
 
@@ -86,39 +96,42 @@ def _private_dir(path: Path) -> None:
         raise OSError(f"{path} is owned by uid {st.st_uid} or writable by others (mode {oct(st.st_mode)})")
 
 
-def _build(compiler: str, openmp: bool) -> Path:
-    """The compiled library's path, compiling it unless a build of the same source and flags is there."""
+def _build(compiler: list[str], openmp: bool, again: bool = False) -> Path:
+    """The compiled library's path, compiling it unless a build of the same source and flags is there (or
+    ``again``: the one there failed to load or its check)."""
     flags = ["-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-std=c++17"] + (["-fopenmp"] if openmp else [])
     source = SOURCE.read_bytes()
-    key = hashlib.sha256(source + " ".join([compiler, *flags]).encode()).hexdigest()[:20]
+    key = hashlib.sha256(source + " ".join([*compiler, *flags]).encode()).hexdigest()[:20]
     out_dir = _cache_dir()
     try:
         _private_dir(out_dir)
     except OSError as e:
         if os.environ.get("ATTNLAB_CACHE"):
             raise  # the directory the user named: say so rather than build elsewhere
-        # the home cache cannot be used (read-only home, no home): a private directory in the temporary one
-        fallback = Path(tempfile.gettempdir()) / f"attnlab-{os.getuid()}" / "kernels"
+        # the home cache cannot be used (read-only home, no home): a private directory in the temporary one,
+        # each level checked (another user could have made the first in the shared temporary directory)
+        fallback = _temporary_cache() / "kernels"
         try:
+            _private_dir(fallback.parent)
             _private_dir(fallback)
         except OSError as e2:
             raise OSError(f"{e}; and {e2}") from e2
         out_dir = fallback
     target = out_dir / f"few_row_gemm-{key}.so"
-    if target.is_file():
+    if target.is_file() and not again:
         return target
     fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp.so", dir=out_dir)
     os.close(fd)
     try:
         done = subprocess.run(
-            [compiler, *flags, "-o", tmp, str(SOURCE)],
+            [*compiler, *flags, "-o", tmp, str(SOURCE)],
             capture_output=True,
             text=True,
             timeout=300,
             check=False,
         )
         if done.returncode != 0:
-            raise OSError(f"{compiler} exited with {done.returncode}: {done.stderr.strip()[-800:]}")
+            raise OSError(f"{' '.join(compiler)} exited with {done.returncode}: {done.stderr.strip()[-800:]}")
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
@@ -129,12 +142,13 @@ def _build(compiler: str, openmp: bool) -> Path:
 def _check(fn) -> None:
     """Raise if the library's products differ from F.linear's (float64) beyond float32 rounding."""
     gen = torch.Generator().manual_seed(0)
+    f32 = {"generator": gen, "dtype": torch.float32, "device": "cpu"}  # whatever the default dtype and device
     for n, k, with_bias in ((37, 19, True), (64, 48, False), (20, 8, True)):
-        w = torch.randn(n, k, generator=gen)
-        b = torch.randn(n, generator=gen) if with_bias else None
+        w = torch.randn(n, k, **f32)
+        b = torch.randn(n, **f32) if with_bias else None
         p = _pack(w)
         for rows in range(1, 10):
-            x = torch.randn(rows, k, generator=gen)
+            x = torch.randn(rows, k, **f32)
             got = _bound(fn, p, b, n)(x)
             want = F.linear(x.double(), w.double(), None if b is None else b.double())
             if not torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5):
@@ -150,20 +164,33 @@ def _load():
         return "ATTNLAB_FEW_ROW_GEMM=off"
     if platform.machine().lower() not in ("x86_64", "amd64") or not {"avx2", "fma"} <= cpu_flags():
         return NOT_THIS_CPU
-    compiler = shutil.which(os.environ.get("CXX", "g++"))
-    if compiler is None:
-        return f"no C++ compiler: {os.environ.get('CXX', 'g++')!r} is not on PATH (install g++)"
+    cxx = shlex.split(os.environ.get("CXX", "g++")) or ["g++"]  # CXX may carry a launcher: "ccache g++"
+    found = shutil.which(cxx[0])
+    if found is None:
+        return f"no C++ compiler: {cxx[0]!r} is not on PATH (install g++)"
+    compiler = [found, *cxx[1:]]
+    # -fopenmp only with GCC, whose libgomp.so.1 is the copy PyTorch loaded; clang's would bring libomp, a
+    # second OpenMP runtime in the process
+    openmp = _gnu_openmp_loaded() and "clang" not in Path(compiler[-1]).name
     try:
-        path = _build(compiler, _gnu_openmp_loaded())
-        lib = ctypes.CDLL(str(path))
-        if lib.attnlab_few_row_gemm_version() != VERSION:
-            raise ValueError(f"{path} is version {lib.attnlab_few_row_gemm_version()}, expected {VERSION}")
-        fn = lib.attnlab_few_row_gemm
-        fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int]
-        fn.restype = None
-        _check(fn)
-    except (OSError, ValueError, subprocess.SubprocessError, AttributeError) as e:
+        try:
+            return _open(_build(compiler, openmp))
+        except (OSError, ValueError, AttributeError):
+            return _open(_build(compiler, openmp, again=True))  # a cached build that is damaged: once more
+    except Exception as e:  # noqa: BLE001 - whatever fails here, products fall back to PyTorch's
         return f"the kernel failed to build or load or its check: {e}"
+
+
+def _open(path: Path):
+    """The library's checked product function (raises if it does not load, is another version or computes
+    wrongly)."""
+    lib = ctypes.CDLL(str(path))
+    if lib.attnlab_few_row_gemm_version() != VERSION:
+        raise ValueError(f"{path} is version {lib.attnlab_few_row_gemm_version()}, expected {VERSION}")
+    fn = lib.attnlab_few_row_gemm
+    fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int]
+    fn.restype = None
+    _check(fn)
     return fn
 
 
@@ -196,14 +223,16 @@ def unavailable_reason() -> str | None:
 def _pack(weight: Tensor) -> Tensor:
     """W (N, K) as (ceil(N / 8), K, 8) panels, the last zero-padded (the layout in the C++ file)."""
     n, k = weight.shape
-    padded = torch.zeros(-(-n // PANEL) * PANEL, k, dtype=torch.float32)
+    padded = torch.zeros(-(-n // PANEL) * PANEL, k, dtype=torch.float32, device="cpu")
     padded[:n] = weight.detach()
     return padded.view(padded.shape[0] // PANEL, PANEL, k).transpose(1, 2).contiguous()
 
 
 def panels(holder: nn.Module, weight: Tensor, name: str = "_weight") -> Tensor:
     """``weight``'s panels, kept beside ``holder`` by `attnlab.nn.derived.derived` (rebuilt when the weight
-    changes; never saved). Like the column-major copy it replaces, it doubles the memory of those weights."""
+    changes; never saved). Like the column-major copy it replaces, it doubles the memory of those weights.
+    A write that bypasses the weight's version counter (through ``.data`` or a NumPy view) is not seen:
+    call `attnlab.nn.derived.clear_derived_weights` after one, as for every derived weight."""
     return derived(holder, name + "_panels", (weight,), lambda: _pack(weight))
 
 
@@ -216,17 +245,19 @@ def _call(fn, x: Tensor, p: Tensor, bias: Tensor | None, n: int, p_ptr: int, b_p
     if x.dtype is not torch.float32 or not x.is_cpu or x.dim() == 0 or x.shape[-1] != k:
         raise ValueError(f"few-row product: x {tuple(x.shape)} {x.dtype} {x.device} against a ({n}, {k}) "
                          "float32 CPU weight")  # fmt: skip
+    if x.is_neg() or x._is_zerotensor():  # values the raw data does not show: materialised
+        x = x.resolve_neg() if x.is_neg() else torch.zeros(x.shape, dtype=torch.float32)
     if not x.is_contiguous():
         x = x.contiguous()
     # y (..., N) row-major, as x: the rows are x's leading dimensions flattened. Sizes as ints: torch.empty
     # takes a torch.Size about 3 us slower
     shape = x.shape
     if len(shape) == 3:  # (B, T, K): a decoding step
-        y = torch.empty(shape[0], shape[1], n)
+        y = torch.empty(shape[0], shape[1], n, dtype=torch.float32, device="cpu")
     elif len(shape) == 2:
-        y = torch.empty(shape[0], n)
+        y = torch.empty(shape[0], n, dtype=torch.float32, device="cpu")
     else:
-        y = torch.empty([*shape[:-1], n])
+        y = torch.empty([*shape[:-1], n], dtype=torch.float32, device="cpu")
     rows = x.numel() // k if k else y.numel() // max(n, 1)  # K = 0: no elements in x to count rows by
     fn(rows, n, k, x.data_ptr(), p_ptr, b_ptr, y.data_ptr(), torch.get_num_threads())
     return y
@@ -236,6 +267,7 @@ def _bound(fn, p: Tensor, bias: Tensor | None, n: int) -> Callable[[Tensor], Ten
     """``_call`` with the panels and bias checked and bound (the partial keeps them alive)."""
     if (
         p.dtype != torch.float32
+        or not p.is_cpu
         or p.dim() != 3
         or p.shape[2] != PANEL
         or p.shape[0] * PANEL < n

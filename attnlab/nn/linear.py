@@ -170,9 +170,15 @@ def small_rows(x: Tensor, weight: Tensor) -> bool:
         and x.device.type == "cpu"
         and not torch.compiler.is_compiling()  # before the sizes: no guards on symbolic sizes
         and not torch.jit.is_tracing()
+        and not torch.is_autocast_enabled("cpu")  # autocast's products return its dtype: F.linear's path
+        and not _functorch_active()  # vmap's batched tensors have no data pointer for the kernel
         and x.dim() >= 2
         and x.numel() <= SMALL_ROWS * weight.shape[1]
     )
+
+
+# whether a torch.func transform (vmap, grad) is running; False where this PyTorch lacks the query
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
 
 
 def small_product(
@@ -236,14 +242,14 @@ def small_product_fn(
     """`small_product`'s product for inputs of ``rows`` rows, its layout chosen and its weight copy taken
     now: ``fn(x)`` computes exactly what ``small_product(holder, x, weight, bias, name)`` does, without
     choosing again (for a caller that repeats one product step after step: `attnlab.nn.decoding_step`).
-    ``max_copy`` replaces `MAX_COPIED_WEIGHT`, the largest weight (elements) copied for a faster layout.
+    ``max_copy`` replaces `MAX_COPIED_WEIGHT`, the largest weight (elements) copied into the kernel's panels.
     A later change of the weight is not seen by ``fn`` (it may hold a copy): make a new one."""
     n, k = weight.shape
     cap = MAX_COPIED_WEIGHT if max_copy is None else max_copy
     if n * k <= cap and few_row_gemm.available():
         return few_row_gemm.product_fn(holder, weight, bias, name)
-    if rows <= 2:
-        if n < k or n * k > cap or INTEL_MKL:
+    if rows <= 2:  # the column-major copy keeps the common cap: `max_copy` is for the kernel's panels
+        if n < k or n * k > MAX_COPIED_WEIGHT or INTEL_MKL:
             return functools.partial(linear, weight=weight, bias=bias)
         # F.linear on the column-major copy is MKL's x @ W with W (K, N) contiguous: addmm in one call
         return functools.partial(F.linear, weight=column_major_copy(holder, weight, name), bias=bias)
