@@ -14,7 +14,8 @@ The library is built on first use, not at install time, so that an install needs
 - into ``$ATTNLAB_CACHE/kernels`` (default ``$XDG_CACHE_HOME/attnlab/kernels`` or
   ``~/.cache/attnlab/kernels``, and ``$TMPDIR/attnlab-<uid>/kernels`` where that cannot be created), under a
   name that hashes the source, the flags and the compiler, written to a temporary name and renamed
-  (concurrent processes at worst build it twice); a directory that another user may write to is refused;
+  (`attnlab.atomic.atomic_path`; concurrent processes at worst build it twice); a directory that another
+  user may write to is refused;
 - loaded with ``ctypes``, then checked: its version number, and its products on random data against
   ``F.linear`` in float64 (every row count 1-9, a column count that is not a multiple of 8, with and without
   bias). A library that fails any of it is not used.
@@ -45,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.atomic import atomic_path
 from attnlab.cpu import cpu_flags
 from attnlab.nn.derived import derived
 
@@ -120,11 +122,9 @@ def _build(compiler: list[str], openmp: bool, again: bool = False) -> Path:
     target = out_dir / f"few_row_gemm-{key}.so"
     if target.is_file() and not again:
         return target
-    fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp.so", dir=out_dir)
-    os.close(fd)
-    try:
+    with atomic_path(target) as tmp:  # g++ writes a temporary name; renamed on success, removed on failure
         done = subprocess.run(
-            [*compiler, *flags, "-o", tmp, str(SOURCE)],
+            [*compiler, *flags, "-o", str(tmp), str(SOURCE)],
             capture_output=True,
             text=True,
             timeout=300,
@@ -132,10 +132,6 @@ def _build(compiler: list[str], openmp: bool, again: bool = False) -> Path:
         )
         if done.returncode != 0:
             raise OSError(f"{' '.join(compiler)} exited with {done.returncode}: {done.stderr.strip()[-800:]}")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return target
 
 
