@@ -43,9 +43,9 @@ class Spy:
         self.calls = 0
         real = getattr(owner, name)
 
-        def counted(*args: object) -> object:
+        def counted(*args: object, **kwargs: object) -> object:
             self.calls += 1
-            return real(*args)
+            return real(*args, **kwargs)
 
         monkeypatch.setattr(owner, name, counted)
 

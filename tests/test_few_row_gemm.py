@@ -53,6 +53,22 @@ def test_equals_f_linear_in_float64(rows, n, k, bias):
     torch.testing.assert_close(got.double(), reference(x, w, b), rtol=1e-5, atol=1e-5)
 
 
+@needs_kernel
+@pytest.mark.parametrize(
+    "rows, n, k",
+    [(100, 37, 19), (257, 200, 64), (50, 24, 2048), (61, 8, 40), (130, 9, 300), (4096, 16, 8)],
+)  # 6-row tiles and their remainders, panel pairs and an odd panel, several row blocks (K = 2048), few panels
+def test_many_rows_equal_f_linear_and_each_row_alone(rows, n, k):
+    g = torch.Generator().manual_seed(rows + n + k)
+    w, b, x = torch.randn(n, k, generator=g), torch.randn(n, generator=g), torch.randn(rows, k, generator=g)
+    x /= k**0.5  # outputs of order 1 whatever K: float32 summation's error stays within the tolerance
+    fn = few_row_gemm.product_fn(torch.nn.Module(), w, b)
+    got = fn(x)
+    torch.testing.assert_close(got.double(), reference(x, w, b), rtol=1e-5, atol=1e-5)
+    for i in (0, rows // 2, rows - 1):  # a row's result is the one it has alone (the arithmetic per output)
+        assert torch.equal(fn(x[i : i + 1]), got[i : i + 1]), i
+
+
 def seeded_product(seed: int, n: int, k: int, rows: int):
     """The kernel's product with a random (n, k) weight and bias, and random input rows (rows, k)."""
     g = torch.Generator().manual_seed(seed)
@@ -70,16 +86,18 @@ def test_a_rows_result_does_not_depend_on_the_other_rows():
 
 @needs_kernel
 def test_the_result_does_not_depend_on_the_thread_count():
-    fn, x = seeded_product(2, 1000, 96, 5)
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        one = fn(x)
-        torch.set_num_threads(3)  # more threads than panels a thread would need: an uneven split
-        three = fn(x)
-    finally:
-        torch.set_num_threads(threads)
-    assert torch.equal(one, three)
+    cases = [(1000, 96, 5), (1000, 96, 40), (16, 32, 100)]  # few rows; many rows split by panels, by rows
+    for n, k, rows in cases:
+        fn, x = seeded_product(2, n, k, rows)
+        threads = torch.get_num_threads()
+        try:
+            torch.set_num_threads(1)
+            one = fn(x)
+            torch.set_num_threads(3)  # an uneven split
+            three = fn(x)
+        finally:
+            torch.set_num_threads(threads)
+        assert torch.equal(one, three), (n, k, rows)
 
 
 @needs_kernel

@@ -50,6 +50,7 @@ def test_int8_layers_take_the_flat_path_bit_identical(monkeypatch: pytest.Monkey
 
 def test_float_layers_the_kernel_lacks_take_the_flat_path(monkeypatch: pytest.MonkeyPatch) -> None:
     m = model(activation="gelu_tanh")  # the fused kernel has only the exact GELU and ReLU
+    monkeypatch.setattr(fused_layer, "_packed", lambda attention, feed_forward, x: False)  # MKL's products
     spy = Spy(monkeypatch)
     ids, mask = inputs()
     ref, got = both(m, ids, attention_mask=mask)
@@ -103,3 +104,108 @@ def test_falls_back_to_the_modules(monkeypatch: pytest.MonkeyPatch, case: str) -
 def test_quantized_model_is_in_eval_mode_throughout() -> None:
     m = quantize(model().train())
     assert not any(module.training for module in m.modules())  # the new int8 children included
+
+
+def _packed_here() -> bool:
+    with torch.no_grad():
+        return fused_layer.packed_rows(torch.zeros(2, 8), torch.zeros(8, 8))
+
+
+packed_here = pytest.mark.skipif(
+    not _packed_here(),
+    reason="attnlab's kernel does not take an encoder's products here (an Intel CPU, oneDNN, or no kernel)",
+)
+
+
+class PackedSpy(encoder_layers.Spy):
+    """Counts the layers `packed_encoder_layer` computed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__(monkeypatch, fused_layer, "packed_encoder_layer")
+
+
+class KernelSpy(encoder_layers.Spy):
+    """Counts the products `Linear` sent to attnlab's kernel."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from attnlab.nn import few_row_gemm
+
+        super().__init__(monkeypatch, few_row_gemm, "_call")  # what every bound product calls
+
+
+@packed_here
+@pytest.mark.parametrize(
+    "changes",
+    [{}, {"norm_first": True}, {"activation": "relu"}, {"sharing": "all"}],
+    ids=["post-LN", "pre-LN", "relu", "albert-all"],
+)
+def test_kernel_products_take_the_flat_path(monkeypatch: pytest.MonkeyPatch, changes: dict) -> None:
+    """The modules and the flat path run the same kernel products: bit-identical; and within float32
+    rounding of PyTorch's fused kernel on MKL's products."""
+    m = model(**changes)
+    ids, mask = inputs()
+    spy, products = PackedSpy(monkeypatch), KernelSpy(monkeypatch)
+    for attention_mask in (mask, None):
+        ref, got = both(m, ids, attention_mask=attention_mask, output_hidden_states=True)
+        for a, b in zip(ref.hidden_states, got.hidden_states, strict=True):
+            assert torch.equal(a, b)
+    layers = m.config.num_layers
+    assert spy.calls == 2 * layers
+    # per call of `both`: the modules' 6 products a layer, the packed path's 4 (q, k, v stacked), the pooler
+    # twice (3 rows: decoding's few-row path)
+    assert products.calls == 2 * (6 * layers + 4 * layers + 2)
+    monkeypatch.setattr(fused_layer, "_packed", lambda attention, feed_forward, x: False)
+    with torch.inference_mode():
+        mkl = m(ids, attention_mask=mask, output_hidden_states=True)
+    monkeypatch.undo()
+    with torch.inference_mode():
+        got = m(ids, attention_mask=mask, output_hidden_states=True)
+    for a, b in zip(mkl.hidden_states, got.hidden_states, strict=True):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)  # padded positions included
+
+
+@packed_here
+def test_more_rows_than_packed_rows_keep_pytorchs_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    from attnlab.nn import linear
+
+    m = model()
+    ids, mask = inputs()  # 3 x 11 = 33 rows
+    monkeypatch.setattr(linear, "PACKED_ROWS", 32)
+    spy, products = PackedSpy(monkeypatch), KernelSpy(monkeypatch)
+    with torch.inference_mode():
+        m(ids, attention_mask=mask)
+    assert spy.calls == 0  # the fused kernel took the layers
+    assert products.calls == 1  # the pooler's 3 rows: decoding's few-row path
+    monkeypatch.setattr(linear, "PACKED_ROWS", 33)
+    with torch.inference_mode():
+        m(ids, attention_mask=mask)
+    assert spy.calls == m.config.num_layers and products.calls == 1 + 4 * m.config.num_layers + 1
+
+
+@packed_here
+def test_wrapped_projections_and_a_stacked_projection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A projection that is not attnlab's `Linear` (a wrapper, an adapter) keeps its layer off the packed
+    path; a single query/key/value projection (`MultiHeadAttention.qkv`) is taken as it is."""
+    from attnlab.nn.linear import Linear
+
+    m = model()
+    ids, mask = inputs()
+
+    class Wrapped(torch.nn.Module):  # e.g. an adapter around the projection
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x) * 2.0
+
+    m.feed_forward[1].layer.down = Wrapped(m.feed_forward[1].layer.down)
+    attn = m.attention[2].layer
+    attn.qkv = Linear(32, 96).eval()
+    with torch.no_grad():
+        attn.qkv.weight.copy_(torch.cat([attn.query.weight, attn.key.weight, attn.value.weight]) * 0.5)
+        attn.qkv.bias.copy_(torch.cat([attn.query.bias, attn.key.bias, attn.value.bias]))
+    spy = PackedSpy(monkeypatch)
+    ref, got = both(m, ids, attention_mask=mask)
+    assert torch.equal(ref.last_hidden_state, got.last_hidden_state)
+    assert spy.calls == 2  # layers 0 and 2; layer 1's wrapped projection took the flat path

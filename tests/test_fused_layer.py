@@ -26,6 +26,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True)
+def pytorch_products(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the fused kernel: layers whose products would run on attnlab's kernel take the
+    flat path instead (tests/test_flat_layer.py), so that choice is off here."""
+    monkeypatch.setattr(fused_layer, "_packed", lambda attention, feed_forward, x: False)
+
+
 class Spy(encoder_layers.Spy):
     """Counts the layers the fused kernel computed (calls that did not return None)."""
 

@@ -139,3 +139,42 @@ def test_the_command_reports_a_wrong_environment_value_in_one_line() -> None:
     assert proc.returncode == 2
     want = "environment variable ATTNLAB_CPU_GEMM must be 'auto', 'onednn' or 'default', got 'mkl'"
     assert proc.stderr.strip() == f"attnlab: error: {want}"
+
+
+def _packed_here() -> bool:
+    with torch.no_grad():
+        return lin_mod.packed_rows(torch.zeros(9, 8), torch.zeros(8, 8))
+
+
+@pytest.mark.skipif(not _packed_here(), reason="attnlab's kernel does not take these products here")
+def test_inference_products_of_up_to_packed_rows_run_on_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    from attnlab.nn import few_row_gemm
+
+    calls = []
+    real = few_row_gemm._call  # what every bound product calls
+    monkeypatch.setattr(few_row_gemm, "_call", lambda *a, **kw: calls.append(a) or real(*a, **kw))
+    torch.manual_seed(0)
+    layer = Linear(40, 24)
+    x = torch.randn(4, 25, 40)  # 100 rows
+    with torch.no_grad():
+        got = layer(x)
+    assert len(calls) == 1
+    torch.testing.assert_close(got, F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+    with torch.no_grad():  # in-place changes of the weight, then of the bias: the kept product follows
+        layer.weight.mul_(2.0)
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+        layer.bias.add_(1.0)
+        torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), atol=1e-5, rtol=1e-5)
+    calls.clear()
+    x.requires_grad_(True)
+    layer(x).sum().backward()  # training: PyTorch's product, with its gradient
+    assert not calls and x.grad is not None
+    with torch.no_grad():
+        monkeypatch.setattr(lin_mod, "PACKED_ROWS", 99)
+        layer(x)  # 100 rows: more than PACKED_ROWS
+        monkeypatch.setattr(lin_mod, "PACKED_ROWS", 100)
+        monkeypatch.setattr(lin_mod, "INTEL_MKL", True)  # MKL's own path on Intel CPUs
+        layer(x)
+        monkeypatch.setattr(lin_mod, "INTEL_MKL", False)
+        layer(x.double().float()[..., :40])
+    assert len(calls) == 1

@@ -17,8 +17,8 @@ The library is built on first use, not at install time, so that an install needs
   (`attnlab.atomic.atomic_path`; concurrent processes at worst build it twice); a directory that another
   user may write to is refused;
 - loaded with ``ctypes``, then checked: its version number, and its products on random data against
-  ``F.linear`` in float64 (every row count 1-9, a column count that is not a multiple of 8, with and without
-  bias). A library that fails any of it is not used.
+  ``F.linear`` in float64 (every row count 1-9, 13 and 40, a column count that is not a multiple of 8, with
+  and without bias). A library that fails any of it is not used.
 
 `available` is False, and the callers keep PyTorch's products, where any of this fails or where
 ``ATTNLAB_FEW_ROW_GEMM=off``. A `FewRowGemmWarning` says why, once, where the user can mend it (no compiler,
@@ -50,7 +50,10 @@ from attnlab.atomic import atomic_path
 from attnlab.cpu import cpu_flags
 from attnlab.nn.derived import derived
 
-__all__ = ["FewRowGemmWarning", "available", "panels", "product", "product_fn", "unavailable_reason"]
+__all__ = [
+    "FewRowGemmWarning", "available", "cached_product_fn", "panels", "product", "product_fn",
+    "unavailable_reason",
+]  # fmt: skip
 
 SOURCE = Path(__file__).with_name("csrc") / "few_row_gemm.cpp"
 VERSION = 1  # attnlab_few_row_gemm_version() of the source this module speaks to
@@ -143,7 +146,7 @@ def _check(fn) -> None:
         w = torch.randn(n, k, **f32)
         b = torch.randn(n, **f32) if with_bias else None
         p = _pack(w)
-        for rows in range(1, 10):
+        for rows in (*range(1, 10), 13, 40):  # each few-row tile; the many-row tiles, pairs and remainders
             x = torch.randn(rows, k, **f32)
             got = _bound(fn, p, b, n)(x)
             want = F.linear(x.double(), w.double(), None if b is None else b.double())
@@ -286,6 +289,16 @@ def product(x: Tensor, p: Tensor, bias: Tensor | None, n: int) -> Tensor:
     if isinstance(fn, str):
         raise RuntimeError(f"the few-row product kernel is not available: {fn}")
     return _bound(fn, p, bias, n)(x)
+
+
+def cached_product_fn(
+    holder: nn.Module, weight: Tensor, bias: Tensor | None, name: str = "_weight"
+) -> Callable[[Tensor], Tensor]:
+    """`product_fn`, itself kept beside ``holder`` until ``weight`` or ``bias`` changes (one cache lookup
+    instead of the panels' lookup and the checks of every call): for `attnlab.nn.linear.Linear`, called at
+    every product. The panels are the ones `product_fn` uses under the same ``name``."""
+    sources = (weight,) if bias is None else (weight, bias)
+    return derived(holder, name + "_fn", sources, lambda: product_fn(holder, weight, bias, name))
 
 
 def product_fn(

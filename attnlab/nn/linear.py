@@ -24,6 +24,9 @@ products through a custom autograd function) when all of these hold, and is ``F.
 
 Products of at most `SMALL_ROWS` rows without a gradient (a decoding step) take `small_product` instead: the
 few-row kernel of `attnlab.nn.few_row_gemm` where it can be built, else the layout MKL streams fastest.
+`Linear`'s products of up to `PACKED_ROWS` rows without a gradient (an encoder's tokens in inference) take
+that kernel too on CPUs not made by Intel (`packed_rows`): its copy of the weight is packed once, where MKL
+packs the weight again at every call.
 
 The module keeps ``nn.Linear``'s parameters, names and initialisation, so checkpoints and HF key mappings
 are unchanged and ``isinstance(m, nn.Linear)`` still holds.
@@ -45,7 +48,7 @@ from attnlab.nn import few_row_gemm
 from attnlab.nn.derived import derived
 
 __all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "small_product",
-           "small_product_fn", "column_major_copy"]
+           "small_product_fn", "packed_rows", "column_major_copy"]
 
 MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
 # Rows (M) at or below which a no-grad product picks its weight layout by shape (`small_product`: decoding)
@@ -55,6 +58,9 @@ STREAMED_WEIGHT = 1 << 18
 # Weight elements (64 MiB of float32) above which `small_product` keeps no column-major copy: the copy would
 # double a large output layer (BERT's 30,522 x 768 head for one short fill-mask request, GPT-2's 50,257 x 768)
 MAX_COPIED_WEIGHT = 1 << 24
+# Rows (M) up to which a no-grad product of `Linear` runs on the kernel's panels (`packed_rows`):
+# B=32 x T=128, the largest shape measured (benchmarks/inference.py)
+PACKED_ROWS = 4096
 # The cap instead of `MAX_COPIED_WEIGHT` (256 MiB of float32) for the output layer of a generation, which
 # repeats its product at every token (`attnlab.models.gpt.GPT`): GPT-2's output layer (38.6 M elements) and
 # gpt2-large's (64.3 M) are copied for the few-row kernel, gpt2-xl's (80.4 M) is not
@@ -163,6 +169,35 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 def small_rows(x: Tensor, weight: Tensor) -> bool:
     """True for a product of at most `SMALL_ROWS` rows, float32 on the CPU, with no gradient recorded: one
     step of decoding (a row per sequence). `small_product` then picks the weight's layout by shape."""
+    return _kernel_product(x, weight) and x.numel() <= SMALL_ROWS * weight.shape[1]
+
+
+def packed_rows(x: Tensor, weight: Tensor) -> bool:
+    """True for a product of at most `PACKED_ROWS` rows that `Linear` sends to the kernel's panels: no
+    gradient, float32 on the CPU, a weight of at most `MAX_COPIED_WEIGHT` elements, PyTorch's own product
+    chosen (`cpu_gemm` ``"default"``: with AVX-512, oneDNN's are faster), a CPU not made by Intel (MKL takes
+    its own fast path there; the kernel is not measured against it at these sizes), and the kernel
+    `few_row_gemm.available`.
+
+    Why: at these sizes MKL packs the weight into its own layout at every call; the kernel reads a copy
+    packed once (`few_row_gemm.panels`, kept beside the module; it doubles the memory of those weights). On
+    the later sessions' AMD EPYC (AVX2, 2 cores), a forward at T=128 alternating with PyTorch's fused
+    encoder-layer kernel (MKL's products), the median of 8-30 paired rounds: bert-mini B=1 0.94x the time
+    (2 threads) and 0.96x (1 thread), B=32 0.97x and 0.93x; bert-base B=1 0.70x and 0.95x. Outputs within
+    2e-6 of the fused kernel's."""
+    return (
+        _kernel_product(x, weight) and x.numel() <= PACKED_ROWS * weight.shape[1] and _packed_weight(weight)
+    )
+
+
+def _packed_weight(weight: Tensor) -> bool:
+    """`packed_rows`'s tests of the weight and the machine."""
+    return weight.numel() <= MAX_COPIED_WEIGHT and not _ENABLED and not INTEL_MKL and few_row_gemm.available()
+
+
+def _kernel_product(x: Tensor, weight: Tensor) -> bool:
+    """Whether a product could leave PyTorch's: no gradient recorded, float32 on the CPU, nothing tracing or
+    transforming it (the row count is the caller's test)."""
     return (
         not torch.is_grad_enabled()  # first: training's products leave at the cheapest test
         and x.dtype == torch.float32
@@ -173,7 +208,6 @@ def small_rows(x: Tensor, weight: Tensor) -> bool:
         and not torch.is_autocast_enabled("cpu")  # autocast's products return its dtype: F.linear's path
         and not _functorch_active()  # vmap's batched tensors have no data pointer for the kernel
         and x.dim() >= 2
-        and x.numel() <= SMALL_ROWS * weight.shape[1]
     )
 
 
@@ -276,9 +310,15 @@ def column_major_copy(holder: nn.Module, weight: Tensor, name: str = "_weight_t"
 
 class Linear(nn.Linear):
     """``nn.Linear`` computed by `linear` (same parameters, state-dict keys and initialisation); one decoding
-    step's few rows go through `small_product`."""
+    step's few rows go through `small_product`, an inference product of up to `PACKED_ROWS` rows through the
+    kernel's panels where `packed_rows` holds."""
 
     def forward(self, x: Tensor) -> Tensor:
-        if small_rows(x, self.weight):
-            return small_product(self, x, self.weight, self.bias)
-        return linear(x, self.weight, self.bias)
+        weight = self.weight
+        if _kernel_product(x, weight):  # `small_rows` and `packed_rows`, their common tests made once
+            k = weight.shape[1]
+            if x.numel() <= SMALL_ROWS * k:
+                return small_product(self, x, weight, self.bias)
+            if x.numel() <= PACKED_ROWS * k and _packed_weight(weight):
+                return few_row_gemm.cached_product_fn(self, weight, self.bias, "_weight_t")(x)
+        return linear(x, weight, self.bias)

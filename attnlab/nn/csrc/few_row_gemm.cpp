@@ -1,11 +1,15 @@
-// y = x W^T + b for a few rows of x: one decoding step's products (attnlab/nn/few_row_gemm.py builds this
-// file with g++ -O3 -mavx2 -mfma [-fopenmp] and calls it through ctypes).
+// y = x W^T + b on a copy of W laid out for it: one decoding step's few rows, and an encoder's tokens in
+// inference (attnlab/nn/few_row_gemm.py builds this file with g++ -O3 -mavx2 -mfma [-fopenmp] and calls it
+// through ctypes).
 //
-// Why a kernel of our own: a step of 1-8 rows reads every weight once and does little with it, so it runs
-// at the speed the weight streams from memory. MKL, PyTorch's CPU BLAS, streams a float32 weight at 6-8 GB/s
-// for 2-8 rows on the AMD EPYC these sessions run on (about 15 GB/s at one row), where the core reads 21 GB/s.
-// This kernel reads the weight once, in order, from a copy laid out for it, and keeps every partial sum in
-// a register.
+// Why a kernel of our own:
+// - A step of 1-8 rows reads every weight once and does little with it, so it runs at the speed the weight
+//   streams from memory. MKL, PyTorch's CPU BLAS, streams a float32 weight at 6-8 GB/s for 2-8 rows on the
+//   AMD EPYC these sessions run on (about 15 GB/s at one row), where the core reads 21 GB/s. This kernel
+//   reads the weight once, in order, and keeps every partial sum in a register.
+// - With more rows (an encoder's 128-4096 tokens) MKL packs the weight again at every call; this kernel's
+//   copy is packed once. A forward through a model's distinct weights (they do not stay in cache from one
+//   product to the next) took 0.7-0.97x MKL's time on that machine (benchmarks/inference.py).
 //
 // Layout. W (N, K) is copied into panels of 8 output columns (the last one zero-padded):
 //     P[p][k][j] = W[8p + j][k],   p < ceil(N / 8), k < K, j < 8
@@ -13,8 +17,8 @@
 //
 // Arithmetic. Output (m, n) is one lane of one AVX register: acc = 0; for k = 0 .. K-1:
 // acc = fma(x[m][k], W[n][k], acc); then y = acc + b[n]. The same sequence of roundings whatever the number of
-// rows, the panels computed beside it or the number of threads: a row's result does not depend on the batch
-// it is in or on the thread count (tests/test_few_row_gemm.py checks both with torch.equal).
+// rows, the tiling, the panels computed beside it or the number of threads: a row's result does not depend on
+// the batch it is in or on the thread count (tests/test_few_row_gemm.py checks both with torch.equal).
 #include <immintrin.h>
 #include <cstdint>
 #ifdef _OPENMP
@@ -89,6 +93,44 @@ void rows_panels(int64_t M, int64_t N, int64_t K, const float* x, const float* P
     }
 }
 
+// The remainder of a row block, 1-5 rows (M < 6), against NP panels.
+template <int NP>
+void rest(int64_t M, int64_t K, int64_t N, const float* x, const float* P, int64_t p, const float* bias,
+          float* y) {
+    switch (M) {
+        case 1: tile<1, NP>(K, x, K, P, p, bias, y, N, N); break;
+        case 2: tile<2, NP>(K, x, K, P, p, bias, y, N, N); break;
+        case 3: tile<3, NP>(K, x, K, P, p, bias, y, N, N); break;
+        case 4: tile<4, NP>(K, x, K, P, p, bias, y, N, N); break;
+        case 5: tile<5, NP>(K, x, K, P, p, bias, y, N, N); break;
+        default: break;
+    }
+}
+
+// More rows (an encoder's tokens): rows [r0, r1) against panels [pb, pe), in tiles of 6 rows by 2 panels
+// (12 accumulators: per k, 2 panel loads and 6 broadcasts feed 12 FMAs). Rows go in blocks of about 96 KiB
+// of x, which stay in L2 while the panel pairs pass over them; a pair (16 columns x K) stays in L1/L2 while
+// the block's tiles run. The arithmetic per output is the one above.
+void many_rows(int64_t N, int64_t K, const float* x, const float* P, const float* bias, float* y, int64_t r0,
+               int64_t r1, int64_t pb, int64_t pe) {
+    int64_t block = (24576 / (K > 0 ? K : 1)) / 6 * 6;
+    if (block < 6) block = 6;
+    for (int64_t m0 = r0; m0 < r1; m0 += block) {
+        const int64_t m1 = m0 + block < r1 ? m0 + block : r1;
+        int64_t p = pb;
+        for (; p + 2 <= pe; p += 2) {
+            int64_t m = m0;
+            for (; m + 6 <= m1; m += 6) tile<6, 2>(K, x + m * K, K, P, p, bias, y + m * N, N, N);
+            rest<2>(m1 - m, K, N, x + m * K, P, p, bias, y + m * N);
+        }
+        if (p < pe) {  // an odd panel at the end
+            int64_t m = m0;
+            for (; m + 6 <= m1; m += 6) tile<6, 1>(K, x + m * K, K, P, p, bias, y + m * N, N, N);
+            rest<1>(m1 - m, K, N, x + m * K, P, p, bias, y + m * N);
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -101,6 +143,31 @@ int attnlab_few_row_gemm_version() { return 1; }
 void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const float* P, const float* bias,
                           float* y, int threads) {
     const int64_t np = (N + 7) / 8;
+    if (M > 8) {
+#ifdef _OPENMP
+        const int64_t pairs = (np + 1) / 2;
+        if (threads > 1 && pairs >= 2 * threads) {  // the threads split the panel pairs, each takes every row
+#pragma omp parallel num_threads(threads)
+            {
+                const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+                const int64_t pb = 2 * (pairs * t / T), pe = 2 * (pairs * (t + 1) / T);
+                many_rows(N, K, x, P, bias, y, 0, M, pb, pe < np ? pe : np);
+            }
+            return;
+        }
+        if (threads > 1 && M >= 12 * threads) {  // few panels: the threads split the rows, 6 at a time
+#pragma omp parallel num_threads(threads)
+            {
+                const int64_t t = omp_get_thread_num(), T = omp_get_num_threads(), tiles = (M + 5) / 6;
+                const int64_t r0 = 6 * (tiles * t / T), r1 = 6 * (tiles * (t + 1) / T);
+                many_rows(N, K, x, P, bias, y, r0, r1 < M ? r1 : M, 0, np);
+            }
+            return;
+        }
+#endif
+        many_rows(N, K, x, P, bias, y, 0, M, 0, np);
+        return;
+    }
 #ifdef _OPENMP
     if (threads > 1 && np >= 2 * threads) {
 #pragma omp parallel num_threads(threads)
