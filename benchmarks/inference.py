@@ -10,8 +10,9 @@ forward each per round, so background load hits them alike; the table gives the 
 rounds after ``--warmup`` rounds, tokens/s for the throughput shape, and each engine's ratio to ONNX Runtime
 fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
 
-- ``attnlab``: `attnlab.models.Encoder`, eager, ``torch.inference_mode`` (each layer through PyTorch's fused
-  encoder-layer kernel where it applies, `attnlab.nn.fused_layer`);
+- ``attnlab``: `attnlab.models.Encoder`, eager, ``torch.inference_mode`` (each layer as one function on
+  attnlab's product kernel on CPUs not made by Intel, else through PyTorch's fused encoder-layer kernel,
+  where they apply: `attnlab.nn.fused_layer.fast_encoder_layer`);
 - ``attnlab modules``: the same model with that path off (each sub-module called), to show what it gains;
 - ``attnlab compile``: the same under ``torch.compile`` (inductor; compiled before timing);
 - ``attnlab int8``: `attnlab.inference.quantize` (every linear layer int8, activations quantized per call);
