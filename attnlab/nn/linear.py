@@ -176,8 +176,8 @@ def packed_rows(x: Tensor, weight: Tensor) -> bool:
     """True for a product of at most `PACKED_ROWS` rows that `Linear` sends to the kernel's panels: no
     gradient, float32 on the CPU, a weight of at most `MAX_COPIED_WEIGHT` elements, PyTorch's own product
     chosen (`cpu_gemm` ``"default"``: with AVX-512, oneDNN's are faster), a CPU not made by Intel (MKL takes
-    its own fast path there; the kernel is not measured against it at these sizes), and the kernel
-    `few_row_gemm.available`.
+    its own fast path there; the kernel is not measured against it at these sizes), a weight not made under
+    ``torch.inference_mode``, and the kernel `few_row_gemm.available`.
 
     Why: at these sizes MKL packs the weight into its own layout at every call; the kernel reads a copy
     packed once (`few_row_gemm.panels`, kept beside the module; it doubles the memory of those weights). On
@@ -191,8 +191,16 @@ def packed_rows(x: Tensor, weight: Tensor) -> bool:
 
 
 def _packed_weight(weight: Tensor) -> bool:
-    """`packed_rows`'s tests of the weight and the machine."""
-    return weight.numel() <= MAX_COPIED_WEIGHT and not _ENABLED and not INTEL_MKL and few_row_gemm.available()
+    """`packed_rows`'s tests of the weight and the machine. A weight made under ``torch.inference_mode`` has
+    no version counter, so its panels could not be kept (`attnlab.nn.derived`): it keeps MKL's product
+    rather than packing a copy at every call."""
+    return (
+        weight.numel() <= MAX_COPIED_WEIGHT
+        and not _ENABLED
+        and not INTEL_MKL
+        and not weight.is_inference()
+        and few_row_gemm.available()
+    )
 
 
 def _kernel_product(x: Tensor, weight: Tensor) -> bool:
