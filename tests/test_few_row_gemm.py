@@ -249,7 +249,7 @@ def test_a_failure_warns_once_and_the_products_fall_back(fresh, monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-here")
     monkeypatch.setattr(few_row_gemm, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
     monkeypatch.setattr(few_row_gemm.platform, "machine", lambda: "x86_64")
-    with pytest.warns(few_row_gemm.FewRowGemmWarning, match="few-row product kernel is not used"):
+    with pytest.warns(few_row_gemm.FewRowGemmWarning, match="panel product kernel is not used"):
         assert not few_row_gemm.available()
     assert "no C++ compiler" in few_row_gemm.unavailable_reason()
     layer = Linear(16, 40)

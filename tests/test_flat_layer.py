@@ -209,3 +209,34 @@ def test_wrapped_projections_and_a_stacked_projection(monkeypatch: pytest.Monkey
     ref, got = both(m, ids, attention_mask=mask)
     assert torch.equal(ref.last_hidden_state, got.last_hidden_state)
     assert spy.calls == 2  # layers 0 and 2; layer 1's wrapped projection took the flat path
+
+
+@packed_here
+def test_projection_biases_the_packed_path_takes_and_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Layer 1 without any projection bias: the stacked product has none either, and the layer takes the
+    packed path. Layer 0 with a query without a bias beside a key and value with one: not stackable as one
+    (weight, bias), so it keeps the flat path."""
+    m = model()
+    layer = m.attention[1].layer
+    for p in (layer.query, layer.key, layer.value, layer.output, m.feed_forward[1].layer.up):
+        p.bias = None
+    m.attention[0].layer.query.bias = None
+    ids, mask = inputs()
+    spy, flat = PackedSpy(monkeypatch), Spy(monkeypatch)
+    ref, got = both(m, ids, attention_mask=mask)
+    assert torch.equal(ref.last_hidden_state, got.last_hidden_state)
+    assert spy.calls == m.config.num_layers - 1 and flat.calls == 1
+
+
+@packed_here
+def test_the_stacked_product_follows_changes_of_any_of_its_six_tensors() -> None:
+    m = model()
+    ids, mask = inputs()
+    with torch.inference_mode():
+        m(ids, attention_mask=mask)  # the stacked products are kept now
+    attn = m.attention[1].layer
+    with torch.no_grad():
+        attn.key.weight.mul_(3.0)  # in place: the version moves
+        attn.value.bias.add_(1.0)
+    ref, got = both(m, ids, attention_mask=mask)
+    assert torch.equal(ref.last_hidden_state, got.last_hidden_state)

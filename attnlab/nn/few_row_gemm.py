@@ -199,8 +199,9 @@ def _kernel():
     # a warning where the user can mend it (a compiler, a cache directory); none for the switch or the CPU
     if isinstance(got, str) and not got.startswith("ATTNLAB_FEW_ROW_GEMM") and got != NOT_THIS_CPU:
         warnings.warn(
-            f"attnlab: decoding's few-row product kernel is not used ({got}); PyTorch's products are used "
-            f"instead, slower for generation. It is built into {_cache_dir()} (ATTNLAB_CACHE moves it); "
+            f"attnlab: the panel product kernel is not used ({got}); PyTorch's products are used instead, "
+            f"slower for generation and encoder inference. It is built into {_cache_dir()} (ATTNLAB_CACHE "
+            "moves it); "
             "ATTNLAB_FEW_ROW_GEMM=off silences this.",
             FewRowGemmWarning,
             stacklevel=3,

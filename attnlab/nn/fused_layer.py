@@ -55,7 +55,7 @@ from attnlab.nn import few_row_gemm
 from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attention
 from attnlab.nn.derived import clear_derived_weights, derived, stacked_qkv
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.linear import MAX_COPIED_WEIGHT, Linear, cpu_gemm, packed_rows
+from attnlab.nn.linear import MAX_COPIED_WEIGHT, Linear, cpu_gemm, packed_rows, packed_weight
 from attnlab.nn.residual import Residual
 
 __all__ = [
@@ -227,7 +227,9 @@ def packed_encoder_layer(
 
     Measured on the later sessions' AMD EPYC, bert-mini B=1 T=128, alternating with `flat_encoder_layer` on
     the same kernel products: 0.965x its time with 2 threads (24 of 30 paired rounds faster), 0.973x with one
-    (19 of 20); the saving is the module calls and two of the three query/key/value products."""
+    (19 of 20); the saving is the module calls and two of the three query/key/value products. Memory: the
+    stacked query/key/value weight is kept beside its panels, two copies of those three weights besides the
+    panels of the output and feed-forward weights."""
     attn, ffn = attention.layer, feed_forward.layer
     b, t, _ = x.shape
     if attn.qkv is not None:  # one (3H, H) projection already
@@ -261,21 +263,23 @@ def _qkv_product(attn: MultiHeadAttention):
 
 
 def _packed(attention: nn.Module, feed_forward: nn.Module, x: Tensor) -> bool:
-    """Whether the layer's products all run on the kernel's panels (`attnlab.nn.linear.packed_rows`): every
-    projection an attnlab `Linear` (not int8, not wrapped), of at most `MAX_COPIED_WEIGHT` elements (the
-    stacked query/key/value too). Then `packed_encoder_layer` is the faster path: the fused kernel would take
-    MKL's products."""
+    """Whether the layer's products all run on the kernel's panels, as the module calls' would
+    (`attnlab.nn.linear.packed_rows` for the input, `packed_weight` for every weight): every projection an
+    attnlab `Linear` (not int8, not wrapped); the stacked query/key/value of at most `MAX_COPIED_WEIGHT`
+    elements, its three biases all present or all absent (`derived.stacked_qkv` stacks them so). Then
+    `packed_encoder_layer` is the faster path: the fused kernel would take MKL's products."""
     attn, ffn = getattr(attention, "layer", None), getattr(feed_forward, "layer", None)
     if type(attn) is not MultiHeadAttention or type(ffn) is not FeedForward:
         return False
     separate = attn.qkv is None
     projections = (attn.query, attn.key, attn.value) if separate else (attn.qkv,)
     projections += (attn.output, ffn.up, ffn.down)
-    return (
-        all(type(p) is Linear for p in projections)  # first: int8 layers leave here
-        and packed_rows(x, ffn.up.weight)
-        and (not separate or 3 * attn.query.weight.numel() <= MAX_COPIED_WEIGHT)
-    )
+    if not all(type(p) is Linear for p in projections):  # first: int8 layers leave here
+        return False
+    mixed_biases = len({p.bias is None for p in projections[:3]}) != 1
+    if separate and (mixed_biases or 3 * attn.query.weight.numel() > MAX_COPIED_WEIGHT):
+        return False
+    return packed_rows(x, ffn.up.weight) and all(packed_weight(p.weight) for p in projections)
 
 
 def fast_encoder_layer(

@@ -48,7 +48,7 @@ from attnlab.nn import few_row_gemm
 from attnlab.nn.derived import derived
 
 __all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "small_product",
-           "small_product_fn", "packed_rows", "column_major_copy"]
+           "small_product_fn", "packed_rows", "packed_weight", "column_major_copy"]
 
 MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
 # Rows (M) at or below which a no-grad product picks its weight layout by shape (`small_product`: decoding)
@@ -186,16 +186,18 @@ def packed_rows(x: Tensor, weight: Tensor) -> bool:
     (2 threads) and 0.96x (1 thread), B=32 0.97x and 0.93x; bert-base B=1 0.70x and 0.95x. Outputs within
     2e-6 of the fused kernel's."""
     return (
-        _kernel_product(x, weight) and x.numel() <= PACKED_ROWS * weight.shape[1] and _packed_weight(weight)
+        _kernel_product(x, weight) and x.numel() <= PACKED_ROWS * weight.shape[1] and packed_weight(weight)
     )
 
 
-def _packed_weight(weight: Tensor) -> bool:
-    """`packed_rows`'s tests of the weight and the machine. A weight made under ``torch.inference_mode`` has
-    no version counter, so its panels could not be kept (`attnlab.nn.derived`): it keeps MKL's product
-    rather than packing a copy at every call."""
+def packed_weight(weight: Tensor) -> bool:
+    """`packed_rows`'s tests of the weight and the machine (for a caller that checked the input). A weight
+    made under ``torch.inference_mode`` has no version counter, so its panels could not be kept
+    (`attnlab.nn.derived`): it keeps MKL's product rather than packing a copy at every call."""
     return (
-        weight.numel() <= MAX_COPIED_WEIGHT
+        weight.dtype == torch.float32
+        and weight.device.type == "cpu"
+        and weight.numel() <= MAX_COPIED_WEIGHT
         and not _ENABLED
         and not INTEL_MKL
         and not weight.is_inference()
@@ -211,6 +213,7 @@ def _kernel_product(x: Tensor, weight: Tensor) -> bool:
         and x.dtype == torch.float32
         and weight.dtype == torch.float32
         and x.device.type == "cpu"
+        and weight.device.type == "cpu"  # a CUDA weight with CPU rows: F.linear's error, not a silent copy
         and not torch.compiler.is_compiling()  # before the sizes: no guards on symbolic sizes
         and not torch.jit.is_tracing()
         and not torch.is_autocast_enabled("cpu")  # autocast's products return its dtype: F.linear's path
@@ -327,6 +330,6 @@ class Linear(nn.Linear):
             k = weight.shape[1]
             if x.numel() <= SMALL_ROWS * k:
                 return small_product(self, x, weight, self.bias)
-            if x.numel() <= PACKED_ROWS * k and _packed_weight(weight):
+            if x.numel() <= PACKED_ROWS * k and packed_weight(weight):
                 return few_row_gemm.cached_product_fn(self, weight, self.bias, "_weight_t")(x)
         return linear(x, weight, self.bias)

@@ -139,7 +139,8 @@ extern "C" {
 int attnlab_few_row_gemm_version() { return 1; }
 
 // x (M, K) row-major, P the panels of W (N, K) as above, bias (N,) or null, y (M, N) row-major, written.
-// The panels are split evenly over `threads` OpenMP threads (PyTorch's own runtime when it is loaded).
+// The panels (or, for more than 8 rows and few panels, the rows) are split evenly over `threads` OpenMP
+// threads (PyTorch's own runtime when it is loaded).
 void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const float* P, const float* bias,
                           float* y, int threads) {
     const int64_t np = (N + 7) / 8;
