@@ -23,6 +23,14 @@ def model(int8: bool = False, **changes: object) -> Encoder:
     return quantize(m) if int8 else m
 
 
+# the layer variants both paths are checked on: post-LN, pre-LN, another activation, ALBERT's sharing
+LAYER_KINDS = pytest.mark.parametrize(
+    "changes",
+    [{}, {"norm_first": True}, {"activation": "relu"}, {"sharing": "all"}],
+    ids=["post-LN", "pre-LN", "relu", "albert-all"],
+)
+
+
 class Spy(encoder_layers.Spy):
     """Counts the layers `flat_encoder_layer` computed."""
 
@@ -31,11 +39,7 @@ class Spy(encoder_layers.Spy):
 
 
 @int8_engine
-@pytest.mark.parametrize(
-    "changes",
-    [{}, {"norm_first": True}, {"activation": "relu"}, {"sharing": "all"}],
-    ids=["post-LN", "pre-LN", "relu", "albert-all"],
-)
+@LAYER_KINDS
 def test_int8_layers_take_the_flat_path_bit_identical(monkeypatch: pytest.MonkeyPatch, changes: dict) -> None:
     m = model(int8=True, **changes)
     spy = Spy(monkeypatch)
@@ -134,11 +138,7 @@ class KernelSpy(encoder_layers.Spy):
 
 
 @packed_here
-@pytest.mark.parametrize(
-    "changes",
-    [{}, {"norm_first": True}, {"activation": "relu"}, {"sharing": "all"}],
-    ids=["post-LN", "pre-LN", "relu", "albert-all"],
-)
+@LAYER_KINDS
 def test_kernel_products_take_the_flat_path(monkeypatch: pytest.MonkeyPatch, changes: dict) -> None:
     """The modules and the flat path run the same kernel products: bit-identical; and within float32
     rounding of PyTorch's fused kernel on MKL's products."""
