@@ -37,14 +37,17 @@ def inputs(b: int = 3, t: int = 11) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class Spy:
-    """Counts the calls of ``owner.name`` (a function the code looks up there at each call)."""
+    """Counts the calls of ``owner.name`` (a function the code looks up there at each call); ``args`` keeps
+    each call's positional arguments."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> None:
         self.calls = 0
+        self.args: list[tuple] = []
         real = getattr(owner, name)
 
         def counted(*args: object, **kwargs: object) -> object:
             self.calls += 1
+            self.args.append(args)
             return real(*args, **kwargs)
 
         monkeypatch.setattr(owner, name, counted)

@@ -207,6 +207,8 @@ def test_a_library_that_computes_wrongly_is_refused(fresh, monkeypatch):
     # a cached library whose products are wrong (the file where the build would be): found by the check
     source = few_row_gemm.SOURCE.read_text()
     wrong = fresh.parent / "wrong.cpp"
+    for header in few_row_gemm.SOURCE.parent.glob("*.h"):  # what it includes, beside it
+        (fresh.parent / header.name).write_bytes(header.read_bytes())
     wrong.write_text(source.replace("acc[m][q] = _mm256_fmadd_ps(xv, w[q], acc[m][q])",
                                     "acc[m][q] = _mm256_add_ps(xv, acc[m][q])"))  # fmt: skip
     monkeypatch.setattr(few_row_gemm, "SOURCE", wrong)

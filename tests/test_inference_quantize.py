@@ -88,20 +88,28 @@ def test_tied_embedding_stays_float_and_fill_mask_runs():
     assert abs(preds[0]["score"] - ref[0]["score"]) < 0.05
 
 
-def test_auto_engine_takes_onednn_only_with_amx_int8():
+@pytest.mark.parametrize("kernel", [False, True])
+def test_auto_engine_takes_onednn_with_amx_int8_and_attnlabs_kernel_on_plain_avx2(kernel):
     from attnlab.inference.quantize import auto_engine
 
     engines = ["qnnpack", "onednn", "x86", "fbgemm"]
-    assert auto_engine(frozenset({"avx512f", "amx_int8", "amx_tile"}), engines) == "onednn"
+    assert auto_engine(frozenset({"avx512f", "amx_int8", "amx_tile"}), engines, kernel) == "onednn"
     current = torch.backends.quantized.engine
-    assert auto_engine(frozenset({"avx512f", "amx_int8"}), ["x86", "fbgemm"]) == current
-    assert auto_engine(frozenset({"avx2", "avx512_vnni"}), engines) == current
-    assert auto_engine(frozenset(), engines) == current
+    assert auto_engine(frozenset({"avx512f", "amx_int8"}), ["x86", "fbgemm"], kernel) == current
+    assert auto_engine(frozenset({"avx2", "avx512_vnni"}), engines, kernel) == current
+    assert auto_engine(frozenset({"avx2", "avx512f"}), engines, kernel) == current  # FBGEMM's AVX-512
+    assert auto_engine(frozenset({"avx2", "avx_vnni"}), engines, kernel) == current
+    # AVX2 alone: attnlab's int8 kernel where it is built and checked
+    assert auto_engine(frozenset({"avx2", "fma"}), engines, kernel) == ("attnlab" if kernel else current)
 
 
-@pytest.mark.parametrize("engine", ["x86", "onednn"])
+@pytest.mark.parametrize("engine", ["x86", "onednn", "attnlab"])
 def test_quantize_packs_for_the_engine_asked_and_restores_the_global_one(engine):
-    if engine not in torch.backends.quantized.supported_engines:
+    from attnlab.nn import int8_gemm
+
+    if engine == "attnlab" and not int8_gemm.available():
+        pytest.skip(f"attnlab's int8 kernel is not available: {int8_gemm.unavailable_reason()}")
+    if engine != "attnlab" and engine not in torch.backends.quantized.supported_engines:
         pytest.skip(f"this build has no {engine} engine")
     torch.manual_seed(3)
     cfg = get_preset("bert-tiny", vocab_size=100, max_position_embeddings=32)
@@ -113,7 +121,9 @@ def test_quantize_packs_for_the_engine_asked_and_restores_the_global_one(engine)
     with torch.inference_mode():
         ref, got = model(ids).logits, q(ids).logits
     assert torch.allclose(ref, got, atol=0.05), (ref, got)
-    with pytest.raises(ValueError, match="engine must be 'x86', 'fbgemm' or 'onednn'.*got 'qnnpack'"):
+    packed = q.classifier._packed
+    assert isinstance(packed, int8_gemm.Int8Weight) == (engine == "attnlab")
+    with pytest.raises(ValueError, match="one of 'attnlab', 'x86', 'fbgemm', 'onednn', got 'qnnpack'"):
         quantize(model, engine="qnnpack")
 
 
@@ -133,3 +143,15 @@ def test_stacked_qkv_equals_the_three_int8_projections():
     for a, b in zip(stacked_qkv, separate_qkv):
         assert torch.equal(a, b)
     assert torch.equal(stacked, separate)
+
+
+def test_the_attnlab_engine_refuses_clearly_where_its_kernel_is_missing(monkeypatch):
+    from attnlab.nn import int8_gemm
+
+    monkeypatch.setattr(int8_gemm, "available", lambda: False)
+    monkeypatch.setattr(int8_gemm, "unavailable_reason", lambda: "ATTNLAB_INT8_GEMM=off")
+    with pytest.raises(RuntimeError, match="'attnlab' int8 engine is not available: ATTNLAB_INT8_GEMM=off"):
+        quantize(nn.Linear(8, 4), engine="attnlab")
+    from attnlab.inference.quantize import auto_engine
+
+    assert auto_engine(frozenset({"avx2", "fma"})) == torch.backends.quantized.engine  # FBGEMM instead

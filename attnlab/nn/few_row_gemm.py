@@ -18,7 +18,7 @@ The library is built on first use, not at install time, so that an install needs
   user may write to is refused;
 - loaded with ``ctypes``, then checked: its version number, and its products on random data against
   ``F.linear`` in float64 (every row count 1-9, 13 and 40, a column count that is not a multiple of 8, with
-  and without bias). A library that fails any of it is not used.
+  and without bias, with and without the GELU epilogue). A library that fails any of it is not used.
 
 `available` is False, and the callers keep PyTorch's products, where any of this fails or where
 ``ATTNLAB_FEW_ROW_GEMM=off``. A `FewRowGemmWarning` says why, once, where the user can mend it (no compiler,
@@ -51,13 +51,14 @@ from attnlab.cpu import cpu_flags
 from attnlab.nn.derived import derived
 
 __all__ = [
-    "FewRowGemmWarning", "available", "cached_product_fn", "panels", "product", "product_fn",
-    "unavailable_reason",
+    "FewRowGemmWarning", "available", "cached_product_fn", "load_library", "panels", "product", "product_fn",
+    "unavailable_reason", "warn_unless_loaded",
 ]  # fmt: skip
 
 SOURCE = Path(__file__).with_name("csrc") / "few_row_gemm.cpp"
-VERSION = 1  # attnlab_few_row_gemm_version() of the source this module speaks to
+VERSION = 2  # attnlab_few_row_gemm_version() of the source this module speaks to
 PANEL = 8  # output columns per panel: one AVX register of float32
+GELU = 1  # the ``act`` that applies the exact GELU to each output (csrc/gelu.h)
 NOT_THIS_CPU = "the CPU is not x86-64 with AVX2 and FMA (or /proc/cpuinfo cannot be read)"
 
 
@@ -101,11 +102,14 @@ def _private_dir(path: Path) -> None:
         raise OSError(f"{path} is owned by uid {st.st_uid} or writable by others (mode {oct(st.st_mode)})")
 
 
-def _build(compiler: list[str], openmp: bool, again: bool = False) -> Path:
-    """The compiled library's path, compiling it unless a build of the same source and flags is there (or
-    ``again``: the one there failed to load or its check)."""
+def _build(compiler: list[str], openmp: bool, again: bool = False, source_path: Path | None = None) -> Path:
+    """The compiled library's path, compiling ``source_path`` (default `SOURCE`) unless a build of the same
+    source and flags is there (or ``again``: the one there failed to load or its check)."""
+    source_path = SOURCE if source_path is None else source_path
     flags = ["-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-std=c++17"] + (["-fopenmp"] if openmp else [])
-    source = SOURCE.read_bytes()
+    source = source_path.read_bytes()
+    for header in sorted(source_path.parent.glob("*.h")):  # the files it includes are part of the build
+        source += header.read_bytes()
     key = hashlib.sha256(source + " ".join([*compiler, *flags]).encode()).hexdigest()[:20]
     out_dir = _cache_dir()
     try:
@@ -122,12 +126,12 @@ def _build(compiler: list[str], openmp: bool, again: bool = False) -> Path:
         except OSError as e2:
             raise OSError(f"{e}; and {e2}") from e2
         out_dir = fallback
-    target = out_dir / f"few_row_gemm-{key}.so"
+    target = out_dir / f"{source_path.stem}-{key}.so"
     if target.is_file() and not again:
         return target
     with atomic_path(target) as tmp:  # g++ writes a temporary name; renamed on success, removed on failure
         done = subprocess.run(
-            [*compiler, *flags, "-o", str(tmp), str(SOURCE)],
+            [*compiler, *flags, "-o", str(tmp), str(source_path)],
             capture_output=True,
             text=True,
             timeout=300,
@@ -148,19 +152,30 @@ def _check(fn) -> None:
         p = _pack(w)
         for rows in (*range(1, 10), 13, 40):  # each few-row tile; the many-row tiles, pairs and remainders
             x = torch.randn(rows, k, **f32)
-            got = _bound(fn, p, b, n)(x)
             want = F.linear(x.double(), w.double(), None if b is None else b.double())
-            if not torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5):
-                err = (got.double() - want).abs().max().item()
-                raise ValueError(
-                    f"its products differ from F.linear by {err:.3g} at rows={rows}, (N, K)=({n}, {k})"
-                )
+            for act, name in ((0, "F.linear"), (GELU, "GELU(F.linear)")):
+                got = _bound(fn, p, b, n, act)(x)
+                if act == GELU:
+                    want = F.gelu(want)
+                if not torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5):
+                    err = (got.double() - want).abs().max().item()
+                    raise ValueError(
+                        f"its products differ from {name} by {err:.3g} at rows={rows}, (N, K)=({n}, {k})"
+                    )
 
 
 def _load():
     """The checked kernel function, or the reason there is none (a string)."""
-    if os.environ.get("ATTNLAB_FEW_ROW_GEMM", "auto").lower() in ("0", "off", "false", "no"):
-        return "ATTNLAB_FEW_ROW_GEMM=off"
+    return load_library(SOURCE, "ATTNLAB_FEW_ROW_GEMM", _open)
+
+
+def load_library(source: Path, switch: str, open_library: Callable[[Path], object]):
+    """``open_library(path)`` of ``source`` built (or found in the cache) for this CPU and process, or the
+    reason there is none (a string): the switch ``$switch`` is off, the CPU is not x86-64 with AVX2 and FMA,
+    no compiler, a failed build, or ``open_library`` raised (a library that loads badly or fails its check
+    is built once more). Shared by the kernels in ``csrc/``."""
+    if os.environ.get(switch, "auto").lower() in ("0", "off", "false", "no"):
+        return f"{switch}=off"
     if platform.machine().lower() not in ("x86_64", "amd64") or not {"avx2", "fma"} <= cpu_flags():
         return NOT_THIS_CPU
     cxx = shlex.split(os.environ.get("CXX", "g++")) or ["g++"]  # CXX may carry a launcher: "ccache g++"
@@ -173,9 +188,9 @@ def _load():
     openmp = _gnu_openmp_loaded() and "clang" not in Path(compiler[-1]).name
     try:
         try:
-            return _open(_build(compiler, openmp))
-        except (OSError, ValueError, AttributeError):
-            return _open(_build(compiler, openmp, again=True))  # a cached build that is damaged: once more
+            return open_library(_build(compiler, openmp, source_path=source))
+        except (OSError, ValueError, AttributeError):  # a cached build that is damaged: once more
+            return open_library(_build(compiler, openmp, again=True, source_path=source))
     except Exception as e:  # noqa: BLE001 - whatever fails here, products fall back to PyTorch's
         return f"the kernel failed to build or load or its check: {e}"
 
@@ -187,7 +202,7 @@ def _open(path: Path):
     if lib.attnlab_few_row_gemm_version() != VERSION:
         raise ValueError(f"{path} is version {lib.attnlab_few_row_gemm_version()}, expected {VERSION}")
     fn = lib.attnlab_few_row_gemm
-    fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int]
+    fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_int]
     fn.restype = None
     _check(fn)
     return fn
@@ -195,16 +210,21 @@ def _open(path: Path):
 
 @functools.cache
 def _kernel():
-    got = _load()
-    # a warning where the user can mend it (a compiler, a cache directory); none for the switch or the CPU
-    if isinstance(got, str) and not got.startswith("ATTNLAB_FEW_ROW_GEMM") and got != NOT_THIS_CPU:
+    return warn_unless_loaded(
+        _load(), "the panel product kernel", "slower for generation and encoder inference",
+        "ATTNLAB_FEW_ROW_GEMM", FewRowGemmWarning,
+    )  # fmt: skip
+
+
+def warn_unless_loaded(got, what: str, cost: str, switch: str, category: type[Warning]):
+    """``got`` (a `load_library` result), after a warning (stacklevel for a caller's caller) where it is
+    a reason the user can mend (a compiler, a cache directory): none for the switch or the CPU."""
+    if isinstance(got, str) and not got.startswith(switch) and got != NOT_THIS_CPU:
         warnings.warn(
-            f"attnlab: the panel product kernel is not used ({got}); PyTorch's products are used instead, "
-            f"slower for generation and encoder inference. It is built into {_cache_dir()} (ATTNLAB_CACHE "
-            "moves it); "
-            "ATTNLAB_FEW_ROW_GEMM=off silences this.",
-            FewRowGemmWarning,
-            stacklevel=3,
+            f"attnlab: {what} is not used ({got}); PyTorch's products are used instead, {cost}. It is "
+            f"built into {_cache_dir()} (ATTNLAB_CACHE moves it); {switch}=off silences this.",
+            category,
+            stacklevel=4,
         )
     return got
 
@@ -236,8 +256,11 @@ def panels(holder: nn.Module, weight: Tensor, name: str = "_weight") -> Tensor:
     return derived(holder, name + "_panels", (weight,), lambda: _pack(weight))
 
 
-def _call(fn, x: Tensor, p: Tensor, bias: Tensor | None, n: int, p_ptr: int, b_ptr: int | None) -> Tensor:
-    """The kernel's ``F.linear(x, W, bias)``: x (..., K), ``p`` W's panels (`_pack`) at address ``p_ptr``,
+def _call(
+    fn, x: Tensor, p: Tensor, bias: Tensor | None, n: int, p_ptr: int, b_ptr: int | None, act: int = 0
+) -> Tensor:
+    """The kernel's ``F.linear(x, W, bias)`` (``act`` 0) or ``F.gelu`` of it (``act`` `GELU`): x (..., K),
+    ``p`` W's panels (`_pack`) at address ``p_ptr``,
     ``bias`` (N,) contiguous float32 at ``b_ptr`` (or both None) -> (..., N). The caller keeps ``p`` and
     ``bias`` alive; this checks ``x``, which the C++ side trusts (a wrong size or type would read outside
     the tensors). Kept lean: a decoding step makes some 25 of these calls."""
@@ -259,11 +282,11 @@ def _call(fn, x: Tensor, p: Tensor, bias: Tensor | None, n: int, p_ptr: int, b_p
     else:
         y = torch.empty([*shape[:-1], n], dtype=torch.float32, device="cpu")
     rows = x.numel() // k if k else y.numel() // max(n, 1)  # K = 0: no elements in x to count rows by
-    fn(rows, n, k, x.data_ptr(), p_ptr, b_ptr, y.data_ptr(), torch.get_num_threads())
+    fn(rows, n, k, x.data_ptr(), p_ptr, b_ptr, y.data_ptr(), torch.get_num_threads(), act)
     return y
 
 
-def _bound(fn, p: Tensor, bias: Tensor | None, n: int) -> Callable[[Tensor], Tensor]:
+def _bound(fn, p: Tensor, bias: Tensor | None, n: int, act: int = 0) -> Callable[[Tensor], Tensor]:
     """``_call`` with the panels and bias checked and bound (the partial keeps them alive)."""
     if (
         p.dtype != torch.float32
@@ -281,33 +304,38 @@ def _bound(fn, p: Tensor, bias: Tensor | None, n: int) -> Callable[[Tensor], Ten
             )
         bias = bias.detach().contiguous()
     b_ptr = None if bias is None else bias.data_ptr()
-    return functools.partial(_call, fn, p=p, bias=bias, n=n, p_ptr=p.data_ptr(), b_ptr=b_ptr)
+    if act not in (0, GELU):
+        raise ValueError(f"few-row product: act must be 0 or {GELU} (GELU), got {act!r}")
+    return functools.partial(_call, fn, p=p, bias=bias, n=n, p_ptr=p.data_ptr(), b_ptr=b_ptr, act=act)
 
 
-def product(x: Tensor, p: Tensor, bias: Tensor | None, n: int) -> Tensor:
-    """``F.linear(x, W, bias)`` for x (..., K) float32 with the panels ``p`` of W (N, K): (..., N)."""
+def product(x: Tensor, p: Tensor, bias: Tensor | None, n: int, act: int = 0) -> Tensor:
+    """``F.linear(x, W, bias)`` (or its GELU, ``act`` `GELU`) for x (..., K) float32 with the panels ``p`` of
+    W (N, K): (..., N)."""
     fn = _kernel()
     if isinstance(fn, str):
         raise RuntimeError(f"the few-row product kernel is not available: {fn}")
-    return _bound(fn, p, bias, n)(x)
+    return _bound(fn, p, bias, n, act)(x)
 
 
 def cached_product_fn(
-    holder: nn.Module, weight: Tensor, bias: Tensor | None, name: str = "_weight"
+    holder: nn.Module, weight: Tensor, bias: Tensor | None, name: str = "_weight", act: int = 0
 ) -> Callable[[Tensor], Tensor]:
     """`product_fn`, itself kept beside ``holder`` until ``weight`` or ``bias`` changes (one cache lookup
     instead of the panels' lookup and the checks of every call): for `attnlab.nn.linear.Linear`, called at
     every product. The panels are the ones `product_fn` uses under the same ``name``."""
     sources = (weight,) if bias is None else (weight, bias)
-    return derived(holder, name + "_fn", sources, lambda: product_fn(holder, weight, bias, name))
+    key = name + ("_gelu_fn" if act else "_fn")
+    return derived(holder, key, sources, lambda: product_fn(holder, weight, bias, name, act))
 
 
 def product_fn(
-    holder: nn.Module, weight: Tensor, bias: Tensor | None, name: str = "_weight"
+    holder: nn.Module, weight: Tensor, bias: Tensor | None, name: str = "_weight", act: int = 0
 ) -> Callable[[Tensor], Tensor]:
-    """``fn(x) = F.linear(x, weight, bias)`` on the kernel, the panels taken now (see `panels`); raises
+    """``fn(x) = F.linear(x, weight, bias)`` on the kernel (``act`` `GELU`: ``F.gelu`` of it, within 4e-7 of
+    the exact function: the epilogue's own erf, csrc/gelu.h), the panels taken now (see `panels`); raises
     RuntimeError where the kernel is not `available`."""
     fn = _kernel()
     if isinstance(fn, str):
         raise RuntimeError(f"the few-row product kernel is not available: {fn}")
-    return _bound(fn, panels(holder, weight, name), bias, weight.shape[0])
+    return _bound(fn, panels(holder, weight, name), bias, weight.shape[0], act)

@@ -19,8 +19,11 @@
 // acc = fma(x[m][k], W[n][k], acc); then y = acc + b[n]. The same sequence of roundings whatever the number of
 // rows, the tiling, the panels computed beside it or the number of threads: a row's result does not depend on
 // the batch it is in or on the thread count (tests/test_few_row_gemm.py checks both with torch.equal).
+// With act = 1, y = GELU(acc + b[n]) (gelu.h), for a feed-forward layer's first product.
 #include <immintrin.h>
 #include <cstdint>
+
+#include "gelu.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -31,7 +34,7 @@ namespace {
 // the NP panel vectors and the broadcast fit AVX2's 16 registers.
 template <int M, int NP>
 void tile(int64_t K, const float* x, int64_t ldx, const float* P, int64_t p0, const float* bias, float* y,
-          int64_t ldy, int64_t N) {
+          int64_t ldy, int64_t N, int act) {
     __m256 acc[M][NP];
     _Pragma("GCC unroll 8") for (int m = 0; m < M; ++m)
         _Pragma("GCC unroll 8") for (int q = 0; q < NP; ++q) acc[m][q] = _mm256_setzero_ps();
@@ -53,7 +56,8 @@ void tile(int64_t K, const float* x, int64_t ldx, const float* P, int64_t p0, co
             for (int64_t j = 0; j < width; ++j) b[j] = bias[n0 + j];
         const __m256 bv = _mm256_load_ps(b);
         _Pragma("GCC unroll 8") for (int m = 0; m < M; ++m) {
-            const __m256 r = _mm256_add_ps(acc[m][q], bv);
+            __m256 r = _mm256_add_ps(acc[m][q], bv);
+            if (act == 1) r = attnlab_gelu::gelu(r);
             if (width == 8) {
                 _mm256_storeu_ps(y + m * ldy + n0, r);
             } else {
@@ -69,26 +73,26 @@ void tile(int64_t K, const float* x, int64_t ldx, const float* P, int64_t p0, co
 // accumulators to hide the FMA latency).
 template <int M, int NP>
 void panels(int64_t K, int64_t N, const float* x, const float* P, const float* bias, float* y, int64_t pb,
-            int64_t pe) {
+            int64_t pe, int act) {
     int64_t p = pb;
-    for (; p + NP <= pe; p += NP) tile<M, NP>(K, x, K, P, p, bias, y, N, N);
-    for (; p < pe; ++p) tile<M, 1>(K, x, K, P, p, bias, y, N, N);
+    for (; p + NP <= pe; p += NP) tile<M, NP>(K, x, K, P, p, bias, y, N, N, act);
+    for (; p < pe; ++p) tile<M, 1>(K, x, K, P, p, bias, y, N, N, act);
 }
 
 void rows_panels(int64_t M, int64_t N, int64_t K, const float* x, const float* P, const float* bias, float* y,
-                 int64_t pb, int64_t pe) {
+                 int64_t pb, int64_t pe, int act) {
     for (int64_t m0 = 0; m0 < M; m0 += 8) {  // 8 rows at a time
         const float* xm = x + m0 * K;
         float* ym = y + m0 * N;
         switch (M - m0 < 8 ? M - m0 : 8) {
-            case 1: panels<1, 8>(K, N, xm, P, bias, ym, pb, pe); break;
-            case 2: panels<2, 4>(K, N, xm, P, bias, ym, pb, pe); break;
-            case 3: panels<3, 3>(K, N, xm, P, bias, ym, pb, pe); break;
-            case 4: panels<4, 2>(K, N, xm, P, bias, ym, pb, pe); break;
-            case 5: panels<5, 2>(K, N, xm, P, bias, ym, pb, pe); break;
-            case 6: panels<6, 2>(K, N, xm, P, bias, ym, pb, pe); break;
-            case 7: panels<7, 1>(K, N, xm, P, bias, ym, pb, pe); break;
-            default: panels<8, 1>(K, N, xm, P, bias, ym, pb, pe); break;
+            case 1: panels<1, 8>(K, N, xm, P, bias, ym, pb, pe, act); break;
+            case 2: panels<2, 4>(K, N, xm, P, bias, ym, pb, pe, act); break;
+            case 3: panels<3, 3>(K, N, xm, P, bias, ym, pb, pe, act); break;
+            case 4: panels<4, 2>(K, N, xm, P, bias, ym, pb, pe, act); break;
+            case 5: panels<5, 2>(K, N, xm, P, bias, ym, pb, pe, act); break;
+            case 6: panels<6, 2>(K, N, xm, P, bias, ym, pb, pe, act); break;
+            case 7: panels<7, 1>(K, N, xm, P, bias, ym, pb, pe, act); break;
+            default: panels<8, 1>(K, N, xm, P, bias, ym, pb, pe, act); break;
         }
     }
 }
@@ -96,13 +100,13 @@ void rows_panels(int64_t M, int64_t N, int64_t K, const float* x, const float* P
 // The remainder of a row block, 1-5 rows (M < 6), against NP panels.
 template <int NP>
 void rest(int64_t M, int64_t K, int64_t N, const float* x, const float* P, int64_t p, const float* bias,
-          float* y) {
+          float* y, int act) {
     switch (M) {
-        case 1: tile<1, NP>(K, x, K, P, p, bias, y, N, N); break;
-        case 2: tile<2, NP>(K, x, K, P, p, bias, y, N, N); break;
-        case 3: tile<3, NP>(K, x, K, P, p, bias, y, N, N); break;
-        case 4: tile<4, NP>(K, x, K, P, p, bias, y, N, N); break;
-        case 5: tile<5, NP>(K, x, K, P, p, bias, y, N, N); break;
+        case 1: tile<1, NP>(K, x, K, P, p, bias, y, N, N, act); break;
+        case 2: tile<2, NP>(K, x, K, P, p, bias, y, N, N, act); break;
+        case 3: tile<3, NP>(K, x, K, P, p, bias, y, N, N, act); break;
+        case 4: tile<4, NP>(K, x, K, P, p, bias, y, N, N, act); break;
+        case 5: tile<5, NP>(K, x, K, P, p, bias, y, N, N, act); break;
         default: break;
     }
 }
@@ -112,7 +116,7 @@ void rest(int64_t M, int64_t K, int64_t N, const float* x, const float* P, int64
 // of x, which stay in L2 while the panel pairs pass over them; a pair (16 columns x K) stays in L1/L2 while
 // the block's tiles run. The arithmetic per output is the one above.
 void many_rows(int64_t N, int64_t K, const float* x, const float* P, const float* bias, float* y, int64_t r0,
-               int64_t r1, int64_t pb, int64_t pe) {
+               int64_t r1, int64_t pb, int64_t pe, int act) {
     int64_t block = (24576 / (K > 0 ? K : 1)) / 6 * 6;
     if (block < 6) block = 6;
     for (int64_t m0 = r0; m0 < r1; m0 += block) {
@@ -120,13 +124,13 @@ void many_rows(int64_t N, int64_t K, const float* x, const float* P, const float
         int64_t p = pb;
         for (; p + 2 <= pe; p += 2) {
             int64_t m = m0;
-            for (; m + 6 <= m1; m += 6) tile<6, 2>(K, x + m * K, K, P, p, bias, y + m * N, N, N);
-            rest<2>(m1 - m, K, N, x + m * K, P, p, bias, y + m * N);
+            for (; m + 6 <= m1; m += 6) tile<6, 2>(K, x + m * K, K, P, p, bias, y + m * N, N, N, act);
+            rest<2>(m1 - m, K, N, x + m * K, P, p, bias, y + m * N, act);
         }
         if (p < pe) {  // an odd panel at the end
             int64_t m = m0;
-            for (; m + 6 <= m1; m += 6) tile<6, 1>(K, x + m * K, K, P, p, bias, y + m * N, N, N);
-            rest<1>(m1 - m, K, N, x + m * K, P, p, bias, y + m * N);
+            for (; m + 6 <= m1; m += 6) tile<6, 1>(K, x + m * K, K, P, p, bias, y + m * N, N, N, act);
+            rest<1>(m1 - m, K, N, x + m * K, P, p, bias, y + m * N, act);
         }
     }
 }
@@ -136,13 +140,14 @@ void many_rows(int64_t N, int64_t K, const float* x, const float* P, const float
 extern "C" {
 
 // Bumped with any change of the arguments' meaning; few_row_gemm.py refuses a library that disagrees.
-int attnlab_few_row_gemm_version() { return 1; }
+int attnlab_few_row_gemm_version() { return 2; }
 
-// x (M, K) row-major, P the panels of W (N, K) as above, bias (N,) or null, y (M, N) row-major, written.
+// x (M, K) row-major, P the panels of W (N, K) as above, bias (N,) or null, y (M, N) row-major, written;
+// act 0 (none) or 1 (GELU).
 // The panels (or, for more than 8 rows and few panels, the rows) are split evenly over `threads` OpenMP
 // threads (PyTorch's own runtime when it is loaded).
 void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const float* P, const float* bias,
-                          float* y, int threads) {
+                          float* y, int threads, int act) {
     const int64_t np = (N + 7) / 8;
     if (M > 8) {
 #ifdef _OPENMP
@@ -152,7 +157,7 @@ void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const
             {
                 const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
                 const int64_t pb = 2 * (pairs * t / T), pe = 2 * (pairs * (t + 1) / T);
-                many_rows(N, K, x, P, bias, y, 0, M, pb, pe < np ? pe : np);
+                many_rows(N, K, x, P, bias, y, 0, M, pb, pe < np ? pe : np, act);
             }
             return;
         }
@@ -161,12 +166,12 @@ void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const
             {
                 const int64_t t = omp_get_thread_num(), T = omp_get_num_threads(), tiles = (M + 5) / 6;
                 const int64_t r0 = 6 * (tiles * t / T), r1 = 6 * (tiles * (t + 1) / T);
-                many_rows(N, K, x, P, bias, y, r0, r1 < M ? r1 : M, 0, np);
+                many_rows(N, K, x, P, bias, y, r0, r1 < M ? r1 : M, 0, np, act);
             }
             return;
         }
 #endif
-        many_rows(N, K, x, P, bias, y, 0, M, 0, np);
+        many_rows(N, K, x, P, bias, y, 0, M, 0, np, act);
         return;
     }
 #ifdef _OPENMP
@@ -174,13 +179,13 @@ void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const
 #pragma omp parallel num_threads(threads)
         {
             const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-            rows_panels(M, N, K, x, P, bias, y, np * t / T, np * (t + 1) / T);
+            rows_panels(M, N, K, x, P, bias, y, np * t / T, np * (t + 1) / T, act);
         }
         return;
     }
 #endif
     (void)threads;
-    rows_panels(M, N, K, x, P, bias, y, 0, np);
+    rows_panels(M, N, K, x, P, bias, y, 0, np, act);
 }
 
 }  // extern "C"

@@ -1,0 +1,238 @@
+// y = dequant(quant(x) Wq^T) + b: int8 linear layers for CPU inference on AVX2 (attnlab/nn/int8_gemm.py builds
+// this file as it builds few_row_gemm.cpp, and calls it through ctypes).
+//
+// Why a kernel of our own: PyTorch's dynamic int8 product (FBGEMM's, `quantized::linear_dynamic`) splits an
+// encoder's small products (128 tokens x 256-1024 columns) poorly over two threads and quantizes its input in
+// separate passes. On the 2-core AMD EPYC (Zen 3) these sessions run on, at bert-mini's shapes, it reached
+// 58-72 GMAC/s on one core and 50-67 per core on two; this kernel 77-86 on one core (AVX2's 8-bit
+// multiply-add peaks near 90 there, float32 FMA near 50). Measured 2026-11-29 with a scratch script timing
+// both products on the same weights; benchmarks/inference.py times whole forwards ("attnlab int8").
+//
+// Quantization.
+// - W (N, K): int8, symmetric, one scale per output row, |Wq| <= 127 (int8_gemm.py quantizes it).
+// - x (M, K): each row asymmetric to 7 bits, at every call: lo = min(0, min x), hi = max(0, max x),
+//   s = (hi - lo) / 127, z = round(-lo / s), xq = clamp(round(x / s) + z, 0, 127). 7 bits because a pair of
+//   products (xq0 w0 + xq1 w1, what vpmaddubsw sums in int16) then stays within 2 * 127 * 127 < 32767: no
+//   saturation, the int32 sums are exact. (FBGEMM's `reduce_range` is the same 7 bits, with one scale for
+//   the whole tensor.)
+// - y[m][n] = s_m * sw_n * (sum_k xq[m][k] Wq[n][k] - z_m * colsum_n) + b[n], colsum_n = sum_k Wq[n][k].
+// The integer sums are exact, so a row's result depends neither on the other rows of the call nor on the
+// thread count. With act = 1, y = GELU(...) (gelu.h), for a feed-forward layer's first product.
+//
+// Layout. Wq is copied into panels of 8 output columns and 4 k (K padded with zeros to a multiple of 4, N to
+// a multiple of 8):   P[p][k4][j][i] = Wq[8p + j][4 k4 + i]   (32 bytes per k4: one AVX register).
+// A tile: one 32-bit broadcast of 4 consecutive xq of a row against a panel's register gives, per column,
+// vpmaddubsw -> two int16 pair sums, vpmaddwd with ones -> one int32 sum of 4 products, added to the
+// accumulator.
+#include <immintrin.h>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "gelu.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace {
+
+// One row of x quantized into q (Kp bytes, the padding zeroed); returns scale and zero point.
+void quantize_row(const float* x, int64_t K, int64_t Kp, uint8_t* q, float* scale, int32_t* zero) {
+    __m256 vmin = _mm256_setzero_ps(), vmax = _mm256_setzero_ps();  // 0 is always in the range
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        const __m256 v = _mm256_loadu_ps(x + k);
+        vmin = _mm256_min_ps(vmin, v);
+        vmax = _mm256_max_ps(vmax, v);
+    }
+    alignas(32) float a[8], b[8];
+    _mm256_store_ps(a, vmin);
+    _mm256_store_ps(b, vmax);
+    float lo = 0.f, hi = 0.f;
+    for (int i = 0; i < 8; ++i) {
+        lo = a[i] < lo ? a[i] : lo;
+        hi = b[i] > hi ? b[i] : hi;
+    }
+    for (; k < K; ++k) {
+        lo = x[k] < lo ? x[k] : lo;
+        hi = x[k] > hi ? x[k] : hi;
+    }
+    float s = (hi - lo) / 127.f;
+    if (!(s > 0.f) || !std::isfinite(s)) s = 1.f;  // an all-zero row (or one with inf/nan: garbage in, out)
+    int32_t z = static_cast<int32_t>(std::nearbyint(-lo / s));
+    z = z < 0 ? 0 : (z > 127 ? 127 : z);
+    *scale = s;
+    *zero = z;
+    const float inv = 1.f / s;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i vz = _mm256_set1_epi32(z);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i top = _mm256_set1_epi8(127);
+    k = 0;
+    for (; k + 32 <= K; k += 32) {  // 32 floats -> 32 bytes; round to nearest even, as nearbyint below
+        __m256i i0 = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k), vinv)), vz);
+        __m256i i1 = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8), vinv)), vz);
+        __m256i i2 = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k + 16), vinv)), vz);
+        __m256i i3 = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k + 24), vinv)), vz);
+        // packs: int32 -> int16 -> uint8 (saturating: below 0 -> 0), lanes interleaved, then put in order
+        const __m256i u = _mm256_packus_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + k),
+                            _mm256_min_epu8(_mm256_permutevar8x32_epi32(u, order), top));
+    }
+    for (; k < K; ++k) {
+        int32_t v = static_cast<int32_t>(std::nearbyint(x[k] * inv)) + z;
+        q[k] = static_cast<uint8_t>(v < 0 ? 0 : (v > 127 ? 127 : v));
+    }
+    for (; k < Kp; ++k) q[k] = 0;
+}
+
+// Rows [0, M) of q (row stride Kp) against panels [p0, p0 + NP): M * NP int32 accumulators (at most 12), then
+// the float epilogue into y (row stride ldy).
+template <int M, int NP>
+void tile(int64_t Kp, const uint8_t* q, const float* xs, const int32_t* xz, const int8_t* P, int64_t p0,
+          const int32_t* colsum, const float* ws, const float* bias, float* y, int64_t ldy, int64_t N, int act) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[M][NP];
+    _Pragma("GCC unroll 8") for (int m = 0; m < M; ++m)
+        _Pragma("GCC unroll 8") for (int j = 0; j < NP; ++j) acc[m][j] = _mm256_setzero_si256();
+    const int8_t* panel[NP];
+    _Pragma("GCC unroll 8") for (int j = 0; j < NP; ++j) panel[j] = P + (p0 + j) * Kp * 8;
+    for (int64_t k = 0; k < Kp; k += 4) {
+        __m256i w[NP];
+        _Pragma("GCC unroll 8") for (int j = 0; j < NP; ++j)
+            w[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel[j] + k * 8));
+        _Pragma("GCC unroll 8") for (int m = 0; m < M; ++m) {
+            int32_t four;
+            __builtin_memcpy(&four, q + m * Kp + k, 4);
+            const __m256i xv = _mm256_set1_epi32(four);
+            _Pragma("GCC unroll 8") for (int j = 0; j < NP; ++j) acc[m][j] = _mm256_add_epi32(
+                acc[m][j], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, w[j]), ones));
+        }
+    }
+    _Pragma("GCC unroll 8") for (int j = 0; j < NP; ++j) {
+        const int64_t n0 = (p0 + j) * 8;
+        const int64_t width = N - n0 < 8 ? N - n0 : 8;  // the last panel may hold fewer than 8 columns
+        const __m256i cs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(colsum + n0));  // padded to 8
+        const __m256 sw = _mm256_loadu_ps(ws + n0);
+        const __m256 bv = bias != nullptr ? _mm256_loadu_ps(bias + n0) : _mm256_setzero_ps();
+        _Pragma("GCC unroll 8") for (int m = 0; m < M; ++m) {
+            const __m256i exact = _mm256_sub_epi32(acc[m][j], _mm256_mullo_epi32(_mm256_set1_epi32(xz[m]), cs));
+            __m256 r = _mm256_add_ps(
+                _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(exact), _mm256_set1_ps(xs[m])), sw), bv);
+            if (act == 1) r = attnlab_gelu::gelu(r);
+            if (width == 8) {
+                _mm256_storeu_ps(y + m * ldy + n0, r);
+            } else {
+                alignas(32) float t[8];
+                _mm256_store_ps(t, r);
+                for (int64_t i = 0; i < width; ++i) y[m * ldy + n0 + i] = t[i];
+            }
+        }
+    }
+}
+
+struct Args {
+    int64_t M, N, Kp;
+    const uint8_t* q;
+    const float* xs;
+    const int32_t* xz;
+    const int8_t* P;
+    const int32_t* colsum;
+    const float* ws;
+    const float* bias;
+    float* y;
+    int act;
+};
+
+template <int NP>
+void rest(const Args& a, int64_t rows, int64_t m, int64_t p) {
+    const uint8_t* q = a.q + m * a.Kp;
+    float* y = a.y + m * a.N;
+    switch (rows) {
+        case 1: tile<1, NP>(a.Kp, q, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias, y, a.N, a.N, a.act); break;
+        case 2: tile<2, NP>(a.Kp, q, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias, y, a.N, a.N, a.act); break;
+        case 3: tile<3, NP>(a.Kp, q, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias, y, a.N, a.N, a.act); break;
+        case 4: tile<4, NP>(a.Kp, q, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias, y, a.N, a.N, a.act); break;
+        case 5: tile<5, NP>(a.Kp, q, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias, y, a.N, a.N, a.act); break;
+        default: break;
+    }
+}
+
+// Rows [r0, r1) against panels [pb, pe): tiles of 6 rows by 2 panels, rows in blocks of about 24 KiB of q
+// that stay in L1/L2 while the panel pairs pass over them.
+void rows_panels(const Args& a, int64_t r0, int64_t r1, int64_t pb, int64_t pe) {
+    int64_t block = (24576 / (a.Kp > 0 ? a.Kp : 1)) / 6 * 6;
+    if (block < 6) block = 6;
+    for (int64_t m0 = r0; m0 < r1; m0 += block) {
+        const int64_t m1 = m0 + block < r1 ? m0 + block : r1;
+        int64_t p = pb;
+        for (; p + 2 <= pe; p += 2) {
+            int64_t m = m0;
+            for (; m + 6 <= m1; m += 6)
+                tile<6, 2>(a.Kp, a.q + m * a.Kp, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias,
+                           a.y + m * a.N, a.N, a.N, a.act);
+            rest<2>(a, m1 - m, m, p);
+        }
+        if (p < pe) {  // an odd panel at the end
+            int64_t m = m0;
+            for (; m + 6 <= m1; m += 6)
+                tile<6, 1>(a.Kp, a.q + m * a.Kp, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias,
+                           a.y + m * a.N, a.N, a.N, a.act);
+            rest<1>(a, m1 - m, m, p);
+        }
+    }
+}
+
+// Thread t of T: its share of the rows to quantize, then (after a barrier) of the panel pairs, or of the
+// rows where there are too few panels.
+void work(const Args& a, const float* x, int64_t K, uint8_t* q, float* xs, int32_t* xz, int64_t t, int64_t T,
+          bool split_panels) {
+    for (int64_t m = a.M * t / T; m < a.M * (t + 1) / T; ++m)
+        quantize_row(x + m * K, K, a.Kp, q + m * a.Kp, xs + m, xz + m);
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+    const int64_t np = (a.N + 7) / 8;
+    if (split_panels) {
+        const int64_t pairs = (np + 1) / 2;
+        const int64_t pb = 2 * (pairs * t / T), pe = 2 * (pairs * (t + 1) / T);
+        rows_panels(a, 0, a.M, pb, pe < np ? pe : np);
+    } else {
+        const int64_t tiles = (a.M + 5) / 6;
+        const int64_t r0 = 6 * (tiles * t / T), r1 = 6 * (tiles * (t + 1) / T);
+        rows_panels(a, r0, r1 < a.M ? r1 : a.M, 0, np);
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// Bumped with any change of the arguments' meaning; int8_gemm.py refuses a library that disagrees.
+int attnlab_int8_gemm_version() { return 1; }
+
+// x (M, K) float32 row-major; P the panels of Wq (N, K) as above (Kp = K rounded up to 4); colsum and ws
+// (N rounded up to 8, the padding 0), bias (N,) padded to 8 or null; y (M, N) row-major, written; act 0 (none)
+// or 1 (GELU).
+void attnlab_int8_gemm(int64_t M, int64_t N, int64_t K, const float* x, const int8_t* P, const int32_t* colsum,
+                       const float* ws, const float* bias, float* y, int threads, int act) {
+    const int64_t Kp = (K + 3) / 4 * 4;
+    std::vector<uint8_t> q(static_cast<size_t>(M * Kp) + 32);
+    std::vector<float> xs(static_cast<size_t>(M));
+    std::vector<int32_t> xz(static_cast<size_t>(M));
+    const Args a{M, N, Kp, q.data(), xs.data(), xz.data(), P, colsum, ws, bias, y, act};
+    const int64_t pairs = ((N + 7) / 8 + 1) / 2;
+#ifdef _OPENMP
+    if (threads > 1 && (pairs >= 2 * threads || M >= 12 * threads)) {
+        const bool split_panels = pairs >= 2 * threads;
+#pragma omp parallel num_threads(threads)
+        work(a, x, K, q.data(), xs.data(), xz.data(), omp_get_thread_num(), omp_get_num_threads(), split_panels);
+        return;
+    }
+#endif
+    (void)threads;
+    work(a, x, K, q.data(), xs.data(), xz.data(), 0, 1, true);
+}
+
+}  // extern "C"

@@ -1,0 +1,180 @@
+"""attnlab's int8 product kernel for CPU inference (``csrc/int8_gemm.cpp``): ``y = x W^T + b`` with W int8
+(one scale per output row) and each row of x quantized to 7 bits at every call, on AVX2's 8-bit multiply-add.
+
+Why: PyTorch's dynamic int8 product (FBGEMM's) quantizes the input in separate passes and splits an encoder's
+small products poorly over two threads; on the later sessions' 2-core AMD EPYC (AVX2, no VNNI) this kernel
+takes 0.65-0.85x its time at bert-mini's shapes and is more accurate (a scale and zero point per row of x
+instead of one per tensor). The quantization and the layout are described in the C++ file; the integer sums
+are exact, so a row's result does not depend on the other rows of the call or on the thread count.
+
+Built, cached, checked and switched off (``ATTNLAB_INT8_GEMM=off``) as `attnlab.nn.few_row_gemm`'s kernel
+is (`few_row_gemm.load_library`); its check compares the products on random data with the same quantization
+computed in float64. `attnlab.inference.quantize` uses it where `available` (its ``attnlab`` engine).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from attnlab.nn.few_row_gemm import GELU, load_library, warn_unless_loaded
+
+__all__ = ["Int8GemmWarning", "Int8Weight", "available", "pack", "product", "quantize_rows_reference",
+           "unavailable_reason"]
+
+SOURCE = Path(__file__).with_name("csrc") / "int8_gemm.cpp"
+VERSION = 1  # attnlab_int8_gemm_version() of the source this module speaks to
+PANEL = 8  # output columns per panel
+STEP = 4  # k per 32-bit group: one vpmaddubsw pair sum twice over
+LEVELS = 127  # 7-bit activations: a pair of products stays below int16's 32767 (see the C++ file)
+
+
+class Int8GemmWarning(RuntimeWarning):
+    """The int8 kernel could not be built or failed its check; PyTorch's int8 products are used instead."""
+
+
+@dataclass(frozen=True)
+class Int8Weight:
+    """A weight (N, K) quantized and laid out for the kernel; every tensor padded to whole panels (zeros).
+
+    panels (ceil(N/8), ceil(K/4), 8, 4) int8; colsum (N8,) int32 = sum_k Wq[n][k]; scale (N8,) float32;
+    bias (N8,) float32 or None."""
+
+    panels: Tensor
+    colsum: Tensor
+    scale: Tensor
+    bias: Tensor | None
+    out_features: int
+    in_features: int
+
+
+def pack(weight: Tensor, bias: Tensor | None = None) -> Int8Weight:
+    """``weight`` (N, K) as symmetric int8 with one scale per row (``max|w_row| / 127``), in panels."""
+    w = weight.detach().to("cpu", torch.float32)
+    n, k = w.shape
+    scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12) if n and k else torch.ones(n)
+    wq = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    n8, k4 = -(-n // PANEL) * PANEL, -(-k // STEP) * STEP
+    padded = torch.zeros(n8, k4, dtype=torch.int8)
+    padded[:n, :k] = wq
+    panels = padded.view(n8 // PANEL, PANEL, k4 // STEP, STEP).permute(0, 2, 1, 3).contiguous()
+
+    def pad(v: Tensor, dtype: torch.dtype) -> Tensor:
+        out = torch.zeros(n8, dtype=dtype)
+        out[:n] = v
+        return out
+
+    b = None if bias is None else pad(bias.detach().to("cpu", torch.float32), torch.float32)
+    return Int8Weight(panels, pad(wq.sum(dim=1, dtype=torch.int32), torch.int32), pad(scale, torch.float32),
+                      b, n, k)  # fmt: skip
+
+
+def quantize_rows_reference(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The kernel's quantization of x (M, K) float32 in PyTorch: (xq (M, K) in 0..127, scale (M,), zero
+    (M,)), the same float32 operations and round-half-to-even. For tests and the load check."""
+    zero0 = torch.zeros((), dtype=x.dtype)
+    lo = torch.minimum(x.amin(dim=1), zero0) if x.shape[1] else torch.zeros(x.shape[0])
+    hi = torch.maximum(x.amax(dim=1), zero0) if x.shape[1] else torch.zeros(x.shape[0])
+    s = (hi - lo) / LEVELS
+    s = torch.where((s > 0) & torch.isfinite(s), s, torch.ones_like(s))
+    z = torch.round(-lo / s).clamp(0, LEVELS)
+    xq = (torch.round(x * (1 / s)[:, None]) + z[:, None]).clamp(0, LEVELS)
+    return xq, s, z
+
+
+def _reference(x: Tensor, w: Int8Weight) -> Tensor:
+    """What the kernel computes, in float64 from the same integers."""
+    xq, s, z = quantize_rows_reference(x)
+    n, k = w.out_features, w.in_features
+    wq = w.panels.permute(0, 2, 1, 3).reshape(w.panels.shape[0] * PANEL, -1)[:n, :k].double()
+    acc = xq.double() @ wq.T - z[:, None].double() * wq.sum(dim=1)
+    y = acc * s[:, None].double() * w.scale[:n].double()
+    return y if w.bias is None else y + w.bias[:n].double()
+
+
+def _check(fn) -> None:
+    """Raise if the library's products differ from the same quantization computed in float64."""
+    gen = torch.Generator().manual_seed(0)
+    f32 = {"generator": gen, "dtype": torch.float32, "device": "cpu"}
+    for n, k, with_bias in ((37, 19, True), (64, 72, False), (20, 8, True)):
+        w = pack(torch.randn(n, k, **f32), torch.randn(n, **f32) if with_bias else None)
+        for rows in (*range(1, 10), 13, 40):  # each remainder tile; the 6 x 2 tiles; 32-wide quantization
+            x = torch.randn(rows, k, **f32)
+            want = _reference(x, w)
+            for act in (0, GELU):
+                got = _call(fn, x, w, act).double()
+                if act == GELU:
+                    want = torch.nn.functional.gelu(want)
+                # the same integers but for a rounding of x * (1 / s) that float32 may place differently: at
+                # most one step of one row's quantization
+                if not torch.allclose(got, want, rtol=1e-4, atol=1e-3 * want.abs().max().item()):
+                    err = (got - want).abs().max().item()
+                    what = "its products with GELU" if act else "its products"
+                    raise ValueError(f"{what} differ from the reference by {err:.3g} at rows={rows}, "
+                                     f"(N, K)=({n}, {k})")  # fmt: skip
+
+
+def _open(path: Path):
+    lib = ctypes.CDLL(str(path))
+    if lib.attnlab_int8_gemm_version() != VERSION:
+        raise ValueError(f"{path} is version {lib.attnlab_int8_gemm_version()}, expected {VERSION}")
+    fn = lib.attnlab_int8_gemm
+    fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int, ctypes.c_int]
+    fn.restype = None
+    _check(fn)
+    return fn
+
+
+def _load():
+    """The checked kernel function, or the reason there is none (a string)."""
+    return load_library(SOURCE, "ATTNLAB_INT8_GEMM", _open)
+
+
+@functools.cache
+def _kernel():
+    return warn_unless_loaded(_load(), "the int8 product kernel", "slower int8 inference",
+                              "ATTNLAB_INT8_GEMM", Int8GemmWarning)  # fmt: skip
+
+
+def available() -> bool:
+    """True when the kernel is built, loaded and checked (built on the first call)."""
+    return not isinstance(_kernel(), str)
+
+
+def unavailable_reason() -> str | None:
+    """Why the kernel is not used, or None when it is."""
+    got = _kernel()
+    return got if isinstance(got, str) else None
+
+
+def _call(fn, x: Tensor, w: Int8Weight, act: int = 0) -> Tensor:
+    k, n = w.in_features, w.out_features
+    if x.dtype is not torch.float32 or not x.is_cpu or x.dim() == 0 or x.shape[-1] != k:
+        raise ValueError(f"int8 product: x {tuple(x.shape)} {x.dtype} {x.device} against a ({n}, {k}) "
+                         "weight (float32 CPU input expected)")  # fmt: skip
+    if x.is_neg() or x._is_zerotensor():  # values the raw data does not show: materialised
+        x = x.resolve_neg() if x.is_neg() else torch.zeros(x.shape, dtype=torch.float32)
+    if not x.is_contiguous():
+        x = x.contiguous()
+    y = torch.empty([*x.shape[:-1], n], dtype=torch.float32)
+    rows = x.numel() // k if k else y.numel() // max(n, 1)
+    b_ptr = None if w.bias is None else w.bias.data_ptr()
+    fn(rows, n, k, x.data_ptr(), w.panels.data_ptr(), w.colsum.data_ptr(), w.scale.data_ptr(), b_ptr,
+       y.data_ptr(), torch.get_num_threads(), act)  # fmt: skip
+    return y
+
+
+def product(x: Tensor, w: Int8Weight, act: int = 0) -> Tensor:
+    """``x (..., K) @ W^T + b`` -> (..., N) float32 on the kernel, or its GELU (``act`` `GELU`, as
+    `few_row_gemm.product_fn`'s); RuntimeError where not `available`."""
+    fn = _kernel()
+    if isinstance(fn, str):
+        raise RuntimeError(f"the int8 product kernel is not available: {fn}")
+    if act not in (0, GELU):
+        raise ValueError(f"int8 product: act must be 0 or {GELU} (GELU), got {act!r}")
+    return _call(fn, x, w, act)
