@@ -336,3 +336,39 @@ def test_autocast_vmap_and_negative_views_keep_pytorchs_results():
         assert batched.shape == (3, 2, 40)
         neg = torch._neg_view(x)
         torch.testing.assert_close(layer(neg), F.linear(-x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
+
+
+@needs_kernel
+@pytest.mark.parametrize(
+    ("b", "t", "heads", "d"), [(1, 128, 4, 64), (2, 13, 2, 12), (3, 70, 3, 8), (1, 1, 1, 4)]
+)
+def test_attention_equals_pytorchs_within_rounding_and_ignores_the_thread_count(b, t, heads, d):
+    gen = torch.Generator().manual_seed(t)
+    qkv = torch.randn(b, t, 3 * heads * d, generator=gen)
+    bias = torch.zeros(b, t)
+    bias[0, t // 2 + 1 :] = torch.finfo(torch.float32).min  # one sequence padded
+    before = torch.get_num_threads()
+    try:
+        for key_bias in (None, bias):
+            want = few_row_gemm._attention_reference(qkv, heads, key_bias)
+            torch.set_num_threads(1)
+            one = few_row_gemm.attention(qkv, heads, key_bias)
+            torch.set_num_threads(2)
+            two = few_row_gemm.attention(qkv, heads, key_bias)
+            assert one.shape == (b, t, heads * d)
+            assert torch.allclose(one.double(), want, rtol=1e-5, atol=2e-6)
+            assert torch.equal(one, two)  # each row's arithmetic is the same whatever the split
+            if key_bias is not None and t > 1:  # a padded key gets no weight: its values change nothing
+                moved = qkv.clone()
+                moved[0, -1, heads * d :] += 100.0  # its key and value
+                assert torch.equal(few_row_gemm.attention(moved, heads, key_bias)[0], two[0])
+    finally:
+        torch.set_num_threads(before)
+
+
+@needs_kernel
+def test_attention_refuses_bad_shapes():
+    with pytest.raises(ValueError, match=r"qkv \(1, 4, 10\).*for 2 heads"):
+        few_row_gemm.attention(torch.randn(1, 4, 10), 2)
+    with pytest.raises(ValueError, match=r"key_bias \(1, 3\) torch.float32, expected \(1, 4\)"):
+        few_row_gemm.attention(torch.randn(1, 4, 12), 2, torch.zeros(1, 3))

@@ -20,6 +20,13 @@ int8_engine = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True)
+def _pytorch_attention(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyTorch's attention in the fast paths, as in the module calls, so that the rest compares bit for bit;
+    `test_attention_on_attnlabs_kernel` turns attnlab's on."""
+    monkeypatch.setattr(fused_layer, "KERNEL_ATTENTION", False)
+
+
 def model(int8: str | None = None, **changes: object) -> Encoder:
     m = encoder_layers.model(**changes)
     return quantize(m, engine=int8) if int8 else m
@@ -291,3 +298,38 @@ def test_int8_layers_on_attnlabs_kernel_apply_the_gelu_in_the_product(
     assert fused.calls == 4 * layers + 4 * layers + 2
     with_gelu = [a for a in fused.args if len(a) > 3 and a[3] == int8_gemm.GELU]  # a: (fn, x, w, act)
     assert len(with_gelu) == (layers if gelu else 0)
+
+
+@pytest.mark.parametrize("int8", [None, "attnlab"])
+def test_attention_on_attnlabs_kernel(monkeypatch: pytest.MonkeyPatch, int8: str | None) -> None:
+    """With the kernel's attention on (the default), the packed path (float32) and the flat path (int8 with
+    a stacked projection) take it for a padding mask and for none, and stay within float32 rounding of the
+    module calls; a visibility matrix (B, 1, T, T) keeps PyTorch's attention."""
+    from attnlab.nn import few_row_gemm, int8_gemm
+
+    if not few_row_gemm.available():
+        pytest.skip(f"the kernel is not available: {few_row_gemm.unavailable_reason()}")
+    if int8 and not int8_gemm.available():
+        pytest.skip(f"attnlab's int8 kernel is not available: {int8_gemm.unavailable_reason()}")
+    if not int8 and not _packed_here():
+        pytest.skip("attnlab's kernel does not take an encoder's products here")
+    monkeypatch.setattr(fused_layer, "KERNEL_ATTENTION", True)
+    m = model(int8=int8)
+    ids, mask = inputs()
+    layers = m.config.num_layers
+    for attention_mask in (mask, None):
+        kernel = encoder_layers.Spy(monkeypatch, few_row_gemm, "attention")
+        ref, got = both(m, ids, attention_mask=attention_mask)
+        assert kernel.calls == layers
+        keep = mask.bool() if attention_mask is not None else torch.ones_like(mask, dtype=torch.bool)
+        a, b = ref.last_hidden_state[keep], got.last_hidden_state[keep]
+        if int8:  # a rounding 1e-7 away can put a value in the next quantization step: a relative bound
+            assert ((a - b).norm() / a.norm()).item() < 2e-3
+        else:
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
+        monkeypatch.undo()
+        monkeypatch.setattr(fused_layer, "KERNEL_ATTENTION", True)
+    kernel = encoder_layers.Spy(monkeypatch, few_row_gemm, "attention")
+    with torch.inference_mode():
+        m(ids, attention_mask=torch.ones(3, 11, 11, dtype=torch.long).tril())  # a visibility matrix
+    assert kernel.calls == 0

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import math
 import os
 import platform
 import shlex
@@ -51,12 +52,12 @@ from attnlab.cpu import cpu_flags
 from attnlab.nn.derived import derived
 
 __all__ = [
-    "FewRowGemmWarning", "available", "cached_product_fn", "load_library", "panels", "product", "product_fn",
-    "unavailable_reason", "warn_unless_loaded",
+    "FewRowGemmWarning", "attention", "available", "cached_product_fn", "load_library", "panels", "product",
+    "product_fn", "unavailable_reason", "warn_unless_loaded",
 ]  # fmt: skip
 
 SOURCE = Path(__file__).with_name("csrc") / "few_row_gemm.cpp"
-VERSION = 2  # attnlab_few_row_gemm_version() of the source this module speaks to
+VERSION = 3  # attnlab_few_row_gemm_version() of the source this module speaks to
 PANEL = 8  # output columns per panel: one AVX register of float32
 GELU = 1  # the ``act`` that applies the exact GELU to each output (csrc/gelu.h)
 NOT_THIS_CPU = "the CPU is not x86-64 with AVX2 and FMA (or /proc/cpuinfo cannot be read)"
@@ -164,6 +165,59 @@ def _check(fn) -> None:
                     )
 
 
+def _attention_reference(qkv: Tensor, heads: int, key_bias: Tensor | None) -> Tensor:
+    """`attention` in float64 with PyTorch's scaled_dot_product_attention."""
+    b, t, width = qkv.shape
+    q, k, v = qkv.double().view(b, t, 3, heads, width // (3 * heads)).permute(2, 0, 3, 1, 4).unbind(0)
+    mask = None if key_bias is None else key_bias.double()[:, None, None, :]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(b, t, -1)
+
+
+def _check_attention(attend) -> None:
+    """Raise if the library's attention differs from PyTorch's (float64) beyond float32 rounding."""
+    gen = torch.Generator().manual_seed(1)
+    for b, t, heads, d in ((2, 13, 2, 12), (1, 70, 3, 8), (3, 1, 1, 4)):
+        qkv = torch.randn(b, t, 3 * heads * d, generator=gen)
+        bias = torch.zeros(b, t)
+        bias[0, t // 2 + 1 :] = torch.finfo(torch.float32).min  # padded keys, as `masks.to_additive` makes
+        for key_bias in (None, bias):
+            got = _attend(attend, qkv, heads, key_bias, 1)
+            want = _attention_reference(qkv, heads, key_bias)
+            if not torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5):
+                err = (got.double() - want).abs().max().item()
+                raise ValueError(f"its attention differs from PyTorch's by {err:.3g} at (B, T, H, D)="
+                                 f"({b}, {t}, {heads}, {d})")  # fmt: skip
+
+
+def _attend(attend, qkv: Tensor, heads: int, key_bias: Tensor | None, threads: int) -> Tensor:
+    b, t, width = qkv.shape
+    if qkv.dtype is not torch.float32 or not qkv.is_cpu or width % (3 * heads):
+        raise ValueError(f"attention: qkv {tuple(qkv.shape)} {qkv.dtype} {qkv.device} for {heads} heads "
+                         "(float32 CPU (B, T, 3 * H * D) expected)")  # fmt: skip
+    if key_bias is not None and (key_bias.shape != (b, t) or key_bias.dtype is not torch.float32):
+        raise ValueError(f"attention: key_bias {tuple(key_bias.shape)} {key_bias.dtype}, expected ({b}, {t}) "
+                         "float32")  # fmt: skip
+    qkv = qkv.contiguous()
+    key_bias = None if key_bias is None else key_bias.contiguous()
+    d = width // (3 * heads)
+    out = torch.empty(b, t, heads * d, dtype=torch.float32)
+    attend(b, t, heads, d, qkv.data_ptr(), None if key_bias is None else key_bias.data_ptr(), out.data_ptr(),
+           1.0 / math.sqrt(d) if d else 1.0, threads)  # fmt: skip
+    return out
+
+
+def attention(qkv: Tensor, heads: int, key_bias: Tensor | None = None) -> Tensor:
+    """``softmax(q k^T / sqrt(D) + key_bias) v`` for every head, on the kernel: qkv (B, T, 3 * H * D) float32,
+    the stacked query/key/value product (each token's query, then key, then value, heads adjacent);
+    key_bias (B, T) additive per key (`attnlab.nn.masks.to_additive`'s padding) or None -> (B, T, H * D),
+    the heads merged. Its own softmax (csrc/gelu.h's exp) and summation order: within 1e-6 of PyTorch's
+    scaled_dot_product_attention. RuntimeError where the kernel is not `available`."""
+    fn = _kernel()
+    if isinstance(fn, str):
+        raise RuntimeError(f"the few-row product kernel is not available: {fn}")
+    return _attend(fn.attention, qkv, heads, key_bias, torch.get_num_threads())
+
+
 def _load():
     """The checked kernel function, or the reason there is none (a string)."""
     return load_library(SOURCE, "ATTNLAB_FEW_ROW_GEMM", _open)
@@ -204,7 +258,12 @@ def _open(path: Path):
     fn = lib.attnlab_few_row_gemm
     fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_int]
     fn.restype = None
+    attend = lib.attnlab_attention
+    attend.argtypes = [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_int]
+    attend.restype = None
+    fn.attention = attend  # the same library's attention (`attention`)
     _check(fn)
+    _check_attention(attend)
     return fn
 
 

@@ -209,14 +209,20 @@ def flat_encoder_layer(attention: Residual, feed_forward: Residual, x: Tensor, m
     an Intel Xeon, one thread, 1.3 against 0.95 ms a forward at T=1, about 0.4 ms less at T=128 (4 ms).
     ``x`` (B, T, H); ``mask`` the encoder's additive mask (B, 1, 1 or T, T) or None.
 
-    One deliberate difference: where the first feed-forward projection offers a ``gelu_product`` (int8
-    layers on attnlab's kernel) and the activation is the exact GELU, the GELU is applied in that product's
-    epilogue (`_gelu_product`), within 4e-7 of PyTorch's.
+    Two deliberate differences, each within float32 rounding of the modules' results (and so not bit for
+    bit): where the first feed-forward projection offers a ``gelu_product`` (int8 layers on attnlab's
+    kernel) and the activation is the exact GELU, the GELU is applied in that product's epilogue
+    (`_gelu_product`, within 4e-7 of PyTorch's); where the query/key/value are one stacked projection and
+    `_kernel_attention` holds, the attention runs on attnlab's kernel (`few_row_gemm.attention`).
     """
     attn = attention.layer
-    q, k, v = attn._self_projections(attention.branch_input(x))
-    out, _ = scaled_dot_product_attention(q, k, v, mask=mask)  # eval: no dropout
-    x = attention.merge(x, attn.output(attn._merge_heads(out)))  # the residuals' dropouts: identity in eval
+    if attn.qkv is not None and _kernel_attention(x, mask):  # one stacked projection (int8's) and the kernel
+        out = _attend(attn, attn.qkv(attention.branch_input(x)), mask)
+    else:
+        q, k, v = attn._self_projections(attention.branch_input(x))
+        out, _ = scaled_dot_product_attention(q, k, v, mask=mask)  # eval: no dropout
+        out = attn._merge_heads(out)
+    x = attention.merge(x, attn.output(out))  # the residuals' dropouts: identity in eval
     ffn = feed_forward.layer
     up_gelu = _gelu_product(ffn)
     if up_gelu is not None:
@@ -240,10 +246,12 @@ def packed_encoder_layer(
     bound once and kept beside its module (`few_row_gemm.cached_product_fn`) and one product for the stacked
     query, key and value (`attnlab.nn.derived.stacked_qkv`): the kernel computes each output column on its
     own, so the stacked product's columns are the three products' bit for bit. Outputs equal the module
-    calls' (``torch.equal``; tests/test_flat_layer.py) but for one deliberate difference: with the exact
-    GELU, the activation runs in the first feed-forward product's epilogue (`few_row_gemm.GELU`: its own
-    erf, within 4e-7 of PyTorch's), which saves a pass over the (B, T, 4H) activations: about 0.3 of 8 ms
-    at bert-mini B=1 with two threads.
+    calls' (``torch.equal``; tests/test_flat_layer.py) but for two deliberate differences, each within
+    float32 rounding: with the exact GELU, the activation runs in the first feed-forward product's epilogue
+    (`few_row_gemm.GELU`: its own erf, within 4e-7 of PyTorch's), which saves a pass over the (B, T, 4H)
+    activations (about 0.3 of 8 ms at bert-mini B=1 with two threads); and the attention runs on attnlab's
+    kernel where `_kernel_attention` holds (`few_row_gemm.attention`: reads the stacked product as it is
+    and writes the heads merged, no permute or copy between).
 
     Measured on the later sessions' AMD EPYC, bert-mini B=1 T=128, alternating with `flat_encoder_layer` on
     the same kernel products: 0.965x its time with 2 threads (24 of 30 paired rounds faster), 0.973x with one
@@ -256,12 +264,8 @@ def packed_encoder_layer(
         project = few_row_gemm.cached_product_fn(attn.qkv, attn.qkv.weight, attn.qkv.bias, "_weight_t")
     else:
         project = _qkv_product(attn)
-    qkv = project(attention.branch_input(x)).view(b, t, 3, attn.num_heads, attn.head_dim)
-    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, N, T, D), the views `_heads` gives
-    out, _ = scaled_dot_product_attention(q, k, v, mask=mask)  # eval: no dropout
-    out = few_row_gemm.cached_product_fn(attn.output, attn.output.weight, attn.output.bias, "_weight_t")(
-        attn._merge_heads(out)
-    )
+    out = _attend(attn, project(attention.branch_input(x)), mask)
+    out = few_row_gemm.cached_product_fn(attn.output, attn.output.weight, attn.output.bias, "_weight_t")(out)
     x = attention.merge(x, out)
     up, down = ffn.up, ffn.down
     if _activation_is_gelu(ffn):  # GELU(up(x)) in one product (the inner dropout: identity in eval)
@@ -273,6 +277,39 @@ def packed_encoder_layer(
         h = ffn.activation(h)
     h = few_row_gemm.cached_product_fn(down, down.weight, down.bias, "_weight_t")(h)
     return feed_forward.merge(x, h)
+
+
+KERNEL_ATTENTION = True  # tests turn it off to compare the rest of the fast paths bit for bit
+
+
+def _kernel_attention(x: Tensor, mask: Tensor | None) -> bool:
+    """Whether `_attend` runs on attnlab's attention kernel: the kernel available, float32 on the CPU, no
+    mask or a padding mask over keys only ((B, 1, 1, T) additive float32, what `Encoder` builds without a
+    visibility matrix).
+
+    Measured on the later sessions' AMD EPYC (bert-mini's attention, B=1, T=128, 4 heads): 140 against 176
+    us for PyTorch's scaled_dot_product_attention with two threads, 263 against 283 us with one. PyTorch's
+    CPU flash attention computes its small blocks with BLAS calls that pack their operands every time."""
+    if not KERNEL_ATTENTION or x.dtype is not torch.float32 or not x.is_cpu or not few_row_gemm.available():
+        return False
+    if mask is None:
+        return True
+    b, t = x.shape[0], x.shape[1]
+    return mask.dtype is torch.float32 and tuple(mask.shape) in ((b, 1, 1, t), (1, 1, 1, t)) and mask.is_cpu
+
+
+def _attend(attn: MultiHeadAttention, qkv: Tensor, mask: Tensor | None) -> Tensor:
+    """The attention of the stacked query/key/value product ``qkv`` (B, T, 3H) -> (B, T, H), heads merged: on
+    attnlab's kernel where `_kernel_attention` holds, else `scaled_dot_product_attention` (eval: no
+    dropout)."""
+    b, t, _ = qkv.shape
+    if _kernel_attention(qkv, mask):
+        key_bias = None if mask is None else mask.reshape(-1, t).expand(b, t)
+        return few_row_gemm.attention(qkv, attn.num_heads, key_bias)
+    heads = qkv.view(b, t, 3, attn.num_heads, attn.head_dim)
+    q, k, v = heads.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, N, T, D)
+    out, _ = scaled_dot_product_attention(q, k, v, mask=mask)
+    return attn._merge_heads(out)
 
 
 def _qkv_product(attn: MultiHeadAttention):

@@ -21,7 +21,9 @@
 // the batch it is in or on the thread count (tests/test_few_row_gemm.py checks both with torch.equal).
 // With act = 1, y = GELU(acc + b[n]) (gelu.h), for a feed-forward layer's first product.
 #include <immintrin.h>
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "gelu.h"
 #ifdef _OPENMP
@@ -135,12 +137,127 @@ void many_rows(int64_t N, int64_t K, const float* x, const float* P, const float
     }
 }
 
+// y (M rows, row stride ldy) = x (M rows, row stride ldx) @ the panels P of a (N, K) matrix: tiles of 6 rows
+// by 2 panels, as many_rows, with strides (the attention's rows live inside larger rows).
+template <int NP>
+void strided_rows(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* P, int64_t p,
+                  float* y, int64_t ldy) {
+    int64_t m = 0;
+    for (; m + 6 <= M; m += 6) tile<6, NP>(K, x + m * ldx, ldx, P, p, nullptr, y + m * ldy, ldy, N, 0);
+    const float* xm = x + m * ldx;
+    float* ym = y + m * ldy;
+    switch (M - m) {
+        case 1: tile<1, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
+        case 2: tile<2, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
+        case 3: tile<3, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
+        case 4: tile<4, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
+        case 5: tile<5, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
+        default: break;
+    }
+}
+
+void strided_product(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* P, float* y,
+                     int64_t ldy) {
+    const int64_t np = (N + 7) / 8;
+    int64_t p = 0;
+    for (; p + 2 <= np; p += 2) strided_rows<2>(M, N, K, x, ldx, P, p, y, ldy);
+    if (p < np) strided_rows<1>(M, N, K, x, ldx, P, p, y, ldy);
+}
+
+// Softmax of one row of scores in place: s[j] = exp(s[j] * scale + bias[j] - max) / sum for j < T, 0 for
+// T <= j < T8 (the padding the next product reads).
+void softmax_row(float* s, int64_t T, int64_t T8, float scale, const float* bias) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    __m256 vmax = _mm256_set1_ps(-INFINITY);
+    int64_t j = 0;
+    for (; j + 8 <= T; j += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + j), vs);
+        if (bias != nullptr) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + j));
+        _mm256_storeu_ps(s + j, v);
+        vmax = _mm256_max_ps(vmax, v);
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, vmax);
+    float mx = -INFINITY;
+    for (int i = 0; i < 8; ++i) mx = lanes[i] > mx ? lanes[i] : mx;
+    for (; j < T; ++j) {
+        s[j] = s[j] * scale + (bias != nullptr ? bias[j] : 0.f);
+        mx = s[j] > mx ? s[j] : mx;
+    }
+    for (j = T; j < T8; ++j) s[j] = -INFINITY;  // exp -> 0
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256 vsum = _mm256_setzero_ps();
+    for (j = 0; j < T8; j += 8) {
+        const __m256 e = attnlab_gelu::exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+        _mm256_storeu_ps(s + j, e);
+        vsum = _mm256_add_ps(vsum, e);
+    }
+    _mm256_store_ps(lanes, vsum);
+    float sum = 0.f;
+    for (int i = 0; i < 8; ++i) sum += lanes[i];
+    const __m256 inv = _mm256_set1_ps(1.f / sum);
+    for (j = 0; j < T8; j += 8) _mm256_storeu_ps(s + j, _mm256_mul_ps(_mm256_loadu_ps(s + j), inv));
+}
+
+// One work item of the attention: query rows [i0, i1) of head h of sequence b.
+void attention_item(int64_t T, int64_t H, int64_t D, const float* qkv, const float* key_bias, float* out,
+                    float scale, int64_t b, int64_t h, int64_t i0, int64_t i1, std::vector<float>& kp,
+                    std::vector<float>& vp, std::vector<float>& scores) {
+    const int64_t T8 = (T + 7) / 8 * 8, D8 = (D + 7) / 8 * 8, row = 3 * H * D;
+    const float* base = qkv + b * T * row;
+    // K (T, D) as panels of 8 keys: kp[p][d][j] = K[8p + j][d]; V^T (D, T) as panels of 8 dims: vp[p][j][i]
+    kp.assign(static_cast<size_t>(T8 * D), 0.f);
+    vp.assign(static_cast<size_t>(D8 * T8), 0.f);
+    for (int64_t j = 0; j < T; ++j) {
+        const float* k = base + j * row + H * D + h * D;
+        const float* v = base + j * row + 2 * H * D + h * D;
+        float* kpanel = kp.data() + (j / 8) * D * 8 + j % 8;
+        for (int64_t d = 0; d < D; ++d) kpanel[d * 8] = k[d];
+        for (int64_t d = 0; d < D; ++d) vp[(d / 8) * T8 * 8 + j * 8 + d % 8] = v[d];
+    }
+    const int64_t rows = i1 - i0;
+    scores.resize(static_cast<size_t>(rows * T8));
+    // scores = Q K^T (rows, T) ...
+    strided_product(rows, T, D, base + i0 * row + h * D, row, kp.data(), scores.data(), T8);
+    const float* bias = key_bias != nullptr ? key_bias + b * T : nullptr;
+    for (int64_t r = 0; r < rows; ++r) softmax_row(scores.data() + r * T8, T, T8, scale, bias);
+    // ... softmax, then out rows = P V, written into (B, T, H, D)
+    strided_product(rows, D, T8, scores.data(), T8, vp.data(), out + ((b * T + i0) * H + h) * D, H * D);
+}
+
 }  // namespace
 
 extern "C" {
 
+// softmax(Q K^T * scale + key_bias) V for every head: qkv (B, T, 3, H, D) contiguous (the stacked query/key/
+// value product), key_bias (B, T) additive or null, out (B, T, H, D), written. Items of (sequence, head, 64
+// query rows) split over `threads` OpenMP threads. Each item's arithmetic does not depend on the others.
+void attnlab_attention(int64_t B, int64_t T, int64_t H, int64_t D, const float* qkv, const float* key_bias,
+                       float* out, float scale, int threads) {
+    // one item per head and sequence (K and V packed once), its query rows split only where there are fewer
+    // heads and sequences than threads
+    const int64_t heads = B * H > 0 ? B * H : 1, want = threads > heads ? (threads + heads - 1) / heads : 1;
+    const int64_t block = T > 0 ? (T + want - 1) / want : 1, blocks = T > 0 ? (T + block - 1) / block : 0;
+    const int64_t items = B * H * blocks;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads > 1 && items > 1 ? threads : 1)
+#endif
+    {
+        std::vector<float> kp, vp, scores;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int64_t it = 0; it < items; ++it) {
+            const int64_t b = it / (H * blocks), h = (it / blocks) % H, i0 = (it % blocks) * block;
+            attention_item(T, H, D, qkv, key_bias, out, scale, b, h, i0, i0 + block < T ? i0 + block : T, kp,
+                           vp, scores);
+        }
+    }
+    (void)threads;
+}
+
 // Bumped with any change of the arguments' meaning; few_row_gemm.py refuses a library that disagrees.
-int attnlab_few_row_gemm_version() { return 2; }
+int attnlab_few_row_gemm_version() { return 3; }
 
 // x (M, K) row-major, P the panels of W (N, K) as above, bias (N,) or null, y (M, N) row-major, written;
 // act 0 (none) or 1 (GELU).

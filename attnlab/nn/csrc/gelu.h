@@ -1,6 +1,6 @@
 // GELU(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) on 8 floats, for the kernels' epilogues (few_row_gemm.cpp,
 // int8_gemm.cpp): applied to each output while it is still in a register saves a pass over the (T, 4H)
-// feed-forward activations.
+// feed-forward activations. exp_nonpositive also serves the attention's softmax (few_row_gemm.cpp).
 //
 // erf: Abramowitz and Stegun, Handbook of Mathematical Functions, formula 7.1.26 (|error| <= 1.5e-7):
 //   erf(u) = 1 - (a1 t + a2 t^2 + a3 t^3 + a4 t^4 + a5 t^5) exp(-u^2),  t = 1 / (1 + p u),  u >= 0,
@@ -12,7 +12,8 @@
 
 namespace attnlab_gelu {
 
-inline __m256 exp_nonpositive(__m256 y) {  // exp(y), y <= 0 (clamped at -87: the result is then ~1.6e-38)
+inline __m256 exp_nonpositive(__m256 y) {  // exp(y), y <= 0; 0 below -87 (where float32's exp is < 1.7e-38)
+    const __m256 live = _mm256_cmp_ps(y, _mm256_set1_ps(-87.f), _CMP_GE_OQ);
     y = _mm256_max_ps(y, _mm256_set1_ps(-87.f));
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -26,7 +27,7 @@ inline __m256 exp_nonpositive(__m256 y) {  // exp(y), y <= 0 (clamped at -87: th
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
     const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), live);
 }
 
 inline __m256 gelu(__m256 x) {
