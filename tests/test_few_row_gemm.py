@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 
+import kernel_cache
 import pytest
 import torch
 import torch.nn.functional as F
@@ -181,11 +182,7 @@ def test_decoding_with_the_kernel_matches_pytorchs_products(monkeypatch):
 @pytest.fixture
 def fresh(tmp_path, monkeypatch):
     """`few_row_gemm._load` run anew, building into an empty cache directory."""
-    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path))
-    monkeypatch.delenv("ATTNLAB_FEW_ROW_GEMM", raising=False)
-    few_row_gemm._kernel.cache_clear()
-    yield tmp_path / "kernels"
-    few_row_gemm._kernel.cache_clear()
+    yield from kernel_cache.fresh(few_row_gemm, "ATTNLAB_FEW_ROW_GEMM", tmp_path, monkeypatch)
 
 
 @needs_kernel
@@ -206,11 +203,9 @@ def test_built_once_then_loaded_from_the_cache(fresh, monkeypatch):
 def test_a_library_that_computes_wrongly_is_refused(fresh, monkeypatch):
     # a cached library whose products are wrong (the file where the build would be): found by the check
     source = few_row_gemm.SOURCE.read_text()
-    wrong = fresh.parent / "wrong.cpp"
-    for header in few_row_gemm.SOURCE.parent.glob("*.h"):  # what it includes, beside it
-        (fresh.parent / header.name).write_bytes(header.read_bytes())
-    wrong.write_text(source.replace("acc[m][q] = _mm256_fmadd_ps(xv, w[q], acc[m][q])",
-                                    "acc[m][q] = _mm256_add_ps(xv, acc[m][q])"))  # fmt: skip
+    changed = source.replace("acc[m][q] = _mm256_fmadd_ps(xv, w[q], acc[m][q])",
+                             "acc[m][q] = _mm256_add_ps(xv, acc[m][q])")  # fmt: skip
+    wrong = kernel_cache.source_beside(few_row_gemm, fresh.parent, changed)
     monkeypatch.setattr(few_row_gemm, "SOURCE", wrong)
     reason = few_row_gemm._load()
     assert isinstance(reason, str) and "differ from F.linear" in reason

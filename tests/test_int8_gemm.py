@@ -4,6 +4,7 @@ input checks, and how it is loaded and refused (the build itself is few_row_gemm
 
 from __future__ import annotations
 
+import kernel_cache
 import pytest
 import torch
 
@@ -81,11 +82,7 @@ def test_bad_inputs_are_refused_before_the_kernel_reads_them():
 @pytest.fixture
 def fresh(tmp_path, monkeypatch):
     """`int8_gemm._load` run anew, building into an empty cache directory."""
-    monkeypatch.setenv("ATTNLAB_CACHE", str(tmp_path))
-    monkeypatch.delenv("ATTNLAB_INT8_GEMM", raising=False)
-    int8_gemm._kernel.cache_clear()
-    yield tmp_path / "kernels"
-    int8_gemm._kernel.cache_clear()
+    yield from kernel_cache.fresh(int8_gemm, "ATTNLAB_INT8_GEMM", tmp_path, monkeypatch)
 
 
 @needs_kernel
@@ -96,10 +93,9 @@ def test_built_into_the_cache_and_a_wrong_library_or_version_is_refused(fresh, m
         m.setattr(int8_gemm, "VERSION", int8_gemm.VERSION + 1)
         reason = int8_gemm._load()
         assert isinstance(reason, str) and "version" in reason
-    wrong = fresh.parent / "wrong.cpp"  # the zero points' correction added instead of subtracted
-    for header in int8_gemm.SOURCE.parent.glob("*.h"):  # what it includes, beside it
-        (fresh.parent / header.name).write_bytes(header.read_bytes())
-    wrong.write_text(int8_gemm.SOURCE.read_text().replace("_mm256_sub_epi32(acc", "_mm256_add_epi32(acc"))
+    # the zero points' correction added instead of subtracted
+    changed = int8_gemm.SOURCE.read_text().replace("_mm256_sub_epi32(acc", "_mm256_add_epi32(acc")
+    wrong = kernel_cache.source_beside(int8_gemm, fresh.parent, changed)
     monkeypatch.setattr(int8_gemm, "SOURCE", wrong)
     reason = int8_gemm._load()
     assert isinstance(reason, str) and "differ from the reference" in reason

@@ -53,13 +53,13 @@ from attnlab.nn.derived import derived
 
 __all__ = [
     "FewRowGemmWarning", "attention", "available", "cached_product_fn", "load_library", "panels", "product",
-    "product_fn", "unavailable_reason", "warn_unless_loaded",
+    "product_fn", "rows_input", "unavailable_reason", "warn_unless_loaded",
 ]  # fmt: skip
 
 SOURCE = Path(__file__).with_name("csrc") / "few_row_gemm.cpp"
 VERSION = 3  # attnlab_few_row_gemm_version() of the source this module speaks to
 PANEL = 8  # output columns per panel: one AVX register of float32
-GELU = 1  # the ``act`` that applies the exact GELU to each output (csrc/gelu.h)
+GELU = 1  # the ``act`` that applies the exact GELU to each output (csrc/epilogue.h)
 NOT_THIS_CPU = "the CPU is not x86-64 with AVX2 and FMA (or /proc/cpuinfo cannot be read)"
 
 
@@ -210,7 +210,7 @@ def attention(qkv: Tensor, heads: int, key_bias: Tensor | None = None) -> Tensor
     """``softmax(q k^T / sqrt(D) + key_bias) v`` for every head, on the kernel: qkv (B, T, 3 * H * D) float32,
     the stacked query/key/value product (each token's query, then key, then value, heads adjacent);
     key_bias (B, T) additive per key (`attnlab.nn.masks.to_additive`'s padding) or None -> (B, T, H * D),
-    the heads merged. Its own softmax (csrc/gelu.h's exp) and summation order: within 1e-6 of PyTorch's
+    the heads merged. Its own softmax (csrc/epilogue.h's exp) and summation order: within 1e-6 of PyTorch's
     scaled_dot_product_attention. RuntimeError where the kernel is not `available`."""
     fn = _kernel()
     if isinstance(fn, str):
@@ -324,13 +324,7 @@ def _call(
     ``bias`` alive; this checks ``x``, which the C++ side trusts (a wrong size or type would read outside
     the tensors). Kept lean: a decoding step makes some 25 of these calls."""
     k = p.shape[1]
-    if x.dtype is not torch.float32 or not x.is_cpu or x.dim() == 0 or x.shape[-1] != k:
-        raise ValueError(f"few-row product: x {tuple(x.shape)} {x.dtype} {x.device} against a ({n}, {k}) "
-                         "float32 CPU weight")  # fmt: skip
-    if x.is_neg() or x._is_zerotensor():  # values the raw data does not show: materialised
-        x = x.resolve_neg() if x.is_neg() else torch.zeros(x.shape, dtype=torch.float32)
-    if not x.is_contiguous():
-        x = x.contiguous()
+    x = rows_input(x, k, n, "few-row product")
     # y (..., N) row-major, as x: the rows are x's leading dimensions flattened. Sizes as ints: torch.empty
     # takes a torch.Size about 3 us slower
     shape = x.shape
@@ -343,6 +337,18 @@ def _call(
     rows = x.numel() // k if k else y.numel() // max(n, 1)  # K = 0: no elements in x to count rows by
     fn(rows, n, k, x.data_ptr(), p_ptr, b_ptr, y.data_ptr(), torch.get_num_threads(), act)
     return y
+
+
+def rows_input(x: Tensor, k: int, n: int, what: str) -> Tensor:
+    """``x`` (..., K) as a kernel reads it -- float32 on the CPU, contiguous, its values in its memory (a
+    negated or zero tensor materialised) -- or ValueError naming ``what``: the C++ side trusts the sizes and
+    would read outside the tensor. For this module's products and `attnlab.nn.int8_gemm`'s."""
+    if x.dtype is not torch.float32 or not x.is_cpu or x.dim() == 0 or x.shape[-1] != k:
+        raise ValueError(f"{what}: x {tuple(x.shape)} {x.dtype} {x.device} against a ({n}, {k}) weight "
+                         "(float32 CPU input expected)")  # fmt: skip
+    if x.is_neg() or x._is_zerotensor():  # values the raw data does not show: materialised
+        x = x.resolve_neg() if x.is_neg() else torch.zeros(x.shape, dtype=torch.float32)
+    return x if x.is_contiguous() else x.contiguous()
 
 
 def _bound(fn, p: Tensor, bias: Tensor | None, n: int, act: int = 0) -> Callable[[Tensor], Tensor]:
@@ -392,7 +398,7 @@ def product_fn(
     holder: nn.Module, weight: Tensor, bias: Tensor | None, name: str = "_weight", act: int = 0
 ) -> Callable[[Tensor], Tensor]:
     """``fn(x) = F.linear(x, weight, bias)`` on the kernel (``act`` `GELU`: ``F.gelu`` of it, within 4e-7 of
-    the exact function: the epilogue's own erf, csrc/gelu.h), the panels taken now (see `panels`); raises
+    the exact function: the epilogue's own erf, csrc/epilogue.h), the panels taken now (see `panels`); raises
     RuntimeError where the kernel is not `available`."""
     fn = _kernel()
     if isinstance(fn, str):

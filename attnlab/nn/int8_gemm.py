@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.nn.few_row_gemm import GELU, load_library, warn_unless_loaded
+from attnlab.nn.few_row_gemm import GELU, load_library, rows_input, warn_unless_loaded
 
 __all__ = ["Int8GemmWarning", "Int8Weight", "available", "pack", "product", "quantize_rows_reference",
            "unavailable_reason"]
@@ -154,13 +154,7 @@ def unavailable_reason() -> str | None:
 
 def _call(fn, x: Tensor, w: Int8Weight, act: int = 0) -> Tensor:
     k, n = w.in_features, w.out_features
-    if x.dtype is not torch.float32 or not x.is_cpu or x.dim() == 0 or x.shape[-1] != k:
-        raise ValueError(f"int8 product: x {tuple(x.shape)} {x.dtype} {x.device} against a ({n}, {k}) "
-                         "weight (float32 CPU input expected)")  # fmt: skip
-    if x.is_neg() or x._is_zerotensor():  # values the raw data does not show: materialised
-        x = x.resolve_neg() if x.is_neg() else torch.zeros(x.shape, dtype=torch.float32)
-    if not x.is_contiguous():
-        x = x.contiguous()
+    x = rows_input(x, k, n, "int8 product")
     y = torch.empty([*x.shape[:-1], n], dtype=torch.float32)
     rows = x.numel() // k if k else y.numel() // max(n, 1)
     b_ptr = None if w.bias is None else w.bias.data_ptr()

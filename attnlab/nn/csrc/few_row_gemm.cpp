@@ -19,13 +19,14 @@
 // acc = fma(x[m][k], W[n][k], acc); then y = acc + b[n]. The same sequence of roundings whatever the number of
 // rows, the tiling, the panels computed beside it or the number of threads: a row's result does not depend on
 // the batch it is in or on the thread count (tests/test_few_row_gemm.py checks both with torch.equal).
-// With act = 1, y = GELU(acc + b[n]) (gelu.h), for a feed-forward layer's first product.
+// With act = 1, y = GELU(acc + b[n]) (epilogue.h), for a feed-forward layer's first product.
 #include <immintrin.h>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-#include "gelu.h"
+#include "blocking.h"
+#include "epilogue.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -58,15 +59,7 @@ void tile(int64_t K, const float* x, int64_t ldx, const float* P, int64_t p0, co
             for (int64_t j = 0; j < width; ++j) b[j] = bias[n0 + j];
         const __m256 bv = _mm256_load_ps(b);
         _Pragma("GCC unroll 8") for (int m = 0; m < M; ++m) {
-            __m256 r = _mm256_add_ps(acc[m][q], bv);
-            if (act == 1) r = attnlab_gelu::gelu(r);
-            if (width == 8) {
-                _mm256_storeu_ps(y + m * ldy + n0, r);
-            } else {
-                alignas(32) float t[8];
-                _mm256_store_ps(t, r);
-                for (int64_t j = 0; j < width; ++j) y[m * ldy + n0 + j] = t[j];
-            }
+            attnlab_epilogue::finish(y + m * ldy + n0, _mm256_add_ps(acc[m][q], bv), width, act);
         }
     }
 }
@@ -99,69 +92,39 @@ void rows_panels(int64_t M, int64_t N, int64_t K, const float* x, const float* P
     }
 }
 
-// The remainder of a row block, 1-5 rows (M < 6), against NP panels.
+// The remainder of a tile column, 1-5 rows (M < 6), against NP panels; x and y with row strides ldx, ldy.
 template <int NP>
-void rest(int64_t M, int64_t K, int64_t N, const float* x, const float* P, int64_t p, const float* bias,
-          float* y, int act) {
+void rest(int64_t M, int64_t K, int64_t N, const float* x, int64_t ldx, const float* P, int64_t p,
+          const float* bias, float* y, int64_t ldy, int act) {
     switch (M) {
-        case 1: tile<1, NP>(K, x, K, P, p, bias, y, N, N, act); break;
-        case 2: tile<2, NP>(K, x, K, P, p, bias, y, N, N, act); break;
-        case 3: tile<3, NP>(K, x, K, P, p, bias, y, N, N, act); break;
-        case 4: tile<4, NP>(K, x, K, P, p, bias, y, N, N, act); break;
-        case 5: tile<5, NP>(K, x, K, P, p, bias, y, N, N, act); break;
+        case 1: tile<1, NP>(K, x, ldx, P, p, bias, y, ldy, N, act); break;
+        case 2: tile<2, NP>(K, x, ldx, P, p, bias, y, ldy, N, act); break;
+        case 3: tile<3, NP>(K, x, ldx, P, p, bias, y, ldy, N, act); break;
+        case 4: tile<4, NP>(K, x, ldx, P, p, bias, y, ldy, N, act); break;
+        case 5: tile<5, NP>(K, x, ldx, P, p, bias, y, ldy, N, act); break;
         default: break;
     }
 }
 
-// More rows (an encoder's tokens): rows [r0, r1) against panels [pb, pe), in tiles of 6 rows by 2 panels
-// (12 accumulators: per k, 2 panel loads and 6 broadcasts feed 12 FMAs). Rows go in blocks of about 96 KiB
-// of x, which stay in L2 while the panel pairs pass over them; a pair (16 columns x K) stays in L1/L2 while
-// the block's tiles run. The arithmetic per output is the one above.
-void many_rows(int64_t N, int64_t K, const float* x, const float* P, const float* bias, float* y, int64_t r0,
-               int64_t r1, int64_t pb, int64_t pe, int act) {
-    int64_t block = (24576 / (K > 0 ? K : 1)) / 6 * 6;
-    if (block < 6) block = 6;
-    for (int64_t m0 = r0; m0 < r1; m0 += block) {
-        const int64_t m1 = m0 + block < r1 ? m0 + block : r1;
-        int64_t p = pb;
-        for (; p + 2 <= pe; p += 2) {
-            int64_t m = m0;
-            for (; m + 6 <= m1; m += 6) tile<6, 2>(K, x + m * K, K, P, p, bias, y + m * N, N, N, act);
-            rest<2>(m1 - m, K, N, x + m * K, P, p, bias, y + m * N, act);
-        }
-        if (p < pe) {  // an odd panel at the end
-            int64_t m = m0;
-            for (; m + 6 <= m1; m += 6) tile<6, 1>(K, x + m * K, K, P, p, bias, y + m * N, N, N, act);
-            rest<1>(m1 - m, K, N, x + m * K, P, p, bias, y + m * N, act);
-        }
-    }
+// Rows [r0, r1) of x (row stride ldx) against panels [pb, pe) into y (row stride ldy), in tiles of 6 rows by
+// 2 panels (12 accumulators: per k, 2 panel loads and 6 broadcasts feed 12 FMAs), rows in blocks of about
+// 96 KiB of x (blocking.h). The arithmetic per output is the one above.
+void many_rows(int64_t N, int64_t K, const float* x, int64_t ldx, const float* P, const float* bias, float* y,
+               int64_t ldy, int64_t r0, int64_t r1, int64_t pb, int64_t pe, int act) {
+    auto full = [&](int64_t m, int64_t p, auto np) {
+        tile<6, decltype(np)::value>(K, x + m * ldx, ldx, P, p, bias, y + m * ldy, ldy, N, act);
+    };
+    auto part = [&](int64_t rows, int64_t m, int64_t p, auto np) {
+        rest<decltype(np)::value>(rows, K, N, x + m * ldx, ldx, P, p, bias, y + m * ldy, ldy, act);
+    };
+    attnlab_blocking::blocked(r0, r1, pb, pe, attnlab_blocking::block_rows(4 * K, 98304), full, part);
 }
 
-// y (M rows, row stride ldy) = x (M rows, row stride ldx) @ the panels P of a (N, K) matrix: tiles of 6 rows
-// by 2 panels, as many_rows, with strides (the attention's rows live inside larger rows).
-template <int NP>
-void strided_rows(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* P, int64_t p,
-                  float* y, int64_t ldy) {
-    int64_t m = 0;
-    for (; m + 6 <= M; m += 6) tile<6, NP>(K, x + m * ldx, ldx, P, p, nullptr, y + m * ldy, ldy, N, 0);
-    const float* xm = x + m * ldx;
-    float* ym = y + m * ldy;
-    switch (M - m) {
-        case 1: tile<1, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
-        case 2: tile<2, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
-        case 3: tile<3, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
-        case 4: tile<4, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
-        case 5: tile<5, NP>(K, xm, ldx, P, p, nullptr, ym, ldy, N, 0); break;
-        default: break;
-    }
-}
-
+// y (M rows, row stride ldy) = x (M rows, row stride ldx) @ the panels P of a (N, K) matrix (the attention's
+// rows live inside larger rows).
 void strided_product(int64_t M, int64_t N, int64_t K, const float* x, int64_t ldx, const float* P, float* y,
                      int64_t ldy) {
-    const int64_t np = (N + 7) / 8;
-    int64_t p = 0;
-    for (; p + 2 <= np; p += 2) strided_rows<2>(M, N, K, x, ldx, P, p, y, ldy);
-    if (p < np) strided_rows<1>(M, N, K, x, ldx, P, p, y, ldy);
+    many_rows(N, K, x, ldx, P, nullptr, y, ldy, 0, M, 0, (N + 7) / 8, 0);
 }
 
 // Softmax of one row of scores in place: s[j] = exp(s[j] * scale + bias[j] - max) / sum for j < T, 0 for
@@ -188,7 +151,7 @@ void softmax_row(float* s, int64_t T, int64_t T8, float scale, const float* bias
     const __m256 vm = _mm256_set1_ps(mx);
     __m256 vsum = _mm256_setzero_ps();
     for (j = 0; j < T8; j += 8) {
-        const __m256 e = attnlab_gelu::exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
+        const __m256 e = attnlab_epilogue::exp_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm));
         _mm256_storeu_ps(s + j, e);
         vsum = _mm256_add_ps(vsum, e);
     }
@@ -274,7 +237,7 @@ void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const
             {
                 const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
                 const int64_t pb = 2 * (pairs * t / T), pe = 2 * (pairs * (t + 1) / T);
-                many_rows(N, K, x, P, bias, y, 0, M, pb, pe < np ? pe : np, act);
+                many_rows(N, K, x, K, P, bias, y, N, 0, M, pb, pe < np ? pe : np, act);
             }
             return;
         }
@@ -283,12 +246,12 @@ void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const
             {
                 const int64_t t = omp_get_thread_num(), T = omp_get_num_threads(), tiles = (M + 5) / 6;
                 const int64_t r0 = 6 * (tiles * t / T), r1 = 6 * (tiles * (t + 1) / T);
-                many_rows(N, K, x, P, bias, y, r0, r1 < M ? r1 : M, 0, np, act);
+                many_rows(N, K, x, K, P, bias, y, N, r0, r1 < M ? r1 : M, 0, np, act);
             }
             return;
         }
 #endif
-        many_rows(N, K, x, P, bias, y, 0, M, 0, np, act);
+        many_rows(N, K, x, K, P, bias, y, N, 0, M, 0, np, act);
         return;
     }
 #ifdef _OPENMP

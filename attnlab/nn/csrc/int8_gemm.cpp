@@ -17,7 +17,7 @@
 //   the whole tensor.)
 // - y[m][n] = s_m * sw_n * (sum_k xq[m][k] Wq[n][k] - z_m * colsum_n) + b[n], colsum_n = sum_k Wq[n][k].
 // The integer sums are exact, so a row's result depends neither on the other rows of the call nor on the
-// thread count. With act = 1, y = GELU(...) (gelu.h), for a feed-forward layer's first product.
+// thread count. With act = 1, y = GELU(...) (epilogue.h), for a feed-forward layer's first product.
 //
 // Layout. Wq is copied into panels of 8 output columns and 4 k (K padded with zeros to a multiple of 4, N to
 // a multiple of 8):   P[p][k4][j][i] = Wq[8p + j][4 k4 + i]   (32 bytes per k4: one AVX register).
@@ -30,7 +30,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "gelu.h"
+#include "blocking.h"
+#include "epilogue.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -118,16 +119,9 @@ void tile(int64_t Kp, const uint8_t* q, const float* xs, const int32_t* xz, cons
         const __m256 bv = bias != nullptr ? _mm256_loadu_ps(bias + n0) : _mm256_setzero_ps();
         _Pragma("GCC unroll 8") for (int m = 0; m < M; ++m) {
             const __m256i exact = _mm256_sub_epi32(acc[m][j], _mm256_mullo_epi32(_mm256_set1_epi32(xz[m]), cs));
-            __m256 r = _mm256_add_ps(
+            const __m256 r = _mm256_add_ps(
                 _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(exact), _mm256_set1_ps(xs[m])), sw), bv);
-            if (act == 1) r = attnlab_gelu::gelu(r);
-            if (width == 8) {
-                _mm256_storeu_ps(y + m * ldy + n0, r);
-            } else {
-                alignas(32) float t[8];
-                _mm256_store_ps(t, r);
-                for (int64_t i = 0; i < width; ++i) y[m * ldy + n0 + i] = t[i];
-            }
+            attnlab_epilogue::finish(y + m * ldy + n0, r, width, act);
         }
     }
 }
@@ -160,28 +154,14 @@ void rest(const Args& a, int64_t rows, int64_t m, int64_t p) {
 }
 
 // Rows [r0, r1) against panels [pb, pe): tiles of 6 rows by 2 panels, rows in blocks of about 24 KiB of q
-// that stay in L1/L2 while the panel pairs pass over them.
+// (blocking.h).
 void rows_panels(const Args& a, int64_t r0, int64_t r1, int64_t pb, int64_t pe) {
-    int64_t block = (24576 / (a.Kp > 0 ? a.Kp : 1)) / 6 * 6;
-    if (block < 6) block = 6;
-    for (int64_t m0 = r0; m0 < r1; m0 += block) {
-        const int64_t m1 = m0 + block < r1 ? m0 + block : r1;
-        int64_t p = pb;
-        for (; p + 2 <= pe; p += 2) {
-            int64_t m = m0;
-            for (; m + 6 <= m1; m += 6)
-                tile<6, 2>(a.Kp, a.q + m * a.Kp, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias,
-                           a.y + m * a.N, a.N, a.N, a.act);
-            rest<2>(a, m1 - m, m, p);
-        }
-        if (p < pe) {  // an odd panel at the end
-            int64_t m = m0;
-            for (; m + 6 <= m1; m += 6)
-                tile<6, 1>(a.Kp, a.q + m * a.Kp, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias,
-                           a.y + m * a.N, a.N, a.N, a.act);
-            rest<1>(a, m1 - m, m, p);
-        }
-    }
+    auto full = [&](int64_t m, int64_t p, auto np) {
+        tile<6, decltype(np)::value>(a.Kp, a.q + m * a.Kp, a.xs + m, a.xz + m, a.P, p, a.colsum, a.ws, a.bias,
+                                     a.y + m * a.N, a.N, a.N, a.act);
+    };
+    auto part = [&](int64_t rows, int64_t m, int64_t p, auto np) { rest<decltype(np)::value>(a, rows, m, p); };
+    attnlab_blocking::blocked(r0, r1, pb, pe, attnlab_blocking::block_rows(a.Kp, 24576), full, part);
 }
 
 // Thread t of T: its share of the rows to quantize, then (after a barrier) of the panel pairs, or of the

@@ -1,6 +1,9 @@
-// GELU(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) on 8 floats, for the kernels' epilogues (few_row_gemm.cpp,
-// int8_gemm.cpp): applied to each output while it is still in a register saves a pass over the (T, 4H)
-// feed-forward activations. exp_nonpositive also serves the attention's softmax (few_row_gemm.cpp).
+// What the kernels (few_row_gemm.cpp, int8_gemm.cpp) do with 8 finished outputs: the optional activation and
+// the store of a possibly partial panel.
+//
+// GELU(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) on 8 floats: applied to each output while it is still in
+// a register saves a pass over the (T, 4H) feed-forward activations. exp_nonpositive also serves the
+// attention's softmax (few_row_gemm.cpp).
 //
 // erf: Abramowitz and Stegun, Handbook of Mathematical Functions, formula 7.1.26 (|error| <= 1.5e-7):
 //   erf(u) = 1 - (a1 t + a2 t^2 + a3 t^3 + a4 t^4 + a5 t^5) exp(-u^2),  t = 1 / (1 + p u),  u >= 0,
@@ -9,8 +12,9 @@
 // not bit for bit PyTorch's (another erf), within float32 rounding of the exact function for |x| <~ 1.
 #pragma once
 #include <immintrin.h>
+#include <cstdint>
 
-namespace attnlab_gelu {
+namespace attnlab_epilogue {
 
 inline __m256 exp_nonpositive(__m256 y) {  // exp(y), y <= 0; 0 below -87 (where float32's exp is < 1.7e-38)
     const __m256 live = _mm256_cmp_ps(y, _mm256_set1_ps(-87.f), _CMP_GE_OQ);
@@ -49,4 +53,16 @@ inline __m256 gelu(__m256 x) {
     return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), one_plus_erf);
 }
 
-}  // namespace attnlab_gelu
+// r (+ GELU where act is 1) into y[0 .. width), width <= 8 (the last panel may hold fewer columns).
+inline void finish(float* y, __m256 r, int64_t width, int act) {
+    if (act == 1) r = gelu(r);
+    if (width == 8) {
+        _mm256_storeu_ps(y, r);
+    } else {
+        alignas(32) float t[8];
+        _mm256_store_ps(t, r);
+        for (int64_t j = 0; j < width; ++j) y[j] = t[j];
+    }
+}
+
+}  // namespace attnlab_epilogue
