@@ -367,3 +367,35 @@ def test_attention_refuses_bad_shapes():
         few_row_gemm.attention(torch.randn(1, 4, 10), 2)
     with pytest.raises(ValueError, match=r"key_bias \(1, 3\) torch.float32, expected \(1, 4\)"):
         few_row_gemm.attention(torch.randn(1, 4, 12), 2, torch.zeros(1, 3))
+
+
+@needs_kernel
+@pytest.mark.parametrize("post_ln", [True, False])
+def test_merged_product_equals_the_residual_merge_and_follows_the_norm(post_ln):
+    torch.manual_seed(5)
+    proj, norm = Linear(24, 40), torch.nn.LayerNorm(40, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+    x, residual = torch.randn(2, 9, 24), torch.randn(2, 9, 40)
+    fn = few_row_gemm.cached_merge_fn(proj, proj.weight, proj.bias, norm if post_ln else None)
+    summed = F.linear(x.double(), proj.weight.double(), proj.bias.double()) + residual.double()
+    want = F.layer_norm(summed, (40,), norm.weight.double(), norm.bias.double(), 1e-6) if post_ln else summed
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fn(x, residual)
+        torch.set_num_threads(2)
+        two = fn(x, residual)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.allclose(one.double(), want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(one, two)  # rows split differently for the merge, each row's arithmetic the same
+    if post_ln:  # a new LayerNorm weight is seen (the bound product is rebuilt)
+        with torch.no_grad():
+            norm.weight.mul_(2.0)
+        fn = few_row_gemm.cached_merge_fn(proj, proj.weight, proj.bias, norm)
+        assert torch.allclose(fn(x, residual).double() - norm.bias.double(), 2 * (want - norm.bias.double()),
+                              rtol=1e-4, atol=1e-4)  # fmt: skip
+    with pytest.raises(ValueError, match=r"residual \(2, 9, 39\)"):
+        fn(x, residual[..., :39])

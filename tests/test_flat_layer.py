@@ -34,7 +34,8 @@ def model(int8: str | None = None, **changes: object) -> Encoder:
 
 def same_layers(a: torch.Tensor, b: torch.Tensor, gelu: bool = True) -> None:
     """Module calls ``a`` and fast path ``b``: bit-identical, but with the exact GELU applied in a product's
-    epilogue (its own erf, within 4e-7 of PyTorch's) equal within float32 rounding."""
+    epilogue (its own erf, within 4e-7 of PyTorch's) or a merged residual LayerNorm (``gelu`` True) equal
+    within float32 rounding."""
     if gelu:
         torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-5)
     else:
@@ -167,20 +168,30 @@ class KernelSpy(encoder_layers.Spy):
 @packed_here
 @LAYER_KINDS
 def test_kernel_products_take_the_flat_path(monkeypatch: pytest.MonkeyPatch, changes: dict) -> None:
-    """The modules and the flat path run the same kernel products: bit-identical; and within float32
-    rounding of PyTorch's fused kernel on MKL's products."""
+    """The modules and the packed path run the same kernel products: bit-identical where the GELU and the
+    merges are not fused (another activation, `MERGED_PRODUCTS` off), within float32 rounding where they
+    are; and within float32 rounding of PyTorch's fused kernel on MKL's products."""
+    from attnlab.nn import few_row_gemm
+
     m = model(**changes)
     ids, mask = inputs()
     spy, products = PackedSpy(monkeypatch), KernelSpy(monkeypatch)
+    merges = encoder_layers.Spy(monkeypatch, few_row_gemm, "_merge_call")
     for attention_mask in (mask, None):
         ref, got = both(m, ids, attention_mask=attention_mask, output_hidden_states=True)
         for a, b in zip(ref.hidden_states, got.hidden_states, strict=True):
-            same_layers(a, b, gelu=changes.get("activation", "gelu") == "gelu")
+            same_layers(a, b)
     layers = m.config.num_layers
     assert spy.calls == 2 * layers
-    # per call of `both`: the modules' 6 products a layer, the packed path's 4 (q, k, v stacked), the pooler
-    # twice (3 rows: decoding's few-row path)
-    assert products.calls == 2 * (6 * layers + 4 * layers + 2)
+    # per call of `both`: the modules' 6 products a layer; the packed path's 2 (q, k, v stacked; the first
+    # feed-forward) and 2 merged with their residual (`_merged`); the pooler twice (3 rows: decoding's
+    # few-row path)
+    assert products.calls == 2 * (6 * layers + 2 * layers + 2)
+    assert merges.calls == 2 * 2 * layers
+    monkeypatch.setattr(fused_layer, "MERGED_PRODUCTS", False)
+    ref, got = both(m, ids, attention_mask=mask, output_hidden_states=True)
+    for a, b in zip(ref.hidden_states, got.hidden_states, strict=True):
+        same_layers(a, b, gelu=changes.get("activation", "gelu") == "gelu")
     monkeypatch.setattr(fused_layer, "_packed", lambda attention, feed_forward, x: False)
     with torch.inference_mode():
         mkl = m(ids, attention_mask=mask, output_hidden_states=True)
@@ -206,7 +217,8 @@ def test_more_rows_than_packed_rows_keep_pytorchs_products(monkeypatch: pytest.M
     monkeypatch.setattr(linear, "PACKED_ROWS", 33)
     with torch.inference_mode():
         m(ids, attention_mask=mask)
-    assert spy.calls == m.config.num_layers and products.calls == 1 + 4 * m.config.num_layers + 1
+    # 2 products a layer on their own, 2 merged with their residual (`_merge_call`, not counted here)
+    assert spy.calls == m.config.num_layers and products.calls == 1 + 2 * m.config.num_layers + 1
 
 
 @packed_here

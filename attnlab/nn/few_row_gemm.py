@@ -53,11 +53,11 @@ from attnlab.nn.derived import derived
 
 __all__ = [
     "FewRowGemmWarning", "attention", "available", "cached_product_fn", "load_library", "panels", "product",
-    "product_fn", "rows_input", "unavailable_reason", "warn_unless_loaded",
+    "product_fn", "rows_input", "unavailable_reason", "warn_unless_loaded", "cached_merge_fn",
 ]  # fmt: skip
 
 SOURCE = Path(__file__).with_name("csrc") / "few_row_gemm.cpp"
-VERSION = 3  # attnlab_few_row_gemm_version() of the source this module speaks to
+VERSION = 4  # attnlab_few_row_gemm_version() of the source this module speaks to
 PANEL = 8  # output columns per panel: one AVX register of float32
 GELU = 1  # the ``act`` that applies the exact GELU to each output (csrc/epilogue.h)
 NOT_THIS_CPU = "the CPU is not x86-64 with AVX2 and FMA (or /proc/cpuinfo cannot be read)"
@@ -189,6 +189,85 @@ def _check_attention(attend) -> None:
                                  f"({b}, {t}, {heads}, {d})")  # fmt: skip
 
 
+def _check_merge(merge) -> None:
+    """Raise if the library's product with a residual merge differs from PyTorch's (float64)."""
+    gen = torch.Generator().manual_seed(2)
+    f32 = {"generator": gen, "dtype": torch.float32}
+    for n, k, rows in ((37, 19, 13), (64, 48, 1), (20, 8, 40)):
+        w, b = torch.randn(n, k, **f32), torch.randn(n, **f32)
+        gamma, beta = torch.randn(n, **f32), torch.randn(n, **f32)
+        x, residual = torch.randn(rows, k, **f32), torch.randn(rows, n, **f32)
+        summed = F.linear(x.double(), w.double(), b.double()) + residual.double()
+        p = _pack(w)
+        for norm, want in (
+            (None, summed),
+            ((gamma, beta, 1e-5), F.layer_norm(summed, (n,), gamma.double(), beta.double(), 1e-5)),
+        ):
+            got = _bound_merge(merge, p, b, n, norm)(x, residual)
+            if not torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5):
+                err = (got.double() - want).abs().max().item()
+                what = "LayerNorm(x W^T + b + residual)" if norm else "x W^T + b + residual"
+                raise ValueError(f"its {what} differs from PyTorch's by {err:.3g} at rows={rows}, "
+                                 f"(N, K)=({n}, {k})")  # fmt: skip
+
+
+def _merge_call(merge, x: Tensor, residual: Tensor, p_ptr: int, b_ptr: int | None, k: int, n: int,
+                norm_ptrs: tuple[int, int, float] | None, keep: tuple) -> Tensor:  # fmt: skip
+    x = rows_input(x, k, n, "merged product")
+    if residual.shape != (*x.shape[:-1], n) or residual.dtype is not torch.float32 or not residual.is_cpu:
+        raise ValueError(f"merged product: residual {tuple(residual.shape)} {residual.dtype} for an output "
+                         f"{(*x.shape[:-1], n)} float32")  # fmt: skip
+    residual = rows_input(residual, n, n, "merged product (residual)")
+    y = torch.empty(residual.shape, dtype=torch.float32)
+    gamma, beta, eps = norm_ptrs if norm_ptrs is not None else (None, None, 0.0)
+    rows = residual.numel() // n if n else 0
+    merge(rows, n, k, x.data_ptr(), p_ptr, b_ptr, residual.data_ptr(), gamma, beta, eps, y.data_ptr(),
+          torch.get_num_threads())  # fmt: skip
+    return y
+
+
+def _bound_merge(merge, p: Tensor, bias: Tensor | None, n: int, norm: tuple[Tensor, Tensor, float] | None):
+    """``fn(x, residual)``: the product of x with the panels ``p`` (and ``bias``) plus ``residual``, then
+    LayerNorm with ``norm`` = (weight, bias, eps) where given; the tensors checked and bound."""
+    _bound(None, p, bias, n)  # the same checks of the panels and the bias
+    bias = None if bias is None else bias.detach().contiguous()
+    ptrs = None
+    if norm is not None:
+        gamma, beta, eps = norm
+        gamma, beta = gamma.detach().float().contiguous(), beta.detach().float().contiguous()
+        if gamma.shape != (n,) or beta.shape != (n,) or not gamma.is_cpu or not beta.is_cpu:
+            raise ValueError(f"merged product: LayerNorm weight {tuple(gamma.shape)} and bias "
+                             f"{tuple(beta.shape)} for {n} columns")  # fmt: skip
+        norm, ptrs = (gamma, beta), (gamma.data_ptr(), beta.data_ptr(), float(eps))
+    b_ptr = None if bias is None else bias.data_ptr()
+    return functools.partial(_merge_call, merge, p_ptr=p.data_ptr(), b_ptr=b_ptr, k=p.shape[1], n=n,
+                             norm_ptrs=ptrs, keep=(p, bias, norm))  # fmt: skip
+
+
+def cached_merge_fn(
+    holder: nn.Module, weight: Tensor, bias: Tensor | None, norm: nn.LayerNorm | None, name: str = "_weight"
+) -> Callable[[Tensor, Tensor], Tensor]:
+    """``fn(x, residual)``: a residual sub-layer's output product and merge in one kernel call,
+    ``norm(residual + F.linear(x, weight, bias))`` (post-LN) or, with ``norm`` None, ``residual + F.linear(x,
+    weight, bias)`` (pre-LN): no separate add and LayerNorm passes, and one OpenMP region instead of three.
+    ``norm`` an ``nn.LayerNorm`` over the last dimension with weight and bias. Its own LayerNorm (two
+    passes in float32): within 1e-6 of PyTorch's. Kept beside ``holder`` until one of the tensors changes;
+    the panels are the ones `product_fn` uses under the same ``name``. RuntimeError where the kernel is not
+    `available`."""
+    fn = _kernel()
+    if isinstance(fn, str):
+        raise RuntimeError(f"the few-row product kernel is not available: {fn}")
+    sources = tuple(t for t in (weight, bias) if t is not None)
+    if norm is not None:
+        sources += (norm.weight, norm.bias)
+
+    def build():
+        spec = None if norm is None else (norm.weight, norm.bias, norm.eps)
+        return _bound_merge(fn.merge, panels(holder, weight, name), bias, weight.shape[0], spec)
+
+    return derived(holder, name + ("_norm_merge_fn" if norm is not None else "_merge_fn"), sources, build)
+
+
 def _attend(attend, qkv: Tensor, heads: int, key_bias: Tensor | None, threads: int) -> Tensor:
     b, t, width = qkv.shape
     if qkv.dtype is not torch.float32 or not qkv.is_cpu or width % (3 * heads):
@@ -262,8 +341,14 @@ def _open(path: Path):
     attend.argtypes = [ctypes.c_int64] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_float, ctypes.c_int]
     attend.restype = None
     fn.attention = attend  # the same library's attention (`attention`)
+    merge = lib.attnlab_product_add_norm
+    merge.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_float, ctypes.c_void_p]
+    merge.argtypes += [ctypes.c_int]
+    merge.restype = None
+    fn.merge = merge  # and its product with the residual merge (`merged_product_fn`)
     _check(fn)
     _check_attention(attend)
+    _check_merge(merge)
     return fn
 
 

@@ -246,8 +246,9 @@ def packed_encoder_layer(
     bound once and kept beside its module (`few_row_gemm.cached_product_fn`) and one product for the stacked
     query, key and value (`attnlab.nn.derived.stacked_qkv`): the kernel computes each output column on its
     own, so the stacked product's columns are the three products' bit for bit. Outputs equal the module
-    calls' (``torch.equal``; tests/test_flat_layer.py) but for two deliberate differences, each within
-    float32 rounding: with the exact GELU, the activation runs in the first feed-forward product's epilogue
+    calls' (``torch.equal``; tests/test_flat_layer.py) but for three deliberate differences, each within
+    float32 rounding: each sub-layer's output product, residual add and LayerNorm run as one kernel call
+    (`_merged`); with the exact GELU, the activation runs in the first feed-forward product's epilogue
     (`few_row_gemm.GELU`: its own erf, within 4e-7 of PyTorch's), which saves a pass over the (B, T, 4H)
     activations (about 0.3 of 8 ms at bert-mini B=1 with two threads); and the attention runs on attnlab's
     kernel where `_kernel_attention` holds (`few_row_gemm.attention`: reads the stacked product as it is
@@ -264,9 +265,7 @@ def packed_encoder_layer(
         project = few_row_gemm.cached_product_fn(attn.qkv, attn.qkv.weight, attn.qkv.bias, "_weight_t")
     else:
         project = _qkv_product(attn)
-    out = _attend(attn, project(attention.branch_input(x)), mask)
-    out = few_row_gemm.cached_product_fn(attn.output, attn.output.weight, attn.output.bias, "_weight_t")(out)
-    x = attention.merge(x, out)
+    x = _merged(attention, attn.output, _attend(attn, project(attention.branch_input(x)), mask), x)
     up, down = ffn.up, ffn.down
     if _activation_is_gelu(ffn):  # GELU(up(x)) in one product (the inner dropout: identity in eval)
         act = few_row_gemm.GELU
@@ -275,8 +274,24 @@ def packed_encoder_layer(
     else:
         h = few_row_gemm.cached_product_fn(up, up.weight, up.bias, "_weight_t")(feed_forward.branch_input(x))
         h = ffn.activation(h)
-    h = few_row_gemm.cached_product_fn(down, down.weight, down.bias, "_weight_t")(h)
-    return feed_forward.merge(x, h)
+    return _merged(feed_forward, down, h, x)
+
+
+MERGED_PRODUCTS = True  # tests turn it off to compare the rest of the packed path bit for bit
+
+
+def _merged(residual: Residual, projection: Linear, h: Tensor, x: Tensor) -> Tensor:
+    """``residual.merge(x, projection(h))`` -- ``norm(x + projection(h))`` post-LN, ``x + projection(h)``
+    pre-LN -- as one kernel call (`few_row_gemm.cached_merge_fn`: no separate add and LayerNorm passes)
+    where the norm is a plain LayerNorm with weight and bias; else the product and the module's merge."""
+    norm = residual.norm
+    plain = type(norm) is nn.LayerNorm and norm.weight is not None and norm.bias is not None
+    if MERGED_PRODUCTS and (residual.norm_first or plain):
+        merge = few_row_gemm.cached_merge_fn(projection, projection.weight, projection.bias,
+                                             None if residual.norm_first else norm, "_weight_t")  # fmt: skip
+        return merge(h, x)
+    product = few_row_gemm.cached_product_fn(projection, projection.weight, projection.bias, "_weight_t")
+    return residual.merge(x, product(h))
 
 
 KERNEL_ATTENTION = True  # tests turn it off to compare the rest of the fast paths bit for bit

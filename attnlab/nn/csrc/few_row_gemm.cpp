@@ -188,9 +188,78 @@ void attention_item(int64_t T, int64_t H, int64_t D, const float* qkv, const flo
     strided_product(rows, D, T8, scores.data(), T8, vp.data(), out + ((b * T + i0) * H + h) * D, H * D);
 }
 
+// Rows [r0, r1) of y (M, N): y += residual, then, where gamma is given, LayerNorm over the row:
+// (y - mean) / sqrt(var + eps) * gamma + beta (biased variance, two passes, as nn.LayerNorm).
+void add_norm_rows(float* y, const float* residual, const float* gamma, const float* beta, float eps, int64_t N,
+                   int64_t r0, int64_t r1) {
+    for (int64_t m = r0; m < r1; ++m) {
+        float* row = y + m * N;
+        const float* res = residual + m * N;
+        __m256 vsum = _mm256_setzero_ps();
+        int64_t j = 0;
+        for (; j + 8 <= N; j += 8) {
+            const __m256 v = _mm256_add_ps(_mm256_loadu_ps(row + j), _mm256_loadu_ps(res + j));
+            _mm256_storeu_ps(row + j, v);
+            vsum = _mm256_add_ps(vsum, v);
+        }
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, vsum);
+        float sum = 0.f;
+        for (int i = 0; i < 8; ++i) sum += lanes[i];
+        for (; j < N; ++j) {
+            row[j] += res[j];
+            sum += row[j];
+        }
+        if (gamma == nullptr) continue;
+        const float mean = sum / static_cast<float>(N);
+        const __m256 vmean = _mm256_set1_ps(mean);
+        __m256 vsq = _mm256_setzero_ps();
+        for (j = 0; j + 8 <= N; j += 8) {
+            const __m256 d = _mm256_sub_ps(_mm256_loadu_ps(row + j), vmean);
+            vsq = _mm256_fmadd_ps(d, d, vsq);
+        }
+        _mm256_store_ps(lanes, vsq);
+        float sq = 0.f;
+        for (int i = 0; i < 8; ++i) sq += lanes[i];
+        for (; j < N; ++j) sq += (row[j] - mean) * (row[j] - mean);
+        const float inv = 1.f / std::sqrt(sq / static_cast<float>(N) + eps);
+        const __m256 vinv = _mm256_set1_ps(inv);
+        for (j = 0; j + 8 <= N; j += 8) {
+            const __m256 d = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(row + j), vmean), vinv);
+            _mm256_storeu_ps(row + j, _mm256_fmadd_ps(d, _mm256_loadu_ps(gamma + j), _mm256_loadu_ps(beta + j)));
+        }
+        for (; j < N; ++j) row[j] = (row[j] - mean) * inv * gamma[j] + beta[j];
+    }
+}
+
 }  // namespace
 
 extern "C" {
+
+// A residual sub-layer's output product and merge in one call: y = x W^T + b + residual, then, where gamma
+// is given (post-LN), LayerNorm(y) * gamma + beta with `eps`; beta must be given with gamma. residual and y
+// (M, N) row-major. The threads split the panels for the product, then the rows for the merge.
+void attnlab_product_add_norm(int64_t M, int64_t N, int64_t K, const float* x, const float* P,
+                              const float* bias, const float* residual, const float* gamma, const float* beta,
+                              float eps, float* y, int threads) {
+    const int64_t np = (N + 7) / 8, pairs = (np + 1) / 2;
+#ifdef _OPENMP
+    if (threads > 1 && pairs >= 2 * threads && M >= threads) {
+#pragma omp parallel num_threads(threads)
+        {
+            const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+            const int64_t pb = 2 * (pairs * t / T), pe = 2 * (pairs * (t + 1) / T);
+            many_rows(N, K, x, K, P, bias, y, N, 0, M, pb, pe < np ? pe : np, 0);
+#pragma omp barrier
+            add_norm_rows(y, residual, gamma, beta, eps, N, M * t / T, M * (t + 1) / T);
+        }
+        return;
+    }
+#endif
+    (void)threads;
+    many_rows(N, K, x, K, P, bias, y, N, 0, M, 0, np, 0);
+    add_norm_rows(y, residual, gamma, beta, eps, N, 0, M);
+}
 
 // softmax(Q K^T * scale + key_bias) V for every head: qkv (B, T, 3, H, D) contiguous (the stacked query/key/
 // value product), key_bias (B, T) additive or null, out (B, T, H, D), written. Items of (sequence, head, 64
@@ -220,7 +289,7 @@ void attnlab_attention(int64_t B, int64_t T, int64_t H, int64_t D, const float* 
 }
 
 // Bumped with any change of the arguments' meaning; few_row_gemm.py refuses a library that disagrees.
-int attnlab_few_row_gemm_version() { return 3; }
+int attnlab_few_row_gemm_version() { return 4; }
 
 // x (M, K) row-major, P the panels of W (N, K) as above, bias (N,) or null, y (M, N) row-major, written;
 // act 0 (none) or 1 (GELU).
