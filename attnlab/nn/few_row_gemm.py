@@ -251,8 +251,9 @@ def cached_merge_fn(
     ``norm(residual + F.linear(x, weight, bias))`` (post-LN) or, with ``norm`` None, ``residual + F.linear(x,
     weight, bias)`` (pre-LN): no separate add and LayerNorm passes, and one OpenMP region instead of three.
     ``norm`` an ``nn.LayerNorm`` over the last dimension with weight and bias. Its own LayerNorm (two
-    passes in float32): within 1e-6 of PyTorch's. Kept beside ``holder`` until one of the tensors changes;
-    the panels are the ones `product_fn` uses under the same ``name``. RuntimeError where the kernel is not
+    passes in float32): within 1e-6 of PyTorch's. Kept beside ``holder`` until one of the tensors changes
+    (a new ``norm.eps`` is not seen: `attnlab.nn.derived.clear_derived_weights` after changing it); the
+    panels are the ones `product_fn` uses under the same ``name``. RuntimeError where the kernel is not
     `available`."""
     fn = _kernel()
     if isinstance(fn, str):
