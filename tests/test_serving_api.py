@@ -233,6 +233,24 @@ def test_validation_errors_name_the_field(clients):
     assert r.status_code == 422 and "JSON object" in r.json()["message"]
 
 
+def test_a_fill_mask_batch_answers_what_the_pipeline_answers_each_text(dirs, services):
+    """A batch that mixes texts of other lengths and one cut to the model's 32 positions: the event loop's
+    encodings (kept) and the model thread's (for the cut text) give the pipeline's answers."""
+    from attnlab.serving import schemas
+    from attnlab.tasks.pipelines import pipeline
+
+    service = services["mlm"]
+    texts = ["paris is a [MASK] .", "the capital of france is [MASK] . paris is a [MASK] on the river .",
+             "the capital of france is [MASK] ." + " paris is a city ." * 20]  # fmt: skip
+    prepared = [service.prepare("fill-mask", schemas.FillMaskRequest(text=t, top_k=2, truncate=True))
+                for t in texts]  # fmt: skip
+    assert [p.encoding is None for p in prepared] == [False, False, True]
+    results = service.run_batch(prepared[0].key, prepared)
+    pipe = pipeline("fill-mask", dirs["mlm"])
+    for text, p, result in zip(texts, prepared, results):
+        close(service.finish(p, result)["predictions"], pipe(text, top_k=2))
+
+
 def test_too_many_tokens_is_422_unless_truncation_is_asked(clients):
     long = "the capital of france is [MASK] ." + " paris is a city ." * 20  # > 32 positions
     r = clients["mlm"].post("/v1/fill-mask", json={"text": long})

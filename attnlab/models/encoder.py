@@ -19,7 +19,12 @@ from attnlab.nn.activations import get_activation
 from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.embeddings import Embeddings
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.fused_layer import fast_encoder_layer, fast_path_allowed, padding_for_fused
+from attnlab.nn.fused_layer import (
+    fast_encoder_layer,
+    fast_path_allowed,
+    padding_for_fused,
+    unpadded_rows,
+)
 from attnlab.nn.linear import Linear
 from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.masks import to_additive
@@ -282,8 +287,14 @@ class Encoder(nn.Module):
         hidden_states: list[Tensor] | None = [x] if output_hidden_states else None
         attentions: list[Tensor] | None = [] if output_attentions else None
         fuse, padding = self._fused_padding(attention_mask, x, mask, output_attentions)
-        for a, f in self.layer_plan:
-            attention, feed_forward = self.attention[a], self.feed_forward[f]
+        layers = [(self.attention[a], self.feed_forward[f]) for a, f in self.layer_plan]
+        rows = unpadded_rows(layers, x, padding) if fuse and hidden_states is None else None
+        if rows is not None:  # inside skip_padding: the real tokens only (attnlab.nn.unpadded)
+            x = rows.gather(x)  # (1, N, H)
+            for attention, feed_forward in layers:
+                x = fast_encoder_layer(attention, feed_forward, x, padding, mask, rows)
+            layers, x = [], rows.scatter(x)  # (B, T, H), zeros at the padding
+        for attention, feed_forward in layers:
             fused = fast_encoder_layer(attention, feed_forward, x, padding, mask) if fuse else None
             if fused is not None:  # CPU inference: one kernel or one call a layer (attnlab.nn.fused_layer)
                 x, probs = fused, None

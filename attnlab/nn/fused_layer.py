@@ -57,10 +57,11 @@ from attnlab.nn.derived import clear_derived_weights, derived, stacked_qkv
 from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.linear import MAX_COPIED_WEIGHT, Linear, cpu_gemm, packed_rows, packed_weight
 from attnlab.nn.residual import Residual
+from attnlab.nn.unpadded import Rows, skipping_padding
 
 __all__ = [
     "clear_fused_weights", "fast_encoder_layer", "fast_path_allowed", "flat_encoder_layer",
-    "fused_encoder_layer", "fused_layers", "fused_layers_enabled", "padding_for_fused",
+    "fused_encoder_layer", "fused_layers", "fused_layers_enabled", "padding_for_fused", "unpadded_rows",
 ]  # fmt: skip
 
 _OP = getattr(torch, "_transformer_encoder_layer_fwd", None)
@@ -199,7 +200,9 @@ def _flat(attention: nn.Module, feed_forward: nn.Module) -> bool:
     )
 
 
-def flat_encoder_layer(attention: Residual, feed_forward: Residual, x: Tensor, mask: Tensor | None) -> Tensor:
+def flat_encoder_layer(
+    attention: Residual, feed_forward: Residual, x: Tensor, mask: Tensor | None, rows: Rows | None = None
+) -> Tensor:
     """``feed_forward(attention(x, mask=mask))`` for two plain sub-layers in eval mode, the modules' own
     operations in the same order (outputs bit-identical) in one function, without their generic plumbing
     (`Residual`'s tuple handling, the attention's cache and weight options, a module call per dropout).
@@ -214,9 +217,17 @@ def flat_encoder_layer(attention: Residual, feed_forward: Residual, x: Tensor, m
     kernel) and the activation is the exact GELU, the GELU is applied in that product's epilogue
     (`_gelu_product`, within 4e-7 of PyTorch's); where the query/key/value are one stacked projection and
     `_kernel_attention` holds, the attention runs on attnlab's kernel (`few_row_gemm.attention`).
+
+    ``rows`` (`attnlab.nn.unpadded`): ``x`` is (1, N, H), a padded batch's real tokens only; the query, key
+    and value products are stacked (N, 3H) for `_attend`, which runs the attention in the (B, T) layout.
     """
     attn = attention.layer
-    if attn.qkv is not None and _kernel_attention(x, mask):  # one stacked projection (int8's) and the kernel
+    if rows is not None:
+        h = attention.branch_input(x)
+        separate = attn.qkv is None
+        qkv = torch.cat([attn.query(h), attn.key(h), attn.value(h)], -1) if separate else attn.qkv(h)
+        out = _attend(attn, qkv, mask, rows)
+    elif attn.qkv is not None and _kernel_attention(x, mask):  # one stacked projection (int8's), the kernel
         out = _attend(attn, attn.qkv(attention.branch_input(x)), mask)
     else:
         q, k, v = attn._self_projections(attention.branch_input(x))
@@ -240,7 +251,7 @@ def _gelu_product(ffn: FeedForward):
 
 
 def packed_encoder_layer(
-    attention: Residual, feed_forward: Residual, x: Tensor, mask: Tensor | None
+    attention: Residual, feed_forward: Residual, x: Tensor, mask: Tensor | None, rows: Rows | None = None
 ) -> Tensor:
     """`flat_encoder_layer` for layers whose products run on attnlab's kernel (`_packed`), with each product
     bound once and kept beside its module (`few_row_gemm.cached_product_fn`) and one product for the stacked
@@ -258,14 +269,16 @@ def packed_encoder_layer(
     the same kernel products: 0.965x its time with 2 threads (24 of 30 paired rounds faster), 0.973x with one
     (19 of 20); the saving is the module calls and two of the three query/key/value products. Memory: the
     stacked query/key/value weight is kept beside its panels, two copies of those three weights besides the
-    panels of the output and feed-forward weights."""
+    panels of the output and feed-forward weights.
+
+    ``rows`` (`attnlab.nn.unpadded`): ``x`` is (1, N, H), a padded batch's real tokens only, and the
+    attention runs in the batch's (B, T) layout (`_attend`)."""
     attn, ffn = attention.layer, feed_forward.layer
-    b, t, _ = x.shape
     if attn.qkv is not None:  # one (3H, H) projection already
         project = few_row_gemm.cached_product_fn(attn.qkv, attn.qkv.weight, attn.qkv.bias, "_weight_t")
     else:
         project = _qkv_product(attn)
-    x = _merged(attention, attn.output, _attend(attn, project(attention.branch_input(x)), mask), x)
+    x = _merged(attention, attn.output, _attend(attn, project(attention.branch_input(x)), mask, rows), x)
     up, down = ffn.up, ffn.down
     if _activation_is_gelu(ffn):  # GELU(up(x)) in one product (the inner dropout: identity in eval)
         act = few_row_gemm.GELU
@@ -313,10 +326,13 @@ def _kernel_attention(x: Tensor, mask: Tensor | None) -> bool:
     return mask.dtype is torch.float32 and tuple(mask.shape) in ((b, 1, 1, t), (1, 1, 1, t)) and mask.is_cpu
 
 
-def _attend(attn: MultiHeadAttention, qkv: Tensor, mask: Tensor | None) -> Tensor:
+def _attend(attn: MultiHeadAttention, qkv: Tensor, mask: Tensor | None, rows: Rows | None = None) -> Tensor:
     """The attention of the stacked query/key/value product ``qkv`` (B, T, 3H) -> (B, T, H), heads merged: on
     attnlab's kernel where `_kernel_attention` holds, else `scaled_dot_product_attention` (eval: no
-    dropout)."""
+    dropout). With ``rows``, ``qkv`` is (1, N, 3H), the batch's real tokens: scattered into the (B, T)
+    layout (zeros at the padding, which the mask hides as keys) and the output gathered back, (1, N, H)."""
+    if rows is not None:
+        return rows.gather(_attend(attn, rows.scatter(qkv), mask))
     b, t, _ = qkv.shape
     if _kernel_attention(qkv, mask):
         key_bias = None if mask is None else mask.reshape(-1, t).expand(b, t)
@@ -361,16 +377,42 @@ def _packed(attention: nn.Module, feed_forward: nn.Module, x: Tensor) -> bool:
 
 
 def fast_encoder_layer(
-    attention: nn.Module, feed_forward: nn.Module, x: Tensor, padding: Tensor | None, mask: Tensor | None
+    attention: nn.Module,
+    feed_forward: nn.Module,
+    x: Tensor,
+    padding: Tensor | None,
+    mask: Tensor | None,
+    rows: Rows | None = None,
 ) -> Tensor | None:
     """One encoder layer on the fastest path that applies: `packed_encoder_layer`, else the fused kernel, else
     `flat_encoder_layer`;
     None (run the modules) for other sub-layers. For a caller that checked `fast_path_allowed` for ``x``;
-    ``padding`` is the kernel's mask (`padding_for_fused`), ``mask`` the same keys as the additive mask."""
+    ``padding`` is the kernel's mask (`padding_for_fused`), ``mask`` the same keys as the additive mask.
+    With ``rows`` (from `unpadded_rows`, which checked that this layer takes it), ``x`` is the (1, N, H) real
+    tokens and the layer runs on the packed path or the flat function."""
     if _packed(attention, feed_forward, x) and _flat(attention, feed_forward):  # first: the cheaper test
-        return packed_encoder_layer(attention, feed_forward, x, mask)
+        return packed_encoder_layer(attention, feed_forward, x, mask, rows)
+    if rows is not None:
+        return flat_encoder_layer(attention, feed_forward, x, mask, rows)
     if cpu_gemm() == "default" and _plain(attention, feed_forward):
         return _kernel(attention, feed_forward, x, padding)
     if _flat(attention, feed_forward):
         return flat_encoder_layer(attention, feed_forward, x, mask)
     return None
+
+
+def unpadded_rows(
+    layers: list[tuple[nn.Module, nn.Module]], x: Tensor, padding: Tensor | None
+) -> Rows | None:
+    """Where the real tokens of ``x`` (B, T, H) are, for an encoder whose every layer (the (attention,
+    feed-forward) pairs ``layers``) then runs on them alone (`attnlab.nn.unpadded`): inside `skip_padding`,
+    with padding (``padding`` (B, T) True = padded, from `padding_for_fused`) and every layer on the packed
+    path or the flat function (not PyTorch's fused kernel, which takes the padded batch: float32 products
+    on MKL, Intel's CPUs). Else None: the layers run on the padded batch."""
+    if padding is None or not skipping_padding():
+        return None
+    kernel = cpu_gemm() == "default"
+    for a, f in layers:
+        if not _flat(a, f) or (not _packed(a, f, x) and kernel and _plain(a, f)):
+            return None
+    return Rows(torch.logical_not(padding))

@@ -123,6 +123,7 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
     async def answer(prepared: Prepared) -> JSONResponse:
         try:
             result = await asyncio.wait_for(batcher.submit(prepared), settings.timeout_s)
+            result = service.finish(prepared, result)  # fill-mask decodes its texts here (event loop)
         except Exception as error:  # noqa: BLE001 - every failure becomes a JSON error
             return _failure(error, settings.timeout_s)
         return JSONResponse(result)

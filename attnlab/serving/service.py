@@ -14,7 +14,7 @@ GPT (attnlab or HF GPT-2)         generate, attention
 translation (translate-train)     translate
 ================================  ===============================================================
 
-Each request passes two steps:
+Each request passes three steps:
 
 - `ModelService.prepare` (on the server's event loop, cheap): checks what the model needs (a mask token, the
   length limit), counts the request's tokens with a tokenizer of its own, and returns a `Prepared`: the
@@ -23,7 +23,14 @@ Each request passes two steps:
 - `ModelService.run_batch` (on the one model thread): runs a list of prepared requests through the same
   pipeline the library offers in-process (`attnlab.tasks.pipelines`, `attnlab.generation.generate`,
   `attnlab.translation.recipe.translate_texts`, `attnlab.tasks.attention.attention_weights`) as one padded
-  batch, so the server answers exactly what the pipeline does.
+  batch, so the server answers exactly what the pipeline does;
+- `ModelService.finish` (on the event loop again): the answer's JSON from what the model thread returned.
+
+Fill-mask runs its pipeline's stages apart (`FillMaskPipeline.encode`, ``top_tokens``, ``fill``): the
+encoding made when counting is kept for the model thread when it is the pipeline's (not cut), and the
+candidates' texts are decoded in `finish`, so the one model thread, which every request waits for, runs the
+model and little else; the event loop's Python work runs while the model thread is in its kernels (they
+release the GIL). The other endpoints run whole on the model thread.
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ class Prepared:
     tokens: int  # its length in tokens: a batch costs (batch size) x (longest)
     request: Any  # the pydantic request
     emit: Callable[[dict], None] | None = field(default=None, repr=False)  # streaming: events to the client
+    encoding: Any = field(default=None, repr=False)  # fill-mask: the text's encoding, when the pipeline's
 
 
 class ModelService:
@@ -160,13 +168,16 @@ class ModelService:
         """Validate ``request`` for this model and count its tokens (raises `RequestError`)."""
         r = request
         if endpoint == "fill-mask":
-            ids = self._count(r.text).ids
+            encoding = self._count(r.text)
+            ids = encoding.ids
             n = self._fit(len(ids), r.truncate)
             pipe = self.pipes["fill-mask"]
             if pipe.mask_id not in ids[:n]:
                 where = f" within the first {n} tokens" if n < len(ids) else ""
                 raise RequestError(f"'text' has no {pipe.mask_token} token{where} to fill", "text")
-            return Prepared(("fill-mask", r.top_k), n, r)
+            # Not cut: the same encoding as the pipeline's (same tokenizer file; truncation changes nothing)
+            kept = encoding if n == len(ids) and n <= pipe.max_length else None
+            return Prepared(("fill-mask", r.top_k), n, r, encoding=kept)
         if endpoint == "classify":
             n = self._fit(len(self._count(r.text, r.text_pair).ids), r.truncate)
             return Prepared(("classify", r.top_k), n, r)
@@ -215,6 +226,13 @@ class ModelService:
             return Prepared(("translate", r.beam_size, r.alpha, r.max_length_offset), n, r)
         raise RequestError(f"unknown endpoint {endpoint!r}", status=404)
 
+    def finish(self, prepared: Prepared, result: Any) -> Any:
+        """The answer's JSON from what `run_batch` returned for ``prepared`` (on the event loop)."""
+        if prepared.key[0] == "fill-mask":
+            encoding, top = result
+            return {"predictions": self.pipes["fill-mask"].fill(encoding, top)}
+        return result
+
     # --------------------------------------------------------------------------------------- model side
 
     def run_batch(self, key: tuple, batch: Sequence[Prepared]) -> list[Any]:
@@ -242,9 +260,13 @@ class ModelService:
 
     def _run(self, endpoint: str, rs: list[Any], batch: Sequence[Prepared]) -> list[Any]:
         n = len(rs)
-        if endpoint == "fill-mask":
-            results = self._pipe("fill-mask", n)([r.text for r in rs], top_k=rs[0].top_k)
-            return [{"predictions": x} for x in results]
+        if endpoint == "fill-mask":  # the model's part only; `finish` makes the answers
+            pipe = self.pipes["fill-mask"]
+            missing = [i for i, p in enumerate(batch) if p.encoding is None]  # cut texts: encoded here
+            encodings = [p.encoding for p in batch]
+            for i, e in zip(missing, pipe.encode([rs[i].text for i in missing])):
+                encodings[i] = e
+            return list(zip(encodings, pipe.top_tokens(encodings, rs[0].top_k)))
         if endpoint == "classify":
             items = [r.text if r.text_pair is None else (r.text, r.text_pair) for r in rs]
             return [{"predictions": x} for x in self._pipe("classify", n)(items, top_k=rs[0].top_k)]

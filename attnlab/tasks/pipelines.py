@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.nn.pooling import POOLINGS, masked_mean
+from attnlab.nn.unpadded import skip_padding
 from attnlab.tasks.features import PAD_TOKENS, qa_features, special_id
 from attnlab.tasks.qa_postprocess import QAWindow, postprocess_example
 from attnlab.tokenizers import Encoding, Tokenizer
@@ -152,7 +153,8 @@ class Pipeline:
 
     @torch.no_grad()
     def _forward(self, encodings: Sequence[Encoding], **kwargs: Any) -> Any:
-        output = self.model(**self._tensors(encodings), **kwargs)
+        with skip_padding():  # the pipelines read real positions only (attnlab.nn.unpadded)
+            output = self.model(**self._tensors(encodings), **kwargs)
         # finite weights (checked at load) can still give NaN/Inf on some input; never print them as scores
         fields = vars(output).items() if hasattr(output, "__dict__") else ()
         for name, value in fields:
@@ -200,7 +202,8 @@ class FillMaskPipeline(Pipeline):
         rows, cols = (batch["input_ids"] == self.mask_id).nonzero(as_tuple=True)  # (M,), (M,)
         head = getattr(self.model, "mlm_head", None)
         if head is not None:
-            hidden = self.model.encoder(**batch).last_hidden_state  # (B, T, H)
+            with skip_padding():  # the rows read below are masks, never padding
+                hidden = self.model.encoder(**batch).last_hidden_state  # (B, T, H)
             logits = head(hidden[rows, cols]).float()  # (M, V)
         else:
             logits = self._forward(encodings).mlm_logits.float()[rows, cols]  # (B, T, V) -> (M, V)
@@ -214,38 +217,61 @@ class FillMaskPipeline(Pipeline):
 
     def __call__(self, texts: str | Sequence[str], top_k: int = 5) -> list:
         items, single = _as_list(texts)
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
         results = []
         for chunk in self._chunks(items):
-            encodings = self._encode(chunk)
-            for text, e in zip(chunk, encodings):
-                if self.mask_id not in e.ids:
-                    raise ValueError(
-                        f"no {self.mask_token} in {text!r} (after truncation to {self.max_length})"
-                    )
-            logits, where = self._mask_logits(encodings)  # (M, V) at the M masks; where[(b, t)] = row
-            k = min(top_k, logits.size(-1))
-            top_scores, top_ids = logits.softmax(-1).topk(k)  # (M, k)
-            for b, e in enumerate(encodings):
-                per_mask = []
-                for t in [i for i, tid in enumerate(e.ids) if tid == self.mask_id]:
-                    scores, ids = top_scores[where[(b, t)]], top_ids[where[(b, t)]]
-                    options = []
-                    for s, tid in zip(scores.tolist(), ids.tolist()):
-                        filled = list(e.ids)
-                        filled[t] = tid
-                        options.append(
-                            {
-                                "token": self.tokenizer.id_to_token(tid),
-                                "token_id": tid,
-                                "score": s,
-                                "sequence": self.tokenizer.decode(filled, skip_special_tokens=True),
-                            }
-                        )
-                    per_mask.append(options)
-                results.append(per_mask[0] if len(per_mask) == 1 else per_mask)
+            encodings = self.encode(chunk)
+            for e, top in zip(encodings, self.top_tokens(encodings, top_k)):
+                results.append(self.fill(e, top))
         return results[0] if single else results
+
+    # The three stages of a call, which a server runs apart: `encode` and `fill` on its event loop, only
+    # `top_tokens` (the model) on its model thread, batched (attnlab.serving.service).
+
+    def encode(self, texts: Sequence[str]) -> list[Encoding]:
+        """Each text's encoding (truncated to ``max_length``); ValueError for a text without a mask token."""
+        encodings = self._encode(texts)
+        for text, e in zip(texts, encodings):
+            self.check_mask(text, e)
+        return encodings
+
+    def check_mask(self, text: str, encoding: Encoding) -> None:
+        if self.mask_id not in encoding.ids:
+            raise ValueError(f"no {self.mask_token} in {text!r} (after truncation to {self.max_length})")
+
+    def top_tokens(self, encodings: Sequence[Encoding], top_k: int) -> list[list[tuple[int, list, list]]]:
+        """The model's ``top_k`` tokens at each mask: per encoding, per mask in order, ``(position, scores,
+        token ids)`` (plain lists: the scores' softmax over the whole vocabulary, best first)."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        logits, where = self._mask_logits(encodings)  # (M, V) at the M masks; where[(b, t)] = row
+        top_scores, top_ids = logits.softmax(-1).topk(min(top_k, logits.size(-1)))  # (M, k)
+        top_scores, top_ids = top_scores.tolist(), top_ids.tolist()
+        return [
+            [(t, top_scores[where[(b, t)]], top_ids[where[(b, t)]])
+             for t, tid in enumerate(e.ids) if tid == self.mask_id]
+            for b, e in enumerate(encodings)
+        ]  # fmt: skip
+
+    def fill(self, encoding: Encoding, top: list[tuple[int, list, list]]) -> list:
+        """One text's answer from its `top_tokens`: per mask, each candidate's token, id, score and the text
+        with it filled in (one list for a single mask, a list of them for several). Reads the tokenizer's
+        vocabulary and decoder only (not its truncation settings), so it may run beside `encode`."""
+        per_mask = []
+        for t, scores, ids in top:
+            options = []
+            for score, tid in zip(scores, ids):
+                filled = list(encoding.ids)
+                filled[t] = tid
+                options.append(
+                    {
+                        "token": self.tokenizer.id_to_token(tid),
+                        "token_id": tid,
+                        "score": score,
+                        "sequence": self.tokenizer.decode(filled, skip_special_tokens=True),
+                    }
+                )
+            per_mask.append(options)
+        return per_mask[0] if len(per_mask) == 1 else per_mask
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -475,7 +501,8 @@ class EmbeddingPipeline(Pipeline):
     @torch.no_grad()
     def _hidden(self, encodings: Sequence[Encoding], layer: int) -> Tensor:
         batch = self._tensors(encodings)
-        out = self.encoder(**batch, output_hidden_states=layer != -1)
+        with skip_padding():  # pooling and word vectors read real positions only
+            out = self.encoder(**batch, output_hidden_states=layer != -1)
         hidden = out.last_hidden_state if layer == -1 else out.hidden_states[layer]
         return hidden.float()  # (B, T, H)
 
