@@ -281,6 +281,42 @@ def test_the_stacked_product_follows_changes_of_any_of_its_six_tensors() -> None
     same_layers(ref.last_hidden_state, got.last_hidden_state)
 
 
+@packed_here
+@pytest.mark.parametrize("change", ["output weight", "up bias", "down weight", "norm weight", "norm bias",
+                                    "new norm", "activation", "merged products off"])  # fmt: skip
+def test_the_layers_plan_follows_every_change(monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """`packed_encoder_layer` keeps a layer's bound products (`_packed_plan`) until one of their tensors or
+    settings changes: after each change, the path still equals the module calls."""
+    m = model()
+    ids, mask = inputs()
+    with torch.inference_mode():
+        before = m(ids, attention_mask=mask).last_hidden_state  # the plans are kept now
+    attention, feed_forward = m.attention[1], m.feed_forward[1]
+    with torch.no_grad():
+        if change == "output weight":
+            attention.layer.output.weight.mul_(2.0)
+        elif change == "up bias":
+            feed_forward.layer.up.bias.add_(0.5)
+        elif change == "down weight":
+            feed_forward.layer.down.weight.mul_(-1.0)
+        elif change == "norm weight":
+            attention.norm.weight.mul_(3.0)
+        elif change == "norm bias":
+            feed_forward.norm.bias.add_(1.0)
+        elif change == "new norm":
+            feed_forward.norm = torch.nn.LayerNorm(feed_forward.norm.normalized_shape, eps=1e-12).eval()
+        elif change == "activation":
+            feed_forward.layer.activation = torch.nn.ReLU().eval()
+        else:
+            monkeypatch.setattr(fused_layer, "MERGED_PRODUCTS", False)
+    builds = encoder_layers.Spy(monkeypatch, fused_layer, "_merged")  # called twice by each plan built
+    ref, got = both(m, ids, attention_mask=mask)
+    same_layers(ref.last_hidden_state, got.last_hidden_state)
+    assert builds.calls == (6 if change == "merged products off" else 2)  # all layers' plans, or layer 1's
+    if change != "merged products off":
+        assert not torch.allclose(got.last_hidden_state, before)
+
+
 @LAYER_KINDS
 def test_int8_layers_on_attnlabs_kernel_apply_the_gelu_in_the_product(
     monkeypatch: pytest.MonkeyPatch, changes: dict

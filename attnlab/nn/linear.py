@@ -273,7 +273,10 @@ def small_product(
 
     Results equal `linear`'s up to float32 summation order (about 1e-7 relative). The kernel's do not depend
     on the number of rows or threads; MKL's may."""
-    return small_product_fn(holder, weight, bias, x.numel() // weight.shape[1], name)(x)
+    n, k = weight.shape
+    if n * k <= MAX_COPIED_WEIGHT and few_row_gemm.available():  # the kernel, its bound product kept
+        return few_row_gemm.cached_product_fn(holder, weight, bias, name)(x)  # (binding it: 40 of 45 us)
+    return small_product_fn(holder, weight, bias, x.numel() // k, name)(x)
 
 
 def small_product_fn(
