@@ -239,3 +239,13 @@ def test_non_finite_outputs_are_refused_naming_the_model(dirs):
     with pytest.raises(ValueError, match="non-finite .*damaged") as e:
         cls("the bank")
     assert str(dirs["cls"]) in str(e.value)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_fill_mask_refuses_non_finite_logits(dirs, value):
+    fill = pipeline("fill-mask", dirs["mlm"])
+    fill("the [MASK] of the river")  # finite
+    with torch.no_grad():  # one vocabulary entry's bias damaged after loading: one logit of each row
+        fill.model.mlm_head.bias[7] = value
+    with pytest.raises(ValueError, match="non-finite mlm_logits .*damaged"):
+        fill("the [MASK] of the river")
