@@ -53,7 +53,11 @@ def check_unpadded(m: Encoder, monkeypatch: pytest.MonkeyPatch, tol: float = 1e-
 
 @packed_here
 @LAYER_KINDS
-def test_packed_layers_skip_the_padding(monkeypatch: pytest.MonkeyPatch, changes: dict) -> None:
+@pytest.mark.parametrize("kernel_attention", [True, False], ids=["attnlab attention", "SDPA"])
+def test_packed_layers_skip_the_padding(
+    monkeypatch: pytest.MonkeyPatch, changes: dict, kernel_attention: bool
+) -> None:
+    monkeypatch.setattr(fused_layer, "KERNEL_ATTENTION", kernel_attention)
     check_unpadded(encoder_layers.model(**changes), monkeypatch)
 
 
