@@ -317,6 +317,27 @@ def test_the_layers_plan_follows_every_change(monkeypatch: pytest.MonkeyPatch, c
         assert not torch.allclose(got.last_hidden_state, before)
 
 
+@packed_here
+@pytest.mark.parametrize("merged", [True, False])
+def test_kept_plans_do_not_keep_the_model_alive(monkeypatch: pytest.MonkeyPatch, merged: bool) -> None:
+    """The plans live in a dictionary weak on the layers' modules; nothing in them may refer back."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(fused_layer, "MERGED_PRODUCTS", merged)
+    m = model()
+    ids, mask = inputs()
+    builds = encoder_layers.Spy(monkeypatch, fused_layer, "_merged")
+    with torch.inference_mode():
+        m(ids, attention_mask=mask)
+    assert builds.calls == 6  # three layers' plans were built and kept
+    gone = weakref.ref(m.attention[0])
+    builds.args.clear()  # the spy's own references to the modules
+    del m
+    gc.collect()
+    assert gone() is None
+
+
 @LAYER_KINDS
 def test_int8_layers_on_attnlabs_kernel_apply_the_gelu_in_the_product(
     monkeypatch: pytest.MonkeyPatch, changes: dict

@@ -285,20 +285,24 @@ def packed_encoder_layer(
     attn, ffn = attention.layer, feed_forward.layer
     gelu = _activation_is_gelu(ffn)
     plan = _packed_plan(attention, feed_forward, attn, ffn, gelu)
-    x = plan.merge_attention(_attend(attn, plan.project(attention.branch_input(x)), mask, rows), x)
+    out = _attend(attn, plan.project(attention.branch_input(x)), mask, rows)
+    x = plan.output(out, x) if plan.output_merged else attention.merge(x, plan.output(out))
     h = plan.up(feed_forward.branch_input(x))  # GELU(up(x)) in one product with the exact GELU
     if not gelu:
         h = ffn.activation(h)  # the inner dropout: identity in eval
-    return plan.merge_feed_forward(h, x)
+    return plan.down(h, x) if plan.down_merged else feed_forward.merge(x, plan.down(h))
 
 
 class _PackedPlan(NamedTuple):
-    """A layer's four bound products (`packed_encoder_layer`)."""
+    """A layer's four bound products (`packed_encoder_layer`). They hold tensors, never the modules: the plan
+    is kept in a dictionary weak on the layer's module, which a reference back would keep alive."""
 
     project: Callable[[Tensor], Tensor]  # (.., H) -> (.., 3H): the stacked query, key and value
-    merge_attention: Callable[[Tensor, Tensor], Tensor]  # (attention output, x) -> x (`_merged`)
+    output: Callable  # merged: (attention output, x) -> x; else (attention output) -> (.., H) (`_merged`)
+    output_merged: bool
     up: Callable[[Tensor], Tensor]  # (.., H) -> (.., I), with the GELU where the plan was built with it
-    merge_feed_forward: Callable[[Tensor, Tensor], Tensor]
+    down: Callable  # as ``output``
+    down_merged: bool
 
 
 def _packed_plan(
@@ -321,7 +325,7 @@ def _packed_plan(
             project = _qkv_product(attn)
         act = few_row_gemm.GELU if gelu else 0
         up = few_row_gemm.cached_product_fn(ffn.up, ffn.up.weight, ffn.up.bias, "_weight_t", act)
-        return _PackedPlan(project, _merged(attention, attn.output), up, _merged(feed_forward, ffn.down))
+        return _PackedPlan(project, *_merged(attention, attn.output), up, *_merged(feed_forward, ffn.down))
 
     name = f"_packed_plan_{bool(gelu)}_{MERGED_PRODUCTS}"
     return derived(attention, name, sources, build)
@@ -330,18 +334,18 @@ def _packed_plan(
 MERGED_PRODUCTS = True  # tests turn it off to compare the rest of the packed path bit for bit
 
 
-def _merged(residual: Residual, projection: Linear) -> Callable[[Tensor, Tensor], Tensor]:
-    """``fn(h, x) = residual.merge(x, projection(h))`` -- ``norm(x + projection(h))`` post-LN, ``x +
-    projection(h)`` pre-LN -- as one kernel call (`few_row_gemm.cached_merge_fn`: no separate add and
-    LayerNorm passes) where the norm is a plain LayerNorm with weight and bias; else the product and the
-    module's merge."""
+def _merged(residual: Residual, projection: Linear) -> tuple[Callable, bool]:
+    """``(fn, True)`` with ``fn(h, x) = residual.merge(x, projection(h))`` -- ``norm(x + projection(h))``
+    post-LN, ``x + projection(h)`` pre-LN -- as one kernel call (`few_row_gemm.cached_merge_fn`: no
+    separate add and LayerNorm passes) where the norm is a plain LayerNorm with weight and bias; else
+    ``(projection's product, False)``, for the caller to merge with the module's ``merge``."""
     norm = residual.norm
     plain = type(norm) is nn.LayerNorm and norm.weight is not None and norm.bias is not None
     if MERGED_PRODUCTS and (residual.norm_first or plain):
-        return few_row_gemm.cached_merge_fn(projection, projection.weight, projection.bias,
-                                            None if residual.norm_first else norm, "_weight_t")  # fmt: skip
-    product = few_row_gemm.cached_product_fn(projection, projection.weight, projection.bias, "_weight_t")
-    return lambda h, x: residual.merge(x, product(h))
+        merge = few_row_gemm.cached_merge_fn(projection, projection.weight, projection.bias,
+                                             None if residual.norm_first else norm, "_weight_t")  # fmt: skip
+        return merge, True
+    return few_row_gemm.cached_product_fn(projection, projection.weight, projection.bias, "_weight_t"), False
 
 
 KERNEL_ATTENTION = True  # tests turn it off to compare the rest of the fast paths bit for bit
