@@ -329,12 +329,20 @@ def load_library(source: Path, switch: str, open_library: Callable[[Path], objec
         return f"the kernel failed to build or load or its check: {e}"
 
 
+def versioned_library(path: Path, name: str, version: int) -> ctypes.CDLL:
+    """The library at ``path``, whose ``attnlab_{name}_version()`` must return ``version`` (ValueError
+    otherwise: a build of other arguments' meaning). For each kernel's ``open_library``."""
+    lib = ctypes.CDLL(str(path))
+    found = getattr(lib, f"attnlab_{name}_version")()
+    if found != version:
+        raise ValueError(f"{path} is version {found}, expected {version}")
+    return lib
+
+
 def _open(path: Path):
     """The library's checked product function (raises if it does not load, is another version or computes
     wrongly)."""
-    lib = ctypes.CDLL(str(path))
-    if lib.attnlab_few_row_gemm_version() != VERSION:
-        raise ValueError(f"{path} is version {lib.attnlab_few_row_gemm_version()}, expected {VERSION}")
+    lib = versioned_library(path, "few_row_gemm", VERSION)
     fn = lib.attnlab_few_row_gemm
     fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_int]
     fn.restype = None

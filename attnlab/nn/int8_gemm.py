@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.nn.few_row_gemm import GELU, load_library, rows_input, warn_unless_loaded
+from attnlab.nn.few_row_gemm import GELU, load_library, rows_input, versioned_library, warn_unless_loaded
 
 __all__ = ["Int8GemmWarning", "Int8Weight", "available", "pack", "product", "quantize_rows_reference",
            "unavailable_reason"]
@@ -120,9 +120,7 @@ def _check(fn) -> None:
 
 
 def _open(path: Path):
-    lib = ctypes.CDLL(str(path))
-    if lib.attnlab_int8_gemm_version() != VERSION:
-        raise ValueError(f"{path} is version {lib.attnlab_int8_gemm_version()}, expected {VERSION}")
+    lib = versioned_library(path, "int8_gemm", VERSION)
     fn = lib.attnlab_int8_gemm
     fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int, ctypes.c_int]
     fn.restype = None
