@@ -338,15 +338,9 @@ def test_the_table_is_large_and_its_ids_unique() -> None:
     assert len(ids) == len(set(ids)) and len(ids) >= 60
 
 
-# Rows that fail today in modules other engineers own; strict, so each flips to a failure once fixed (then
-# drop it here). The exact change is in issue 12's report.
-KNOWN: dict[str, str] = {}
-
-
 def _row(row):
     name, *values = row
-    marks = [pytest.mark.xfail(strict=True, reason=KNOWN[name])] if name in KNOWN else []
-    return pytest.param(*values, id=name, marks=marks)
+    return pytest.param(*values, id=name)
 
 
 @pytest.mark.parametrize(("files", "argv", "expected"), [_row(row) for row in CASES])

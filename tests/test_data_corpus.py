@@ -7,6 +7,7 @@ import gzip
 import json
 
 import pytest
+from shared_data import DATA, require
 
 from attnlab.data.corpus import IngestStats, list_files, read_documents, read_hf_dataset
 from attnlab.data.sentences import split_paragraphs, split_sentences
@@ -165,11 +166,9 @@ def test_split_paragraphs():
 
 @pytest.mark.data
 def test_real_books_ingest():
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "books" / "en"
-    if not root.exists():
-        pytest.skip("shared books corpus not available")
+    root = DATA / "books" / "en"
+    require(root)
     stats = IngestStats()
     first = next(read_documents(sorted(root.iterdir())[0], "text", stats=stats))
     assert len(first) > 100

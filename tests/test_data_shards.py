@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_data import DATA, require
 from test_data_tokenizer import TinyTokenizer
 
 from attnlab.data.corpus import IngestStats, read_documents
@@ -284,9 +285,8 @@ def test_corrupt_index_is_reported(prepared):
 
 @pytest.mark.data
 def test_prepare_real_books_sample(tmp_path):
-    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "books" / "en"
-    if not root.exists():
-        pytest.skip("shared books corpus not available")
+    root = DATA / "books" / "en"
+    require(root)
     files = sorted(root.iterdir())[:2]
     stats = IngestStats()
     report = prepare_shards(

@@ -5,12 +5,12 @@ work from the command line (finetune -> evaluate -> predict)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
 import pytest
 import torch
+from shared_data import DATA, require
 
 from attnlab.cli import main
 from attnlab.models import get_preset
@@ -264,13 +264,11 @@ def test_cli_finetune_evaluate_predict(tmp_path, capsys):
     assert "--tokenizer" in capsys.readouterr().err
 
 
-DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 @pytest.mark.data
 def test_real_glue_and_conll_build_features_without_skips():
-    if not (DATA / "glue" / "RTE").is_dir() or not (DATA / "conll2003").is_dir():
-        pytest.skip(f"no data under {DATA}")
+    require(DATA / "glue" / "RTE", DATA / "conll2003")
     from attnlab.tasks.finetune import build_features, load_split, task_labels
 
     words = sorted({w for line in open(DATA / "conll2003" / "valid.txt") for w in line.split()[:1]})[:5000]

@@ -4,7 +4,6 @@ the data set's label names (negative/positive, CoNLL's tags) and attnlab's predi
 
 from __future__ import annotations
 
-import os
 import warnings
 from pathlib import Path
 
@@ -13,21 +12,21 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from shared_data import DATA, require  # noqa: E402
+
 from attnlab.io import load_pretrained, save_hf  # noqa: E402
 from attnlab.models import EncoderConfig  # noqa: E402
 from attnlab.tasks.finetune import FinetuneConfig, ModelSource, finetune_examples, get_task, load_split  # noqa: E402
 from attnlab.tasks.pipelines import pipeline  # noqa: E402
 from attnlab.tokenizers import load_tokenizer  # noqa: E402
 
-DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 pytestmark = [pytest.mark.data, pytest.mark.slow]  # ~9 s each: out of the default run
 
 
 def _fine_tune_and_export(
     task: str, data_dir: Path, tokenizer_dir: Path, tmp_path: Path
 ) -> tuple[Path, Path]:
-    if not data_dir.is_dir() or not tokenizer_dir.is_dir():
-        pytest.skip(f"no data under {DATA}")
+    require(data_dir, tokenizer_dir)
     torch.manual_seed(0)
     tok = load_tokenizer(tokenizer_dir)
     config = EncoderConfig(vocab_size=tok.get_vocab_size(), hidden_size=32, num_layers=2, num_heads=4,

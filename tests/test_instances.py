@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from shared_data import DATA, require
 from test_data_tokenizer import TinyTokenizer
 
 from attnlab.data.instances import PretrainingInstances, two_phase_schedule
@@ -285,13 +286,10 @@ def test_two_phase_schedule():
 
 @pytest.mark.data
 def test_instances_over_real_books(tmp_path):
-    from pathlib import Path
-
     from attnlab.data.corpus import read_documents
 
-    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "books" / "en"
-    if not root.exists():
-        pytest.skip("shared books corpus not available")
+    root = DATA / "books" / "en"
+    require(root)
     tok = TinyTokenizer()
     prepare_shards(read_documents(sorted(root.iterdir())[:3], "text", split=False), tok, tmp_path, workers=2)
     corpus = ShardedCorpus(tmp_path, tokenizer=tok)

@@ -1,17 +1,16 @@
 """CoNLL-2003 column loader: IOB1 → IOB2, -DOCSTART- handling, document boundaries, bad lines."""
 
-import os
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import DATA, require
 
 from attnlab.tasks.examples import DataFormatError
 from attnlab.tasks.loaders.conll import documents, iob1_to_iob2, iob2_violations, load_conll
 
 FIX = Path(__file__).parent / "fixtures" / "tasks" / "conll"
-DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 EXPECTED_TAGS = [
     ("B-ORG", "O", "B-MISC", "O", "O"),
@@ -86,8 +85,7 @@ def test_conversion_properties(tags):
 @pytest.mark.parametrize("split, count, docs", [("train", 14_041, 946), ("valid", 3_250, 216)])
 def test_real_conll_counts(split, count, docs):
     path = DATA / "conll2003" / f"{split}.txt"
-    if not path.exists():
-        pytest.skip(f"{path} not present")
+    require(path)
     exs = load_conll(path, scheme="iob2")
     assert len(exs) == count
     assert len(documents(exs)) == docs

@@ -1,16 +1,15 @@
 """GLUE TSV loaders: every task's layout on hand-written fixtures, bad rows, and the real files' counts."""
 
-import os
 from pathlib import Path
 
 import pytest
+from shared_data import DATA, require
 
 from attnlab.tasks.examples import DataFormatError, SentenceExample, check_label_sets, compare_label_sets
 from attnlab.tasks.loaders.glue import GLUE_TASKS, glue_path, glue_task, load_glue, load_glue_split
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tasks"
 GLUE_FIX = FIXTURES / "glue"
-DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
 
 def test_cola_positional_columns_without_header():
@@ -158,8 +157,7 @@ REAL_COUNTS = [
 @pytest.mark.parametrize("task, split, count", REAL_COUNTS)
 def test_real_glue_counts(task, split, count):
     path = glue_path(DATA / "glue", task, split)
-    if not os.path.exists(path):
-        pytest.skip(f"{path} not present")
+    require(path)
     exs = load_glue_split(DATA / "glue", task, split)
     assert len(exs) == count
     assert exs.report.n_skipped == 0
@@ -173,8 +171,7 @@ def test_real_glue_counts(task, split, count):
 @pytest.mark.data
 def test_real_train_dev_label_sets_agree():
     root = DATA / "glue"
-    if not (root / "RTE" / "train.tsv").exists():
-        pytest.skip("GLUE data not present")
+    require(root / "RTE" / "train.tsv")
     for task in ("sst2", "cola", "mrpc", "rte"):
         train, dev = load_glue_split(root, task, "train"), load_glue_split(root, task, "dev")
         assert check_label_sets(train, dev).same

@@ -1,16 +1,15 @@
 """SQuAD v1.1 / v2.0 JSON loader."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from shared_data import DATA, require
 
 from attnlab.tasks.examples import DataFormatError
 from attnlab.tasks.loaders.squad import load_squad
 
 FIX = Path(__file__).parent / "fixtures" / "tasks" / "squad"
-DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SQUAD_DEV = DATA / "squad" / "v1.1" / "dev-v1.1.json"
 
 
@@ -61,8 +60,7 @@ def test_missing_field_names_it(tmp_path):
 
 @pytest.mark.data
 def test_real_squad_dev_count():
-    if not SQUAD_DEV.exists():
-        pytest.skip(f"{SQUAD_DEV} not present")
+    require(SQUAD_DEV)
     exs = load_squad(SQUAD_DEV)
     assert len(exs) == 10_570
     assert exs.report.n_skipped == 0

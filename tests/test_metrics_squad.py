@@ -1,12 +1,12 @@
 """SQuAD EM / F1 (v1.1 and v2.0) against hand-computed values and the real v1.1 dev file."""
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import DATA, require
 
 from attnlab.metrics.squad import (
     exact_match,
@@ -17,7 +17,6 @@ from attnlab.metrics.squad import (
 )
 from attnlab.tasks.loaders.squad import load_squad
 
-DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SQUAD_DEV = DATA / "squad" / "v1.1" / "dev-v1.1.json"
 FIX = Path(__file__).parent / "fixtures" / "tasks" / "squad"
 
@@ -58,8 +57,7 @@ def test_v1_on_fixture_missing_predictions_count_zero():
 
 @pytest.mark.data
 def test_gold_answers_as_predictions_score_100():
-    if not SQUAD_DEV.exists():
-        pytest.skip(f"{SQUAD_DEV} not present")
+    require(SQUAD_DEV)
     dataset = json.loads(SQUAD_DEV.read_text(encoding="utf-8"))
     exs = load_squad(SQUAD_DEV)
     predictions = {e.id: e.answers[0][0] for e in exs}
@@ -72,8 +70,7 @@ def test_gold_answers_as_predictions_score_100():
 
 @pytest.mark.data
 def test_perturbed_predictions_score_as_the_official_algorithm():
-    if not SQUAD_DEV.exists():
-        pytest.skip(f"{SQUAD_DEV} not present")
+    require(SQUAD_DEV)
     exs = load_squad(SQUAD_DEV)
     predictions = {e.id: e.answers[0][0] for e in exs}
     golds = {e.id: [a for a, _ in e.answers] for e in exs}

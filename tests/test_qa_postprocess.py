@@ -1,15 +1,14 @@
 """QA post-processing: windows → n-best spans → exact character answers, SQuAD 2.0 null, JSON writers."""
 
 import json
-import os
 import re
 import string
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import DATA, require
 
 from attnlab.metrics.squad import squad_v1_scores, squad_v2_scores
 from attnlab.tasks.loaders.squad import load_squad
@@ -28,7 +27,6 @@ from attnlab.tasks.qa_postprocess import (
 )
 
 HIGH, LOW = 10.0, -10.0
-DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 SQUAD_DEV = DATA / "squad" / "v1.1" / "dev-v1.1.json"
 
 
@@ -305,8 +303,7 @@ def _char_wordpiece(max_length: int, stride: int):
 @pytest.mark.data
 def test_oracle_logits_on_real_squad_passages_map_back_exactly():
     """Windows over real SQuAD passages, logits peaked at a gold answer: every answer maps back exactly."""
-    if not SQUAD_DEV.exists():
-        pytest.skip(f"{SQUAD_DEV} not present")
+    require(SQUAD_DEV)
     examples = [e for e in load_squad(SQUAD_DEV) if e.title == "Super_Bowl_50"][:120]
     tok = _char_wordpiece(max_length=192, stride=64)  # ~4-8 windows per passage at one piece per character
     windows, straddling = [], 0

@@ -34,15 +34,15 @@ import pytest
 tokenizers = pytest.importorskip("tokenizers")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from shared_data import DATA, needs  # noqa: E402
 from tokenizers import Tokenizer as HFTokenizer  # noqa: E402
 from tokenizers import decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 
 from attnlab.tokenizers import Tokenizer  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REAL = DATA / "tokenizers"
 FIELDS = ("ids", "tokens", "offsets", "word_ids")
-needs_real = pytest.mark.skipif(not REAL.is_dir(), reason="needs ../shared/data/tokenizers")
+needs_real = needs(REAL)
 
 # ----------------------------------------------------------------------------------------------------------
 # Inputs

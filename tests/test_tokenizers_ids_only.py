@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pytest
 import regex
+from shared_data import needs
 from test_tokenizers_fuzz_parity import adversarial_texts as every_category_texts
 from test_tokenizers_parity import BOOKS, adversarial_texts, corpus_lines, hf_bert, hf_roberta, vocab_dir
 from test_tokenizers_precompiled import RULES, compile_charsmap
@@ -303,7 +304,7 @@ def test_parallel_encoding_takes_the_same_ids(vocab_dir):
 
 
 @pytest.mark.data
-@pytest.mark.skipif(not BOOKS.is_dir(), reason="needs ../shared/data/books")
+@needs(BOOKS)
 def test_ids_only_on_books(tmp_path):
     """Vocabularies trained by HF on one book; the lean ids of other books' lines equal the full encode's and
     HF tokenizers'."""

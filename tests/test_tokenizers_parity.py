@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
+from shared_data import DATA, needs  # noqa: E402
 from tokenizers import AddedToken as HFAddedToken  # noqa: E402
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers  # noqa: E402
 from tokenizers import Tokenizer as HFTokenizer  # noqa: E402
 
 from attnlab.tokenizers import Tokenizer, load_tokenizer  # noqa: E402
 
-BOOKS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "books" / "en"
+BOOKS = DATA / "books" / "en"
 
 FIELDS = ("ids", "tokens", "offsets", "type_ids", "special_tokens_mask", "attention_mask", "word_ids")
 
@@ -280,7 +281,7 @@ def test_truncation_overflow_padding_parity(vocab_dir, name):
 
 
 @pytest.mark.data
-@pytest.mark.skipif(not BOOKS.is_dir(), reason="needs ../shared/data/books")
+@needs(BOOKS)
 def test_parity_on_books(tmp_path):
     """Vocabularies trained by HF on real books; identical encodings of other books' lines."""
     files = sorted(BOOKS.glob("*.txt"))[:4]

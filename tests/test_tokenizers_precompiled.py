@@ -10,11 +10,11 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from pathlib import Path
 
 import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
+from shared_data import DATA, needs  # noqa: E402
 from tokenizers import Tokenizer as HFTokenizer  # noqa: E402
 from tokenizers import models, normalizers, pre_tokenizers  # noqa: E402
 
@@ -23,7 +23,7 @@ from attnlab.tokenizers.files import TokenizerFileError, tokenizer_from_json_str
 from attnlab.tokenizers.normalizers import NormalizedString  # noqa: E402
 from attnlab.tokenizers.precompiled import Precompiled, PrecompiledFormatError  # noqa: E402
 
-REAL = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tokenizers"
+REAL = DATA / "tokenizers"
 
 
 def compile_charsmap(rules: dict[str, str]) -> bytes:
@@ -178,7 +178,7 @@ def test_malformed_charsmap_in_tokenizer_json_names_the_field():
 
 
 @pytest.mark.data
-@pytest.mark.skipif(not (REAL / "envit5").is_dir(), reason="needs ../shared/data/tokenizers/envit5")
+@needs(REAL / "envit5")
 def test_t5_charsmap_golden_values():
     """T5's released nmt_nfkc map: NFKC plus SentencePiece's whitespace and control rules, as HF does."""
     spec = json.loads((REAL / "envit5" / "tokenizer.json").read_text(encoding="utf-8"))

@@ -7,11 +7,11 @@ import math
 import random
 import warnings
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import DATA, require
 
 from attnlab.tokenizers.train_counting import (
     choose_unit,
@@ -24,7 +24,6 @@ from attnlab.tokenizers.train_unigram import digamma, forward_backward, prefix_t
 from attnlab.tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
 
 SEED_COUNTS = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _corpus_counts(seed: int = 0, n_words: int = 400, letters: str = "abcdefghij") -> Counter[str]:
@@ -564,8 +563,7 @@ def test_unigram_compared_with_hf_trainer():
 @pytest.mark.slow
 def test_wordpiece_on_a_real_book_spells_it_without_unknowns():
     path = DATA / "books" / "en" / "11-0.txt"
-    if not path.exists():
-        pytest.skip("shared data not available")
+    require(path)
     from attnlab.tokenizers.trainers import train_tokenizer
 
     tok = train_tokenizer("wordpiece", str(path), 3000, show_progress=False, processes=2)

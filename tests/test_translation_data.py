@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_data import DATA as SHARED_DATA
+from shared_data import require
 
 from attnlab.translation.data import (
     TokenBatchLoader,
@@ -24,7 +25,6 @@ from attnlab.translation.data import (
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
-SHARED_DATA = Path(os.environ.get("ATTNLAB_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 DATA = SHARED_DATA / "multi30k"
 
 EN = [
@@ -232,8 +232,7 @@ def test_cli_train_needs_data(tmp_path, capsys) -> None:
 
 @pytest.mark.data
 def test_multi30k_reads_cleanly() -> None:
-    if not DATA.is_dir():
-        pytest.skip("multi30k not available")
+    require(DATA)
     train = read_parallel(DATA / "train.en", DATA / "train.de")
     assert train.lines == 29_000 and len(train) + train.skipped_empty == 29_000
     test = read_parallel(DATA / "test_2016_flickr.en", DATA / "test_2016_flickr.de")
