@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # CUDA build from PyPI elsewhere; a torch that is already installed in the venv is kept.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: run test lint install clean browser-deps wordnet compiler
+.PHONY: run test lint docs install clean browser-deps wordnet compiler
 
 $(BIN)/activate:
 	$(PY) -m venv $(VENV)
@@ -32,8 +32,7 @@ $(XL_SITE)/.installed: $(BIN)/activate
 run: install
 	$(BIN)/attnlab pretrain
 
-test: install $(XL_SITE)/.installed browser-deps
-	$(BIN)/python -m ruff check attnlab tests benchmarks experiments
+test: lint $(XL_SITE)/.installed browser-deps
 	$(BIN)/python -m pytest -q
 
 # Headless Chromium for the web page's tests (pytest -m browser): installed with apt-get where we are root and
@@ -65,8 +64,14 @@ compiler:
 			>/dev/null 2>&1 || echo "make: could not install g++; generation will use PyTorch's products"; \
 	else echo "make: no C++ compiler and no apt-get as root; generation will use PyTorch's products"; fi
 
+# Lint: ruff, then the documentation site built with --strict (a broken link or a missing page fails).
 lint: install
 	$(BIN)/python -m ruff check attnlab tests benchmarks experiments
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
+
+# The documentation site at http://127.0.0.1:8000 (MkDocs, Material theme, the API reference from docstrings).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 clean:
 	rm -rf $(VENV)
