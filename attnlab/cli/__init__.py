@@ -17,9 +17,11 @@ import argparse
 import importlib
 import pkgutil
 import sys
+import textwrap
 
 from attnlab import __version__
 
+from ._catalog import EXAMPLES, GROUPS
 from .args import describe_defaults
 from .errors import raised_in_attnlab, user_message
 
@@ -39,10 +41,55 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
                 _add_debug(sub)
 
 
+def _subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every command and sub-command by its full name ("pretrain", "tokenizer train")."""
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found[prefix + name] = sub
+                found.update(_subcommands(sub, f"{prefix}{name} "))
+    return found
+
+
+def _add_examples(parser: argparse.ArgumentParser) -> None:
+    """Each command's ``--help`` opens with what it does (its description, else its one-line help) and ends
+    with an example (`attnlab.cli._catalog.EXAMPLES`)."""
+    helps = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+    for name, sub in _subcommands(parser).items():
+        if not sub.description and helps.get(name):
+            sub.description = helps[name][0].upper() + helps[name][1:].rstrip(".") + "."
+        if name in EXAMPLES:
+            sub.epilog = f"example: {EXAMPLES[name]}"
+
+
+def _grouped_commands(parser: argparse.ArgumentParser) -> str:
+    """The commands listed by task (`attnlab.cli._catalog.GROUPS`), each with its one-line help."""
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+    listed = {name for names in GROUPS.values() for name in names}
+    groups = {**GROUPS, "other": tuple(sorted(set(helps) - listed))}
+    width = max(map(len, helps)) + 2
+    lines = []
+    for group, names in groups.items():
+        present = [n for n in names if n in helps]
+        if present:
+            lines.append(f"{group}:")
+            for name in present:
+                lines += textwrap.wrap(
+                    helps[name], 100, initial_indent=f"  {name:<{width}}", subsequent_indent=" " * (width + 2)
+                )
+    return "\n".join(lines) + "\n\nrun `attnlab COMMAND --help` for a command's options and an example"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="attnlab",
         description="The Transformer and the BERT family end to end.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"attnlab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
@@ -56,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
             register(sub)
     _add_debug(parser)
     describe_defaults(parser)
+    _add_examples(parser)
+    parser.epilog = _grouped_commands(parser)
+    sub._choices_actions.clear()  # the grouped list above replaces argparse's flat one
     return parser
 
 
