@@ -17,9 +17,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
 
 EXAMPLES: dict[str, str] = {
     "pretrain": "attnlab pretrain --recipe roberta --corpus books/ --format text --output runs/rb",
-    "finetune": "attnlab finetune --task sst2 --data-dir glue/SST-2 --model runs/rb/model --output runs/sst2",
+    "finetune": "attnlab finetune --task sst2 --data-dir glue/SST-2 --model runs/rb/model --output-dir ft",
     "distill": "attnlab distill --teacher runs/rb/model --corpus books/ --format text --output runs/distil",
-    "translate-train": "attnlab translate-train --data-dir multi30k --src-lang en --tgt-lang de --minutes 60",
+    "translate-train": "attnlab translate-train --data-dir m30k --src-lang en --tgt-lang de --output-dir t",
     "translate-average": "attnlab translate-average runs/ende --last 5 --output runs/ende/averaged",
     "tokenizer": "attnlab tokenizer train --kind wordpiece --vocab-size 30000 --files corpus.txt --out tok/",
     "tokenizer train": "attnlab tokenizer train --kind wordpiece --vocab-size 8000 --files a.txt --out tok/",
