@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             "all_metrics": best.best,
         }
         rows.append(row)
-        print(f"{task}: {spec.metric} = {result.median:.4f} ({minutes:.1f} min)", flush=True)
+        print(f"{task}: {spec.metric} (%) = {result.median:.2f} ({minutes:.1f} min)", flush=True)
 
     print(f"\nfine-tuning from {start}; lr {', '.join(f'{x:g}' for x in lrs)}; seeds {args.seeds}")
     print(f"{'task':<10} {'metric':<9} {'value':>8} {'train ex':>9} {'dev ex':>7} {'minutes':>8}")

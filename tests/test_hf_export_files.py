@@ -206,7 +206,7 @@ def test_convert_warns_when_the_source_has_no_tokenizer(tmp_path, capsys):
 
 
 def test_convert_reads_a_hf_task_export_back_with_its_head_and_tokenizer(tmp_path, capsys):
-    from attnlab.tasks.transfer import load_model
+    from attnlab.tasks.task_model import load_model
     from attnlab.tokenizers import load_tokenizer
 
     tok = train_tokenizer("byte_level_bpe", iter(CORPUS), 320, show_progress=False)
