@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from attnlab.tasks.examples import DataFormatError, LoadedExamples, LoadReport, SentenceExample, TokenExample
-from attnlab.tasks.loaders._lines import check_not_empty, read_lines
+from attnlab.tasks.loaders._lines import check_not_empty, empty_fields, empty_message, read_lines
 
 
 def _columns(path: str, header: str, needed: tuple[str, ...]) -> dict[str, int]:
@@ -45,7 +45,11 @@ def _rows(path: str | os.PathLike, needed: tuple[str, ...]):
             raise DataFormatError(
                 path, number, f"expected {len(cols)} tab-separated fields, got {len(fields)}"
             )
-        rows.append((number, {n: fields[i] for n, i in cols.items()}))
+        row = {n: fields[i] for n, i in cols.items()}
+        empty = empty_fields(row, needed)
+        if empty:
+            raise DataFormatError(path, number, empty_message(empty))
+        rows.append((number, row))
     return path, report, rows
 
 
