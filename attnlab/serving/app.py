@@ -31,8 +31,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from attnlab import __version__
-from attnlab.serving import errors
 from attnlab.serving.batching import DynamicBatcher, QueueFull
+from attnlab.serving.errors import error_response, http_error, validation_error
 from attnlab.serving.limits import Guard
 from attnlab.serving.metrics import Metrics
 from attnlab.serving.schemas import REQUESTS
@@ -47,17 +47,17 @@ log = logging.getLogger("attnlab.serving")
 def _failure(error: BaseException, timeout_s: float) -> JSONResponse:
     """The JSON error for what a request raised."""
     if isinstance(error, (asyncio.TimeoutError, TimeoutError)):
-        return errors.error_response(504, f"the request took longer than {timeout_s:g} s (--timeout-s)")
+        return error_response(504, f"the request took longer than {timeout_s:g} s (--timeout-s)")
     if isinstance(error, QueueFull):
-        return errors.error_response(
+        return error_response(
             503, f"the server is busy: {error}; retry later", headers={"Retry-After": RETRY_AFTER_S}
         )
     if isinstance(error, RequestError):
-        return errors.error_response(error.status, str(error), field=error.field)
+        return error_response(error.status, str(error), field=error.field)
     if isinstance(error, ValueError):  # the pipeline refused this input (its message says why)
-        return errors.error_response(422, str(error))
+        return error_response(422, str(error))
     log.exception("request failed", exc_info=error)
-    return errors.error_response(500, f"internal error: {type(error).__name__}: {error}")
+    return error_response(500, f"internal error: {type(error).__name__}: {error}")
 
 
 def add_docs(app: FastAPI) -> None:
@@ -108,8 +108,8 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
         service, settings, metrics, batcher,
     )  # fmt: skip
     app.state.ready = False
-    app.add_exception_handler(RequestValidationError, errors.validation_error)
-    app.add_exception_handler(HTTPException, errors.http_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
     add_model_routes(app, service, batcher, settings)
     add_status_routes(app, service, batcher, settings, metrics)
     add_page(app)
@@ -233,7 +233,7 @@ def add_status_routes(
     @app.get("/ready", summary="the model is loaded and accepts requests")
     async def ready() -> Any:
         if not app.state.ready:
-            return errors.error_response(503, "not ready (starting or shutting down)")
+            return error_response(503, "not ready (starting or shutting down)")
         return {"status": "ready", "queue_depth": batcher.depth()}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
