@@ -10,6 +10,7 @@ import pytest
 from attnlab.tasks.examples import DataFormatError
 from attnlab.tasks.loaders import (
     load_glue,
+    load_hf_dataset,
     load_kbert_classification,
     load_kbert_ner,
     load_squad,
@@ -91,3 +92,23 @@ def test_squad_empty_question_is_an_error(tmp_path):
     path = _write(tmp_path / "dev.json", json.dumps(data))
     with pytest.raises(DataFormatError, match=r"qas\[0\]: empty question"):
         load_squad(path)
+
+
+def test_hf_dataset_empty_text_is_an_error_naming_the_row(monkeypatch):
+    import sys
+
+    class Split:
+        column_names = ["sentence", "label"]
+        features: dict = {}
+
+        def __iter__(self):
+            return iter([{"sentence": "fine", "label": "pos"}, {"sentence": " ", "label": "neg"}])
+
+    class FakeDatasets:
+        @staticmethod
+        def load_dataset(name, config, split, **kwargs):
+            return Split()
+
+    monkeypatch.setitem(sys.modules, "datasets", FakeDatasets)
+    with pytest.raises(DataFormatError, match=r"hf:toy\[train\]: row 1: empty column\(s\) 'sentence'"):
+        load_hf_dataset("toy", None, "train", guid=None)

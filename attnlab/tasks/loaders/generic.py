@@ -218,6 +218,9 @@ def load_hf_dataset(
     examples = []
     for i, row in enumerate(dataset):
         report.lines_read += 1
+        empty = empty_fields(row, (text_a, text_b, label))
+        if empty:
+            raise DataFormatError(where, None, f"row {i}: {empty_message(empty)}")
         value = row[label] if label is not None else None
         if isinstance(value, int) and value < 0:
             value = None
