@@ -503,7 +503,7 @@ def mean_steps(result: dict[str, Any]) -> float:
 
 
 def compare(task: str, pretrained: dict[str, Any], random_init: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per metric of ``task`` from the two starts' ``results.json``: values in points (x100), the
+    """One row per metric of ``task`` from the two starts' ``results.json``: values in points (`points`), the
     difference of the means, and for the task's first metric the target and whether it is met."""
     rows = []
     for i, metric in enumerate(TASK_METRICS[task]):
