@@ -243,7 +243,7 @@ def finetune_score(
     run = result.runs[0]
     if run.steps != steps or len(run.epochs) != 1:
         raise RuntimeError(f"{task}: {run.steps} steps, {len(run.epochs)} evaluations (expected {steps}, 1)")
-    return {"score": 100 * result.median, "metrics": run.best, "steps": run.steps,
+    return {"score": result.median, "metrics": run.best, "steps": run.steps,
             "seconds": time.monotonic() - t0}  # fmt: skip
 
 

@@ -177,13 +177,12 @@ def main(argv: list[str] | None = None) -> int:
             "all_metrics": best.best,
         }
         rows.append(row)
-        print(f"{task}: {spec.metric} = {result.median:.4f} ({minutes:.1f} min)", flush=True)
+        print(f"{task}: {spec.metric} (%) = {result.median:.2f} ({minutes:.1f} min)", flush=True)
 
     print(f"\nfine-tuning from {start}; lr {', '.join(f'{x:g}' for x in lrs)}; seeds {args.seeds}")
     print(f"{'task':<10} {'metric':<9} {'value':>8} {'train ex':>9} {'dev ex':>7} {'minutes':>8}")
     for r in rows:
-        percent = r["task"] == "squad"  # SQuAD EM/F1 are already percentages
-        value = r["value"] * (1 if percent else 100)
+        value = r["value"]  # percent for every task (attnlab.metrics.scale)
         note = "  (time limit)" if r["stopped_by_time"] else ""
         print(
             f"{r['task']:<10} {r['metric']:<9} {value:8.2f} {r['train_examples']:9d} "

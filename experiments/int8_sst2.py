@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     from attnlab.inference import quantize
     from attnlab.tasks.finetune import get_task, load_split
     from attnlab.tasks.pipelines import TextClassificationPipeline
-    from attnlab.tasks.transfer import load_model
+    from attnlab.tasks.task_model import load_model
     from attnlab.tokenizers import load_tokenizer
 
     data = Path(args.data_dir)

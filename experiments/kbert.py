@@ -112,7 +112,7 @@ def run_arm(
         "injection": injector.stats.summary() if injector is not None else "",
         "features": result.feature_reports,
     }
-    print(f"  {arm}: {metric} {[round(100 * s, 2) for s in scores]} in {minutes:.1f} min", flush=True)
+    print(f"  {arm}: {metric} {[round(s, 2) for s in scores]} in {minutes:.1f} min", flush=True)
     return row
 
 
@@ -187,18 +187,18 @@ def main() -> int:
     print(f"{'task':<14}{'arm':<34}{'metric':<10}{'measured (dev)':>16}  paper")
     for task, task_rows in rows.items():
         for r in task_rows:
-            measured = " / ".join(f"{100 * s:.2f}" for s in r["scores"])
+            measured = " / ".join(f"{s:.2f}" for s in r["scores"])
             paper = PAPER.get((task, r["arm"]), "")
             print(f"{task:<14}{r['arm']:<34}{r['metric']:<10}{measured:>16}  {paper}")
     verdicts = []
     if "medical_ner" in rows:
-        base, kg, novm = (r["median"] * 100 for r in rows["medical_ner"])
+        base, kg, novm = (r["median"] for r in rows["medical_ner"])
         verdicts += [
             ("K-BERT (Medical.spo) - no graph >= +1.0 F1", kg - base, kg - base >= 1.0),
             ("K-BERT without visible matrix < with it", novm - kg, novm < kg),
         ]
     if "chnsenticorp" in rows:
-        b, h = (r["median"] * 100 for r in rows["chnsenticorp"])
+        b, h = (r["median"] for r in rows["chnsenticorp"])
         verdicts.append(("chnsenticorp: HowNet - no graph (no target)", h - b, None))
     print()
     for name, diff, ok in verdicts:

@@ -491,18 +491,24 @@ def seed_scores(result: dict[str, Any], metric: str) -> list[float]:
     return [float(r[scores].get(metric, math.nan)) for r in sorted(runs, key=lambda r: r["seed"])]
 
 
+def points(result: dict[str, Any], values: Sequence[float]) -> list[float]:
+    """``values`` of ``result`` in points (0-100): results.json says ``"scale": "percent"``; older files
+    held fractions."""
+    return list(values) if result.get("scale") == "percent" else [100 * v for v in values]
+
+
 def mean_steps(result: dict[str, Any]) -> float:
     runs = chosen_runs(result)
     return statistics.fmean(r["steps"] for r in runs) if runs else math.nan
 
 
 def compare(task: str, pretrained: dict[str, Any], random_init: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per metric of ``task`` from the two starts' ``results.json``: values in points (x100), the
+    """One row per metric of ``task`` from the two starts' ``results.json``: values in points (`points`), the
     difference of the means, and for the task's first metric the target and whether it is met."""
     rows = []
     for i, metric in enumerate(TASK_METRICS[task]):
         pre, rnd = seed_scores(pretrained, metric), seed_scores(random_init, metric)
-        (pm, ps), (rm, rs) = mean_std([100 * v for v in pre]), mean_std([100 * v for v in rnd])
+        (pm, ps), (rm, rs) = mean_std(points(pretrained, pre)), mean_std(points(random_init, rnd))
         target = TARGETS.get(task, 0.0) if i == 0 else None
         diff = pm - rm
         rows.append({

@@ -19,7 +19,7 @@ from attnlab.models import (
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
 )
-from attnlab.tasks.transfer import load_model, load_task_model
+from attnlab.tasks.task_model import load_model, load_task_model
 
 V, H = 99, 32
 TINY = EncoderConfig(

@@ -152,7 +152,7 @@ def test_finetune_then_convert_exports_labels_tokenizer_and_card(tmp_path, capsy
     assert saved["options"]["labels"] == ["negative", "positive"]  # was ["0", "1"]
     # evaluation maps the names back to the files' 0/1
     assert main(["evaluate", "--task", "sst2", "--data-dir", str(data), "--model", str(best), "--json"]) == 0
-    assert 0.0 <= json.loads(capsys.readouterr().out.splitlines()[-1])["accuracy"] <= 1.0
+    assert 0.0 <= json.loads(capsys.readouterr().out.splitlines()[-1])["accuracy"] <= 100.0  # percent
 
     assert main(["convert", str(best), str(tmp_path / "hf"), "--to", "hf"]) == 0
     hf = tmp_path / "hf"
@@ -206,7 +206,7 @@ def test_convert_warns_when_the_source_has_no_tokenizer(tmp_path, capsys):
 
 
 def test_convert_reads_a_hf_task_export_back_with_its_head_and_tokenizer(tmp_path, capsys):
-    from attnlab.tasks.transfer import load_model
+    from attnlab.tasks.task_model import load_model
     from attnlab.tokenizers import load_tokenizer
 
     tok = train_tokenizer("byte_level_bpe", iter(CORPUS), 320, show_progress=False)

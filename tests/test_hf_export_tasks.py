@@ -32,7 +32,7 @@ from attnlab.models import (  # noqa: E402
 )
 from attnlab.tasks.finetune import save_model_dir  # noqa: E402
 from attnlab.tasks.pipelines import pipeline  # noqa: E402
-from attnlab.tasks.transfer import load_model  # noqa: E402
+from attnlab.tasks.task_model import load_model  # noqa: E402
 from attnlab.tokenizers import bert_wordpiece, train_tokenizer  # noqa: E402
 
 SCORE_TOL = 1e-4

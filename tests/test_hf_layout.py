@@ -335,7 +335,7 @@ def test_gpt_with_exact_gelu_keeps_attnlab_names(tmp_path: Path) -> None:
 def test_a_directory_hf_saved_again_is_read_as_hf(resave: str, tmp_path: Path) -> None:
     """HF keeps attnlab's config fields when it saves the model again, but the weights (and the head) are
     HF's now: attnlab reads that directory through its HF loader, not as its own."""
-    from attnlab.tasks.transfer import load_model
+    from attnlab.tasks.task_model import load_model
 
     model = _build("bert-mlm")
     save_pretrained(model, tmp_path / "ours")

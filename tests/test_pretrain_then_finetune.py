@@ -50,6 +50,16 @@ def test_compare_judges_the_first_metric_against_the_task_target_in_points():
     assert row["target"] == 3.0 and row["passed"] is True
 
 
+def test_compare_reads_percent_results_as_points_and_older_fraction_files_times_100():
+    """results.json says ``"scale": "percent"`` (attnlab.metrics.scale); a file without it holds fractions."""
+    pre = {**results(3e-5, [(3e-5, 0, {"accuracy": 82.0}, 100)]), "scale": "percent"}
+    rnd = results(3e-5, [(3e-5, 0, {"accuracy": 0.79}, 100)])
+    (row,) = ptf.compare("sst2", pre, rnd)
+    assert row["pretrained"]["mean"] == pytest.approx(82.0)
+    assert row["random_init"]["mean"] == pytest.approx(79.0)
+    assert row["difference"] == pytest.approx(3.0) and row["passed"] is True
+
+
 def test_compare_gives_secondary_metrics_no_target_and_glue_tasks_must_not_be_worse():
     pre = results(3e-5, [(3e-5, 0, {"f1": 0.80, "accuracy": 0.70}, 50)])
     rnd = results(3e-5, [(3e-5, 0, {"f1": 0.81, "accuracy": 0.60}, 50)])

@@ -67,7 +67,7 @@ def run_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from attnlab.inference.onnx_export import check_opset, export_onnx
-    from attnlab.tasks.transfer import load_model
+    from attnlab.tasks.task_model import load_model
     from attnlab.tokenizers import load_tokenizer
 
     from .model_dirs import check_model_dir

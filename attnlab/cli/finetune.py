@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.inference.engine import BACKENDS
+from attnlab.tasks.finetune_config import ENCODER_DROPOUT, LEARNING_RATES, SMALL_MODEL_LEARNING_RATES
+from attnlab.tasks.registry import TASKS
 
 from .args import (
     device,
@@ -37,21 +39,42 @@ PREDICT_KINDS = ("fill-mask", "qa", "ner", "classify", "embed")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from attnlab.tasks.finetune import ENCODER_DROPOUT, LEARNING_RATES, SMALL_MODEL_LEARNING_RATES, TASKS
+    _finetune_parser(subparsers)
+    _evaluate_parser(subparsers)
+    _predict_parser(subparsers)
 
+
+def _finetune_parser(subparsers: argparse._SubParsersAction) -> None:
     ft = subparsers.add_parser(
         "finetune",
         help="fine-tune a checkpoint (or a randomly initialised preset) on a task",
         description="BERT's fine-tuning recipe: AdamW, 10% warm-up then linear decay, dropout 0.1, "
         "batch 32, 2-4 epochs, dev evaluation after every epoch, the best epoch kept in OUTPUT_DIR/best.",
     )
-    ft.add_argument("--task", required=True, choices=sorted(TASKS), help="the task")
-    ft.add_argument("--data-dir", required=True, help="directory with the task's train and dev files")
+    _task_args(ft)
     ft.add_argument(
         "--model", required=True, metavar="DIR_OR_PRESET", help="checkpoint directory or preset name"
     )
     ft.add_argument("--tokenizer", help="tokenizer directory (default: the model directory)")
     ft.add_argument("--output-dir", default=None, help="where runs go (default: runs/finetune-TASK)")
+    _recipe_args(ft)
+    _length_args(ft)
+    _example_args(ft)
+    _machine_args(ft)
+    _distillation_args(ft)
+    _kg_args(ft)
+    _run_dir_args(ft)
+    _generic_args(ft)
+    ft.set_defaults(func=run_finetune)
+
+
+def _task_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", required=True, choices=sorted(TASKS), help="the task")
+    p.add_argument("--data-dir", required=True, help="directory with the task's train and dev files")
+
+
+def _recipe_args(ft: argparse.ArgumentParser) -> None:
+    """BERT's hyper-parameters: learning rates and seeds, epochs, batch, warm-up, decay, dropout, pooling."""
     ft.add_argument(
         "--lr", type=positive_float, nargs="+", default=None,
         help="learning rate(s) (default: 3e-5, BERT's, for BERT-base's width and up; 1e-4 below it)",
@@ -95,6 +118,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="dropout of the encoder's layers while fine-tuning (BERT's 0.1, also for models pre-trained "
         "without dropout); 'keep': the checkpoint's own",
     )  # fmt: skip
+
+
+def _length_args(ft: argparse.ArgumentParser) -> None:
+    """Tokens per sequence; QA's passage windows and question cut."""
     ft.add_argument(
         "--max-length", type=positive_int, default=None, help="tokens per sequence (default 128; QA 384)"
     )
@@ -102,6 +129,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--stride", type=positive_int, default=128, help="QA: overlap of passage windows in tokens"
     )
     ft.add_argument("--max-query-length", type=positive_int, default=64, help="QA: longer questions are cut")
+
+
+def _example_args(ft: argparse.ArgumentParser) -> None:
+    """How many training and dev examples, and the held-out selection split."""
     ft.add_argument(
         "--max-train-examples", type=positive_int, default=None,
         help="use the first N training examples (default: all)",
@@ -120,6 +151,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="use the first N dev examples (default: all)",
     )
+
+
+def _machine_args(ft: argparse.ArgumentParser) -> None:
+    """Time budget, device, precision, progress bars."""
     ft.add_argument(
         "--minutes", type=positive_float, default=None, help="wall-clock budget per run (default: none)"
     )
@@ -131,6 +166,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--progress", action=argparse.BooleanOptionalAction, default=True,
         help="show progress bars (default: yes, as pretrain; --no-progress for logs only)",
     )  # fmt: skip
+
+
+def _distillation_args(ft: argparse.ArgumentParser) -> None:
     g = ft.add_argument_group("task-specific distillation (DistilBERT, attnlab.tasks.distillation)")
     g.add_argument(
         "--teacher", metavar="FINETUNED_DIR",
@@ -140,19 +178,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--alpha", type=fraction, default=0.5, help="weight of the soft-target loss (task loss: 1 - alpha)"
     )
-    _kg_args(ft)
-    _run_dir_args(ft)
-    _generic_args(ft)
-    ft.set_defaults(func=run_finetune)
 
+
+def _evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     ev = subparsers.add_parser(
         "evaluate",
         help="score a fine-tuned model directory on a task's dev (or other labelled) split",
         description="Load a fine-tuned model (attnlab or HF task checkpoint) and its tokenizer and print "
         "the task's metrics.",
     )
-    ev.add_argument("--task", required=True, choices=sorted(TASKS), help="the task")
-    ev.add_argument("--data-dir", required=True, help="directory with the task's files")
+    _task_args(ev)
     ev.add_argument("--model", required=True, metavar="DIR", help="a fine-tuned model directory (RUN/best)")
     ev.add_argument("--split", default="dev", help="split to score (default: dev)")
     ev.add_argument(
@@ -175,6 +210,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _generic_args(ev)
     ev.set_defaults(func=run_evaluate)
 
+
+
+def _predict_parser(subparsers: argparse._SubParsersAction) -> None:
     pr = subparsers.add_parser(
         "predict",
         help="run a pipeline (fill-mask, qa, ner, classify, embed) on text, writing JSON lines",
@@ -334,17 +372,23 @@ def _plot_runs(output_dir: Path) -> None:
 def run_finetune(args: argparse.Namespace) -> int:
     import logging
 
-    from attnlab.tasks.finetune import (
-        FinetuneConfig,
-        default_learning_rates,
-        finetune,
-        get_task,
-        metric_value,
-    )
+    from attnlab.tasks.finetune import finetune, get_task
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     spec = get_task(args.task)
     source = _source(args)
+    cfg = _finetune_config(args, spec, source)
+    result = finetune(spec, args.data_dir, source, cfg, _columns(args))
+    _plot_runs(Path(cfg.output_dir))
+    _print_sweep(result, spec, len(args.seeds), Path(cfg.output_dir) / "results.json")
+    return 0
+
+
+def _finetune_config(args: argparse.Namespace, spec: Any, source: Any) -> Any:
+    """The `FinetuneConfig` of the command line; without --lr, the default learning rate(s) for the model's
+    width (said on standard error)."""
+    from attnlab.tasks.finetune import FinetuneConfig, default_learning_rates
+
     if args.lr and not args.sweep:
         lrs = tuple(args.lr)
     else:
@@ -352,8 +396,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         lrs = default_learning_rates(source.model_config, args.sweep)
         chosen = ", ".join(f"{lr:g}" for lr in lrs)
         print(f"finetune: learning rate {chosen} for a {width}-wide encoder (--lr sets it)", file=sys.stderr)
-    knowledge = _knowledge(args)
-    cfg = FinetuneConfig(
+    return FinetuneConfig(
         learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
         warmup=args.warmup, weight_decay=args.weight_decay, dropout=args.dropout,
         encoder_dropout=args.encoder_dropout, pooling=args.pooling, group_by_length=args.group_by_length,
@@ -364,32 +407,36 @@ def run_finetune(args: argparse.Namespace) -> int:
         output_dir=args.output_dir or f"runs/finetune-{spec.name}",
         progress_bar=args.progress, save_every=args.save_every, eval_every=args.eval_every,
         resume=args.resume, overwrite=args.overwrite, tensorboard=True, teacher=args.teacher,
-        distill_temperature=args.temperature, distill_alpha=args.alpha, knowledge=knowledge,
+        distill_temperature=args.temperature, distill_alpha=args.alpha, knowledge=_knowledge(args),
     )  # fmt: skip
-    result = finetune(spec, args.data_dir, source, cfg, _columns(args))
-    _plot_runs(Path(cfg.output_dir))
+
+
+def _print_sweep(result: Any, spec: Any, seeds: int, results_file: Path) -> None:
+    """A line per run and the sweep's choice; scores in percent, the column names say so."""
+    from attnlab.metrics import score_label
+    from attnlab.tasks.finetune import metric_value
+
+    metric = score_label(spec.metric)
     held = result.selection_examples
-    chooser = f"held-out {spec.metric}" if held else f"best {spec.metric}"
+    chooser = f"held-out {metric}" if held else f"best {metric}"
     header = f"{'lr':>8} {'seed':>5} {'steps':>6} {'min':>6}  {chooser}"
-    print(header + (f"  dev {spec.metric}" if held else ""))
+    print(header + (f"  dev {metric}" if held else ""))
     for r in result.runs:
         dev = metric_value(r.dev, spec.metric) if r.dev else None
         print(
-            f"{r.learning_rate:8.0e} {r.seed:5d} {r.steps:6d} {r.minutes:6.2f}  {r.score(spec.metric):.4f}"
-            + (f"  {dev:.4f}" if dev is not None else "")
+            f"{r.learning_rate:8.0e} {r.seed:5d} {r.steps:6d} {r.minutes:6.2f}  {r.score(spec.metric):.2f}"
+            + (f"  {dev:.2f}" if dev is not None else "")
         )
     if held:
         print(
             f"{spec.name}: lr {result.learning_rate:g} chosen on {held} held-out training examples "
-            f"(median {result.selection_median:.4f}); dev scored the chosen models only"
+            f"(median {result.selection_median:.2f}); dev scored the chosen models only"
         )
     print(
-        f"{spec.name}: lr {result.learning_rate:g}, median dev {spec.metric} over "
-        f"{len(args.seeds)} seed(s) = {result.median:.4f} "
-        f"({result.train_examples} train / {result.eval_examples} dev examples); "
-        f"best model: {result.best_dir}; all runs: {Path(cfg.output_dir) / 'results.json'}"
+        f"{spec.name}: lr {result.learning_rate:g}, median dev {metric} over {seeds} seed(s) = "
+        f"{result.median:.2f} ({result.train_examples} train / {result.eval_examples} dev examples); "
+        f"best model: {result.best_dir}; all runs: {results_file}"
     )
-    return 0
 
 
 def _check_evaluated_model(model: str, spec: Any) -> None:
@@ -427,8 +474,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"task": spec.name, "split": args.split, "examples": len(examples), **metrics}))
     else:
+        from attnlab.metrics import score_label
+
         for key, value in metrics.items():
-            print(f"{spec.name} {args.split} {key}: {value:.4f}")
+            label = score_label(key)  # a score (percent) or, as SQuAD 2.0's threshold, a plain number
+            shown = f"{value:.2f}" if label != key else f"{value:.4f}"
+            print(f"{spec.name} {args.split} {label}: {shown}")
     return 0
 
 

@@ -656,7 +656,7 @@ def describe_hf(directory: str | os.PathLike) -> tuple[str, str, Any]:
     from attnlab.io.hf_tasks import hf_task
 
     task = hf_task(hf)
-    if task is not None:  # a fine-tuned *For{Task} checkpoint (read by attnlab.tasks.transfer.load_model)
+    if task is not None:  # a fine-tuned *For{Task} checkpoint (read by attnlab.tasks.task_model.load_model)
         return str(hf["architectures"][0]), task, config
     return family.classes.get(kind, "?"), KINDS[kind][0], config
 

@@ -5,8 +5,11 @@ examples (NER) into `attnlab.tasks.features.Feature` s whose inputs carry, besid
 positions) and ``attention_mask``:
 
 - ``position_ids``: the soft positions (the encoder's position embeddings read them);
-- ``branch_ids`` and ``entity_ids``: the compact visible matrix, expanded by ``collate``
+- ``branch_ids`` and ``entity_ids``: the compact visible matrix, expanded by the injector's ``collate``
   (`attnlab.knowledge.visible`) into a (B, T, T) ``attention_mask`` that every layer applies.
+
+The injector is a feature builder (`attnlab.tasks.feature_builder`): ``FinetuneConfig.knowledge`` and
+``evaluate_directory(knowledge=...)`` take it in place of BERT's features, and the run knows no more of it.
 
 With ``visible_matrix=False`` (the paper's ablation, section 4.4) the branches are injected with their
 soft positions but every token sees every token. Injected tokens are never labelled (-100) and have no
@@ -20,9 +23,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
+from attnlab.knowledge.graph import load_graph
 from attnlab.knowledge.lookup import EntityLookup, split_units
 from attnlab.knowledge.sentence_tree import SentenceTree, build_sentence_tree
-from attnlab.tasks.features import Feature, FeatureReport, _word_spans, token_word_ids
+from attnlab.knowledge.visible import visible_matrix
+from attnlab.tasks.features import Feature, FeatureReport, _word_spans, collate, token_word_ids
 
 logger = logging.getLogger(__name__)
 
@@ -183,13 +190,43 @@ class KnowledgeInjector:
     def log(self) -> None:
         (logger.warning if self.stats.dropped_branches else logger.info)("%s", self.stats.summary())
 
+    # -- the feature builder's interface (attnlab.tasks.feature_builder) ------------------------------
+    def build(
+        self, spec: Any, tokenizer: Any, examples: Sequence[Any], labels: Sequence[str] | None, *,
+        training: bool, max_length: int, with_token_types: bool, regression: bool = False, **unused: Any,
+    ) -> tuple[list[Feature], FeatureReport]:  # fmt: skip
+        """The features of a single-sentence classification or NER task (``spec``, a `TaskSpec`); QA's
+        options (``stride``, ``max_query_length``) do not apply, and training features are as dev's."""
+        report = FeatureReport(spec.name)
+        label_to_id = {name: i for i, name in enumerate(labels)} if labels else None
+        if spec.kind == "classification" and not regression:
+            feats = self.classification_features(
+                tokenizer, examples, max_length, label_to_id, with_token_types, report
+            )
+        elif spec.kind == "token":
+            feats = self.token_features(
+                tokenizer, examples, label_to_id or {}, max_length, with_token_types, report
+            )
+        else:
+            raise ValueError(f"{spec.name}: knowledge injection (--kg) supports classification and NER tasks")
+        report.log()
+        return feats, report
+
+    def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
+        """`attnlab.tasks.features.collate`, then the sentence trees' visible matrix as a (B, T, T)
+        ``attention_mask`` (padding belongs to no branch: -1)."""
+        batch = collate(features, pad_id, pads={"branch_ids": -1})
+        if "branch_ids" in batch:
+            batch["attention_mask"] = visible_matrix(
+                batch.pop("branch_ids"), batch.pop("entity_ids"), batch.get("attention_mask")
+            )
+        return batch
+
 
 def load_injector(
     path: str, max_triples: int = 2, with_predicate: bool = True, visible_matrix: bool = True
 ) -> KnowledgeInjector:
     """A `KnowledgeInjector` over the graph at ``path`` (`attnlab.knowledge.graph.load_graph`)."""
-    from attnlab.knowledge.graph import load_graph
-
     kg = load_graph(path)
     logger.info("%s", kg.summary())
     return KnowledgeInjector(EntityLookup(kg, max_triples, with_predicate), visible_matrix)

@@ -1,5 +1,8 @@
 """attnlab.metrics: GLUE metrics, SQuAD EM/F1 (v1.1, v2.0), seqeval NER F1, BLEU via sacrebleu.
 
+Each function keeps its reference's scale; `attnlab.metrics.scale` puts a fine-tuning's scores on one,
+percent (0-100).
+
 No torch here: every function takes plain Python sequences or numpy arrays.
 """
 
@@ -15,6 +18,7 @@ from attnlab.metrics.classification import (
     spearman,
 )
 from attnlab.metrics.ner import ner_metrics
+from attnlab.metrics.scale import fractions_to_percent, score_label
 from attnlab.metrics.squad import (
     exact_match,
     f1_score,
@@ -32,11 +36,13 @@ __all__ = [
     "exact_match",
     "f1",
     "f1_score",
+    "fractions_to_percent",
     "glue_metrics",
     "matthews_corrcoef",
     "ner_metrics",
     "normalize_answer",
     "pearson",
+    "score_label",
     "spearman",
     "squad_v1_scores",
     "squad_v2_scores",

@@ -203,7 +203,7 @@ class EncoderForSequenceClassification(_LabelClassifier):
     ) -> EncoderForSequenceClassification:
         if pooling == "cls":
             return super().from_config(config, *args, **kwargs)
-        # no pooler to build (a checkpoint's is not loaded: `attnlab.tasks.transfer` drops its keys)
+        # no pooler to build (a checkpoint's is not loaded: `attnlab.tasks.task_model` drops its keys)
         model = cls(Encoder(dataclasses.replace(config, add_pooler=False)), *args, pooling=pooling, **kwargs)
         _init_head(model.classifier, config.initializer_range)
         return model

@@ -31,8 +31,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from attnlab import __version__
-from attnlab.serving import errors
 from attnlab.serving.batching import DynamicBatcher, QueueFull
+from attnlab.serving.errors import error_response, http_error, validation_error
 from attnlab.serving.limits import Guard
 from attnlab.serving.metrics import Metrics
 from attnlab.serving.schemas import REQUESTS
@@ -47,17 +47,17 @@ log = logging.getLogger("attnlab.serving")
 def _failure(error: BaseException, timeout_s: float) -> JSONResponse:
     """The JSON error for what a request raised."""
     if isinstance(error, (asyncio.TimeoutError, TimeoutError)):
-        return errors.error_response(504, f"the request took longer than {timeout_s:g} s (--timeout-s)")
+        return error_response(504, f"the request took longer than {timeout_s:g} s (--timeout-s)")
     if isinstance(error, QueueFull):
-        return errors.error_response(
+        return error_response(
             503, f"the server is busy: {error}; retry later", headers={"Retry-After": RETRY_AFTER_S}
         )
     if isinstance(error, RequestError):
-        return errors.error_response(error.status, str(error), field=error.field)
+        return error_response(error.status, str(error), field=error.field)
     if isinstance(error, ValueError):  # the pipeline refused this input (its message says why)
-        return errors.error_response(422, str(error))
+        return error_response(422, str(error))
     log.exception("request failed", exc_info=error)
-    return errors.error_response(500, f"internal error: {type(error).__name__}: {error}")
+    return error_response(500, f"internal error: {type(error).__name__}: {error}")
 
 
 def add_docs(app: FastAPI) -> None:
@@ -85,6 +85,7 @@ def add_docs(app: FastAPI) -> None:
 
 
 def create_app(service: ModelService, settings: ServeSettings | None = None) -> FastAPI:
+    """The application over ``service``: the model's ``/v1/`` endpoints, the status routes, the page."""
     settings = settings or ServeSettings()
     metrics = Metrics()
     # requests the server is handling that are not (or no longer) in the batcher: on their way to it, or
@@ -95,6 +96,33 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
         metrics,
         incoming=lambda: metrics.in_flight - batcher.depth() - batcher.running,
     )
+    app = FastAPI(
+        title=f"attnlab: {service.directory.name}",
+        version=__version__,
+        description=f"{service.architecture} served by attnlab. Endpoints: {', '.join(service.endpoints)}.",
+        lifespan=_lifespan(service, settings, batcher),
+        docs_url=None,  # served below from the package, not from a CDN
+        redoc_url=None,
+    )
+    app.state.service, app.state.settings, app.state.metrics, app.state.batcher = (
+        service, settings, metrics, batcher,
+    )  # fmt: skip
+    app.state.ready = False
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(HTTPException, http_error)
+    add_model_routes(app, service, batcher, settings)
+    add_status_routes(app, service, batcher, settings, metrics)
+    add_page(app)
+    known = [f"/v1/{e}" for e in service.endpoints] + ["/v1/info", "/health", "/ready", "/metrics", "/"]
+    app.add_middleware(
+        Guard, metrics=metrics, max_body_bytes=settings.max_body_bytes, api_key=settings.api_key,
+        known_paths=known,
+    )  # fmt: skip
+    return app
+
+
+def _lifespan(service: ModelService, settings: ServeSettings, batcher: DynamicBatcher) -> Any:
+    """Start the batcher and warm the model up before ``/ready`` says so; drain the queue at shutdown."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -105,20 +133,13 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
         app.state.ready = False  # /ready says so while in-flight requests finish
         await batcher.drain(settings.graceful_s)
 
-    app = FastAPI(
-        title=f"attnlab: {service.directory.name}",
-        version=__version__,
-        description=f"{service.architecture} served by attnlab. Endpoints: {', '.join(service.endpoints)}.",
-        lifespan=lifespan,
-        docs_url=None,  # served below from the package, not from a CDN
-        redoc_url=None,
-    )
-    app.state.service, app.state.settings, app.state.metrics, app.state.batcher = (
-        service, settings, metrics, batcher,
-    )  # fmt: skip
-    app.state.ready = False
-    app.add_exception_handler(RequestValidationError, errors.validation_error)
-    app.add_exception_handler(HTTPException, errors.http_error)
+    return lifespan
+
+
+def add_model_routes(
+    app: FastAPI, service: ModelService, batcher: DynamicBatcher, settings: ServeSettings
+) -> None:
+    """``POST /v1/<endpoint>`` for each endpoint the model serves; ``/v1/generate`` may stream."""
 
     async def answer(prepared: Prepared) -> JSONResponse:
         try:
@@ -131,7 +152,7 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
     def add_endpoint(name: str, model: type) -> None:
         async def endpoint(body: model) -> Any:  # type: ignore[valid-type]
             if name == "generate" and body.stream:
-                return await stream_generate(body)
+                return await stream_generate(service, batcher, settings, body)
             try:
                 prepared = service.prepare(name, body)
             except RequestError as error:
@@ -140,46 +161,57 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
 
         app.post(f"/v1/{name}", name=name, summary=f"{name} ({service.architecture})")(endpoint)
 
-    async def stream_generate(body: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        events: asyncio.Queue[dict] = asyncio.Queue()
-        try:
-            prepared = service.prepare(
-                "generate", body, emit=lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
-            )
-            if batcher.depth() >= batcher.limits.max_queue:
-                raise QueueFull(f"{batcher.depth()} requests are waiting")
-        except (RequestError, QueueFull) as error:
-            return _failure(error, settings.timeout_s)
-        task = asyncio.ensure_future(asyncio.wait_for(batcher.submit(prepared), settings.timeout_s))
-
-        async def sse():
-            try:
-                while True:
-                    get = asyncio.ensure_future(events.get())
-                    done, _ = await asyncio.wait({get, task}, return_when=asyncio.FIRST_COMPLETED)
-                    if get in done:
-                        yield f"data: {json.dumps(get.result(), ensure_ascii=False)}\n\n"
-                        continue
-                    get.cancel()
-                    while not events.empty():
-                        yield f"data: {json.dumps(events.get_nowait(), ensure_ascii=False)}\n\n"
-                    try:
-                        result = task.result()
-                    except Exception as error:  # noqa: BLE001
-                        body = json.loads(_failure(error, settings.timeout_s).body)
-                        yield f"event: error\ndata: {json.dumps(body)}\n\n"
-                    else:
-                        yield f"event: done\ndata: {json.dumps(result, ensure_ascii=False)}\n\n"
-                    return
-            finally:
-                if not task.done():  # the client went away: its request is skipped or its result dropped
-                    task.cancel()
-
-        return StreamingResponse(sse(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-
     for name in service.endpoints:
         add_endpoint(name, REQUESTS[name])
+
+
+async def stream_generate(
+    service: ModelService, batcher: DynamicBatcher, settings: ServeSettings, body: Any
+) -> Any:
+    """``/v1/generate`` with ``"stream": true``: server-sent events, one per new piece of text, then
+    ``event: done`` with the whole answer (or ``event: error``)."""
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[dict] = asyncio.Queue()
+    try:
+        prepared = service.prepare(
+            "generate", body, emit=lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
+        )
+        if batcher.depth() >= batcher.limits.max_queue:
+            raise QueueFull(f"{batcher.depth()} requests are waiting")
+    except (RequestError, QueueFull) as error:
+        return _failure(error, settings.timeout_s)
+    task = asyncio.ensure_future(asyncio.wait_for(batcher.submit(prepared), settings.timeout_s))
+
+    async def sse():
+        try:
+            while True:
+                get = asyncio.ensure_future(events.get())
+                done, _ = await asyncio.wait({get, task}, return_when=asyncio.FIRST_COMPLETED)
+                if get in done:
+                    yield f"data: {json.dumps(get.result(), ensure_ascii=False)}\n\n"
+                    continue
+                get.cancel()
+                while not events.empty():
+                    yield f"data: {json.dumps(events.get_nowait(), ensure_ascii=False)}\n\n"
+                try:
+                    result = task.result()
+                except Exception as error:  # noqa: BLE001
+                    body = json.loads(_failure(error, settings.timeout_s).body)
+                    yield f"event: error\ndata: {json.dumps(body)}\n\n"
+                else:
+                    yield f"event: done\ndata: {json.dumps(result, ensure_ascii=False)}\n\n"
+                return
+        finally:
+            if not task.done():  # the client went away: its request is skipped or its result dropped
+                task.cancel()
+
+    return StreamingResponse(sse(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def add_status_routes(
+    app: FastAPI, service: ModelService, batcher: DynamicBatcher, settings: ServeSettings, metrics: Metrics
+) -> None:
+    """``/v1/info`` (the model, its endpoints and limits), ``/health``, ``/ready``, ``/metrics``."""
 
     @app.get("/v1/info", summary="the model and the endpoints it serves")
     async def info() -> dict:
@@ -201,7 +233,7 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
     @app.get("/ready", summary="the model is loaded and accepts requests")
     async def ready() -> Any:
         if not app.state.ready:
-            return errors.error_response(503, "not ready (starting or shutting down)")
+            return error_response(503, "not ready (starting or shutting down)")
         return {"status": "ready", "queue_depth": batcher.depth()}
 
     @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
@@ -209,15 +241,13 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
         metrics.queue_depth(batcher.depth())
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+
+def add_page(app: FastAPI) -> None:
+    """The web page at ``/``, its scripts and styles under ``/static/``, the API docs at ``/docs``."""
+
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     add_docs(app)
-    known = [f"/v1/{e}" for e in service.endpoints] + ["/v1/info", "/health", "/ready", "/metrics", "/"]
-    app.add_middleware(
-        Guard, metrics=metrics, max_body_bytes=settings.max_body_bytes, api_key=settings.api_key,
-        known_paths=known,
-    )  # fmt: skip
-    return app

@@ -5,6 +5,10 @@
 * :mod:`attnlab.tasks.loaders`: GLUE TSV, SQuAD JSON, CoNLL columns, SWAG CSV, generic tables, HF datasets.
 * :mod:`attnlab.tasks.qa_postprocess`: window logits → answers, null odds, official JSON files.
 * :mod:`attnlab.tasks.ner_alignment`: word tags ↔ sub-word tokens.
+* Fine-tuning (:mod:`attnlab.tasks.finetune` names them all): ``registry`` (the tasks), ``feature_builder``,
+  ``evaluation``, ``finetune_config``, ``finetune_run`` (one run), ``finetune_sweep`` (learning rates x
+  seeds); ``task_model`` (a pre-trained encoder into a task model); ``distillation`` (a teacher's loss).
+  `attnlab.knowledge` (K-BERT) plugs into them and imports them; nothing here imports it.
 
 See docs/architecture.md. Nothing imported here needs torch.
 """

@@ -146,7 +146,7 @@ def load_attention_model(directory: str | os.PathLike) -> tuple[nn.Module, Any]:
     elif raw.get("model_type") == "marian":
         raise ValueError(f"{d}: a translation model; attention views read encoders and GPT models")
     else:
-        from attnlab.tasks.transfer import load_model
+        from attnlab.tasks.task_model import load_model
 
         model = load_model(d)
         if _encoder_of(model) is None:

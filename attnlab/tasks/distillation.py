@@ -11,7 +11,8 @@ the soft-target loss being `attnlab.nn.distillation.soft_target_loss` (T^2-scale
 (classification, multiple choice), over each labelled token (token classification), over start and end
 logits averaged (QA), and the squared difference from the teacher's prediction for a one-output
 regression head (STS-B). ``attnlab finetune --teacher DIR`` wraps the student in it; only the student is
-trained, saved and checkpointed (the teacher is frozen and not a registered sub-module).
+trained, saved and checkpointed (the teacher is frozen and not a registered sub-module). A fine-tuning run
+takes the teacher as an extra loss (`SoftTargets`, `attnlab.tasks.finetune_run.ExtraLoss`).
 
 Shapes: B batch, T sequence, C classes, K choices.
 """
@@ -21,12 +22,18 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from attnlab.nn.distillation import regression_distillation_loss, soft_target_loss
+from attnlab.pretraining.distillation import check_same_vocabulary
+from attnlab.tasks.registry import TaskSpec, model_labels
+from attnlab.tasks.task_model import load_model
+from attnlab.tokenizers import load_tokenizer
 
 LABEL_KEYS = ("labels", "start_positions", "end_positions")  # what the teacher is not given
 
@@ -111,12 +118,6 @@ def load_task_teacher(
 ) -> nn.Module:
     """A fine-tuned teacher (attnlab or HF task directory) for a student of ``architecture`` with
     ``labels``; its vocabulary and labels must be the student's (errors say which differs)."""
-    from pathlib import Path
-
-    from attnlab.pretraining.distillation import check_same_vocabulary
-    from attnlab.tasks.transfer import load_model
-    from attnlab.tokenizers import load_tokenizer
-
     d = Path(directory)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: --teacher expects a fine-tuned model directory")
@@ -137,3 +138,41 @@ def load_task_teacher(
             f"{d}: the teacher's labels {options['labels']} differ from the task's {list(labels)}"
         )
     return teacher.eval().requires_grad_(False)
+
+
+@dataclass
+class SoftTargets:
+    """A fine-tuning run's extra loss (`attnlab.tasks.finetune_run.ExtraLoss`): ``teacher``'s soft targets at
+    ``temperature``, weighted ``alpha`` against the task loss's 1 - alpha."""
+
+    teacher: nn.Module
+    temperature: float = 2.0
+    alpha: float = 0.5
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        return TaskDistiller(model, self.teacher, self.temperature, self.alpha)
+
+    def fit_inputs(self, max_length: int, with_token_types: bool) -> tuple[int, bool]:
+        """The features both models can read: no longer than the teacher's positions, with token types when
+        either has them (a student without them, DistilBERT, drops them)."""
+        config = self.teacher.config
+        return min(max_length, config.max_sequence_length), with_token_types or config.type_vocab_size > 0
+
+
+def soft_targets_for_task(
+    directory: str | os.PathLike,
+    spec: TaskSpec,
+    labels: Sequence[str] | None,
+    tokenizer: Any,
+    regression: bool = False,
+    temperature: float = 2.0,
+    alpha: float = 0.5,
+) -> SoftTargets:
+    """The teacher in ``directory`` (fine-tuned on ``spec`` with ``labels``) as a run's extra loss."""
+    n = 1 if regression or spec.kind == "regression" else len(labels or ())
+    named = None
+    if n > 1 and spec.kind in ("classification", "token"):
+        named = model_labels(spec, labels or ())
+    counted = spec.kind in ("classification", "regression", "token")
+    teacher = load_task_teacher(directory, spec.architecture, named, n if counted else None, tokenizer)
+    return SoftTargets(teacher, temperature, alpha)

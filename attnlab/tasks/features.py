@@ -462,12 +462,14 @@ def _pad(rows: Sequence[Sequence[int]], value: int, length: int) -> list[list[in
     return [list(r) + [value] * (length - len(r)) for r in rows]
 
 
-def collate(features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
+def collate(
+    features: Sequence[Feature], pad_id: int = 0, pads: Mapping[str, int] | None = None
+) -> dict[str, torch.Tensor]:
     """Pad features into a batch of tensors: (B, T) or (B, K, T) inputs, labels (B,) or (B, T).
 
     Padding: ``input_ids`` with ``pad_id``, ``attention_mask`` and ``token_type_ids`` with 0, token labels
-    with -100. Float labels (regression) stay float. K-BERT features (``branch_ids``, ``entity_ids``) become
-    a (B, T, T) ``attention_mask``, the visible matrix (`attnlab.knowledge.visible`).
+    with -100, any other list input with 0 or its value in ``pads`` (a feature builder's own inputs, e.g.
+    K-BERT's ``branch_ids``, `attnlab.knowledge.features`). Float labels (regression) stay float.
     """
     if not features:
         raise ValueError("collate: no features")
@@ -476,8 +478,7 @@ def collate(features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Ten
         if list(f.inputs) != keys:
             raise ValueError(f"collate: features have different keys: {keys} vs {list(f.inputs)}")
     pads = {
-        "input_ids": pad_id, "attention_mask": 0, "token_type_ids": 0, "labels": IGNORE_INDEX,
-        "branch_ids": -1,  # K-BERT (attnlab.knowledge): padding belongs to no branch
+        "input_ids": pad_id, "attention_mask": 0, "token_type_ids": 0, "labels": IGNORE_INDEX, **(pads or {})
     }  # fmt: skip
     batch: dict[str, torch.Tensor] = {}
     first = features[0].inputs["input_ids"]
@@ -497,12 +498,6 @@ def collate(features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Ten
         else:
             dtype = torch.float32 if isinstance(values[0], float) else torch.long
             batch[key] = torch.tensor(values, dtype=dtype)
-    if "branch_ids" in batch:  # K-BERT: the sentence trees' visible matrix as a (B, T, T) attention mask
-        from attnlab.knowledge.visible import visible_matrix
-
-        batch["attention_mask"] = visible_matrix(
-            batch.pop("branch_ids"), batch.pop("entity_ids"), batch.get("attention_mask")
-        )
     return batch
 
 

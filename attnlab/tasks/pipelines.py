@@ -1,6 +1,6 @@
 """Inference pipelines over any saved model directory (attnlab or HF transformers layout).
 
-``pipeline(task, directory, device=...)`` loads the model (`attnlab.tasks.transfer.load_model`) and the
+``pipeline(task, directory, device=...)`` loads the model (`attnlab.tasks.task_model.load_model`) and the
 tokenizer (`attnlab.tokenizers.load_tokenizer`) and returns one of:
 
 - `FillMaskPipeline` (``"fill-mask"``): the top-k tokens for each mask with their probabilities
@@ -36,11 +36,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.models import Encoder
 from attnlab.nn.pooling import POOLINGS, masked_mean
 from attnlab.nn.unpadded import skip_padding
+from attnlab.tasks.examples import QAExample
 from attnlab.tasks.features import PAD_TOKENS, qa_features, special_id
 from attnlab.tasks.qa_postprocess import QAWindow, postprocess_example
-from attnlab.tokenizers import Encoding, Tokenizer
+from attnlab.tokenizers import Encoding, Tokenizer, load_tokenizer
 from attnlab.train.distributed import resolve_device
 
 MASK_TOKENS = ("[MASK]", "<mask>")
@@ -58,8 +60,6 @@ def _architecture(model: nn.Module) -> str:
 
 
 def _encoder_of(model: nn.Module) -> nn.Module:
-    from attnlab.models import Encoder
-
     if isinstance(model, Encoder):
         return model
     encoder = getattr(model, "encoder", None)
@@ -112,7 +112,6 @@ class Pipeline:
         """The pipeline over ``directory`` on ``backend`` (``torch`` or ``onnxruntime``), int8 if asked
         (`attnlab.inference.engine.load_encoder`)."""
         from attnlab.inference.engine import check_engine, load_encoder
-        from attnlab.tokenizers import load_tokenizer
 
         device = resolve_device(device)  # before loading the model: a bad --device costs no load time
         check_engine(backend, int8, device)
@@ -306,8 +305,6 @@ class QuestionAnsweringPipeline(Pipeline):
         version_2: bool = False,
         null_threshold: float = 0.0,
     ) -> Any:
-        from attnlab.tasks.examples import QAExample
-
         if context is not None:
             if not isinstance(question, str):
                 raise TypeError("give (question, context) strings, or a list of (question, context) pairs")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from attnlab.tasks.examples import DataFormatError, LoadReport
 
@@ -73,3 +74,15 @@ def check_not_empty(path: str | os.PathLike, examples: list, report: LoadReport)
         return
     what = "is empty" if report.lines_read == 0 else f"holds no data ({report.lines_read} structure line(s))"
     raise DataFormatError(os.fspath(path), None, f"no examples: the file {what}")
+
+
+def empty_fields(values: Mapping[str, Any], names: Iterable[str | None]) -> list[str]:
+    """The columns of ``names`` whose value is empty or only white space: a missing text or label, which a
+    loader reports (naming the file and line) rather than reading as a text ``""`` or a class ``""``."""
+    return [n for n in names if n is not None and isinstance(values.get(n), str) and not values[n].strip()]
+
+
+def empty_message(columns: Sequence[str]) -> str:
+    """The error of `empty_fields`' columns."""
+    which = ", ".join(repr(c) for c in columns)
+    return f"empty column(s) {which}: every text and label needs a value (a missing one is not a class '')"

@@ -21,7 +21,13 @@ from attnlab.tasks.examples import (
     check_error_policy,
     fail_or_skip,
 )
-from attnlab.tasks.loaders._lines import check_not_empty, read_csv_rows, read_lines
+from attnlab.tasks.loaders._lines import (
+    check_not_empty,
+    empty_fields,
+    empty_message,
+    read_csv_rows,
+    read_lines,
+)
 
 TableFormat = Literal["csv", "tsv", "jsonl"]
 _FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
@@ -80,6 +86,19 @@ def _records(path: str, fmt: str, report: LoadReport) -> Iterator[tuple[int, Map
             yield lineno, None, f"expected {len(header)} columns ({', '.join(header)}), got {len(row)}"
             continue
         yield lineno, dict(zip(header, row)), ""
+
+
+def _label_value(raw: object, column: str, convert: type, allowed: set | None, label_type: str) -> tuple:
+    """(the label of ``raw`` as ``label_type``, "") or (None, what is wrong with it)."""
+    try:
+        value = convert(raw.strip() if isinstance(raw, str) else raw)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("a NaN or Inf target makes the first loss NaN")
+    except (TypeError, ValueError):
+        return None, f"label {raw!r} in column {column!r} is not a {_LABEL_NAMES[label_type]}"
+    if allowed is not None and value not in allowed:
+        return None, f"unknown label {raw!r} in column {column!r}; expected one of {sorted(allowed)}"
+    return value, ""
 
 
 def load_table(
@@ -142,30 +161,15 @@ def load_table(
                 report, errors, lineno, "bad_text", f"text columns {[text_a, text_b]} must be strings"
             )
             continue
+        empty = empty_fields(record, (text_a, text_b, label))
+        if empty:
+            fail_or_skip(report, errors, lineno, "empty_field", empty_message(empty))
+            continue
         value = None
         if label is not None:
-            raw = record[label]
-            try:
-                value = convert(raw.strip() if isinstance(raw, str) else raw)
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise ValueError("a NaN or Inf target makes the first loss NaN")
-            except (TypeError, ValueError):
-                fail_or_skip(
-                    report,
-                    errors,
-                    lineno,
-                    "unknown_label",
-                    f"label {raw!r} in column {label!r} is not a {_LABEL_NAMES[label_type]}",
-                )
-                continue
-            if allowed is not None and value not in allowed:
-                fail_or_skip(
-                    report,
-                    errors,
-                    lineno,
-                    "unknown_label",
-                    f"unknown label {raw!r} in column {label!r}; expected one of {sorted(allowed)}",
-                )
+            value, problem = _label_value(record[label], label, convert, allowed, label_type)
+            if problem:
+                fail_or_skip(report, errors, lineno, "unknown_label", problem)
                 continue
         examples.append(
             SentenceExample(
@@ -214,6 +218,9 @@ def load_hf_dataset(
     examples = []
     for i, row in enumerate(dataset):
         report.lines_read += 1
+        empty = empty_fields(row, (text_a, text_b, label))
+        if empty:
+            raise DataFormatError(where, None, f"row {i}: {empty_message(empty)}")
         value = row[label] if label is not None else None
         if isinstance(value, int) and value < 0:
             value = None

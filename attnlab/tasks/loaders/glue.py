@@ -26,7 +26,7 @@ from attnlab.tasks.examples import (
     check_error_policy,
     fail_or_skip,
 )
-from attnlab.tasks.loaders._lines import check_not_empty, read_lines
+from attnlab.tasks.loaders._lines import check_not_empty, empty_fields, empty_message, read_lines
 
 
 @dataclass(frozen=True)
@@ -194,52 +194,55 @@ def load_glue(
                 f"got {len(fields)}",
             )
             continue
-        label: str | float | None = None
-        if has_label:
-            raw = fields[columns[spec.label]]
-            if spec.labels is None:
-                try:
-                    label = float(raw)
-                except ValueError:
-                    label = math.nan
-                if not math.isfinite(label):  # a NaN or Inf target makes the first loss NaN
-                    fail_or_skip(
-                        report,
-                        errors,
-                        lineno,
-                        "bad_score",
-                        f"{spec.name}: column {spec.label!r} must be a finite number, got {raw!r}",
-                    )
-                    continue
-            elif raw not in spec.labels:
-                fail_or_skip(
-                    report,
-                    errors,
-                    lineno,
-                    "unknown_label",
-                    f"{spec.name}: unknown label {raw!r} in column {spec.label!r}; "
-                    f"expected one of {list(spec.labels)}",
-                )
-                continue
-            else:
-                label = raw
-        if spec.guid and all(g in columns for g in spec.guid):
-            guid = "-".join(fields[columns[g]] for g in spec.guid)
-        elif "index" in columns:  # test files: GLUE's submission format is keyed by this index
-            guid = fields[columns["index"]]
-        else:
-            guid = f"{os.path.basename(path)}:{lineno}"
+        row = {name: fields[i] for name, i in columns.items()}
+        texts = (spec.text_a, spec.text_b, spec.label if has_label else None)
+        empty = empty_fields(row, texts)
+        if empty:
+            fail_or_skip(report, errors, lineno, "empty_field", f"{spec.name}: {empty_message(empty)}")
+            continue
+        label, reason, problem = _label(spec, row[spec.label]) if has_label else (None, "", "")
+        if problem:
+            fail_or_skip(report, errors, lineno, reason, problem)
+            continue
         examples.append(
             SentenceExample(
-                text_a=fields[columns[spec.text_a]],
-                text_b=fields[columns[spec.text_b]] if spec.text_b is not None else None,
+                text_a=row[spec.text_a],
+                text_b=row[spec.text_b] if spec.text_b is not None else None,
                 label=label,
-                guid=guid,
+                guid=_guid(spec, row, path, lineno),
             )
         )
     report.examples = len(examples)
     check_not_empty(path, examples, report)
     return LoadedExamples(examples, report)
+
+
+def _label(spec: GlueTask, raw: str) -> tuple[str | float | None, str, str]:
+    """(label, "", "") for a valid label of ``spec``, else (None, reason, message): STS-B's a finite float,
+    the others' one of ``spec.labels`` as written."""
+    if spec.labels is None:
+        try:
+            score = float(raw)
+        except ValueError:
+            score = math.nan
+        if not math.isfinite(score):  # a NaN or Inf target makes the first loss NaN
+            message = f"{spec.name}: column {spec.label!r} must be a finite number, got {raw!r}"
+            return None, "bad_score", message
+        return score, "", ""
+    if raw not in spec.labels:
+        expected = list(spec.labels)
+        message = f"{spec.name}: unknown label {raw!r} in column {spec.label!r}; expected one of {expected}"
+        return None, "unknown_label", message
+    return raw, "", ""
+
+
+def _guid(spec: GlueTask, row: dict[str, str], path: str, lineno: int) -> str:
+    """The example's id: the task's id column(s), a test file's ``index``, else ``{file}:{line}``."""
+    if spec.guid and all(g in row for g in spec.guid):
+        return "-".join(row[g] for g in spec.guid)
+    if "index" in row:  # test files: GLUE's submission format is keyed by this index
+        return row["index"]
+    return f"{os.path.basename(path)}:{lineno}"
 
 
 def load_glue_split(

@@ -115,6 +115,11 @@ def iter_squad(
                 report.lines_read += 1  # one "record" per question: JSON has no meaningful lines
                 qid = _need(qa, "id", str, path, where)
                 question = _need(qa, "question", str, path, where)
+                if not question.strip() or not context.strip():
+                    field = "question" if not question.strip() else "context"
+                    message = f"{where}: empty {field} (a question needs its text and its passage)"
+                    _reject(errors, report, path, where, f"empty_{field}", message)
+                    continue
                 # predictions and scores are keyed by id: a repeated one silently replaces the first's
                 if qid in first_with_id:
                     message = f"{where}.id {qid!r} repeats {first_with_id[qid]}.id; ids must be unique"

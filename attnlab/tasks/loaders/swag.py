@@ -20,7 +20,7 @@ from attnlab.tasks.examples import (
     check_error_policy,
     fail_or_skip,
 )
-from attnlab.tasks.loaders._lines import check_not_empty, read_csv_rows
+from attnlab.tasks.loaders._lines import check_not_empty, empty_fields, empty_message, read_csv_rows
 
 SWAG_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
 NUM_ENDINGS = 4
@@ -66,6 +66,13 @@ def load_swag(
                 "missing_columns",
                 f"expected {len(header)} columns ({', '.join(header)}), got {len(row)}",
             )
+            continue
+        fields = {name: row[i] for name, i in columns.items()}
+        # the start of the ending (sent2) may be empty; the context, each ending and the label may not
+        needed = ("sent1", *(f"ending{i}" for i in range(NUM_ENDINGS)), "label" if has_label else None)
+        empty = empty_fields(fields, needed)
+        if empty:
+            fail_or_skip(report, errors, lineno, "empty_field", empty_message(empty))
             continue
         label = None
         if has_label:
