@@ -65,7 +65,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 from attnlab.generation import generate  # noqa: E402
-from attnlab.io.causal_lm import save_causal_lm  # noqa: E402
+from attnlab.io.families.gpt2 import save_causal_lm  # noqa: E402
 from attnlab.models.gpt import GPT, build_gpt  # noqa: E402
 from attnlab.models.gpt_presets import get_gpt_preset  # noqa: E402
 from attnlab.tokenizers.char import char_tokenizer_json  # noqa: E402

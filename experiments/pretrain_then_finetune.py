@@ -598,19 +598,19 @@ def pretrain(args: argparse.Namespace, out: Path) -> None:
 def build_random_init(model_dir: Path, target: Path, seed: int) -> str:
     """The control: ``model_dir``'s architecture and config freshly initialised after ``set_seed(seed)``,
     with its tokenizer files. Returns a one-line description."""
-    from attnlab.io import load_pretrained, save_pretrained
+    from attnlab.io import load, save
     from attnlab.io.checkpoint import architecture_of
     from attnlab.manifest import add_to_manifest
     from attnlab.models import count_parameters
     from attnlab.train import set_seed
 
-    pretrained = load_pretrained(model_dir)
+    pretrained = load(model_dir)
     name, options = architecture_of(pretrained)
     set_seed(seed)
     model = type(pretrained).from_config(pretrained.config, **options)
     if target.exists():
         shutil.rmtree(target)
-    save_pretrained(model, target)
+    save(model, target)
     copied = [p.name for p in sorted(model_dir.iterdir()) if p.is_file() and p.name not in MODEL_FILES]
     for file_name in copied:
         shutil.copy2(model_dir / file_name, target / file_name)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.io.causal_lm import save_causal_lm
+from attnlab.io.families.gpt2 import save_causal_lm
 from attnlab.models import (
     EncoderForPreTraining,
     EncoderForQuestionAnswering,

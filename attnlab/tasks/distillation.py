@@ -113,14 +113,14 @@ def load_task_teacher(
     ``labels``; its vocabulary and labels must be the student's (errors say which differs)."""
     from pathlib import Path
 
+    from attnlab.io import load
     from attnlab.pretraining.distillation import check_same_vocabulary
-    from attnlab.tasks.transfer import load_model
     from attnlab.tokenizers import load_tokenizer
 
     d = Path(directory)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: --teacher expects a fine-tuned model directory")
-    teacher = load_model(d)
+    teacher = load(d)
     if type(teacher).__name__ != architecture:
         raise ValueError(
             f"{d}: the teacher is a {type(teacher).__name__}; this task fine-tunes a {architecture} (give a "

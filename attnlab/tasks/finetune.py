@@ -660,7 +660,8 @@ class ModelSource:
         if self.config is not None:
             return self.config
         from attnlab.io.checkpoint import read_checkpoint_config
-        from attnlab.io.hf import describe_hf, is_hf_directory
+        from attnlab.io.hf import is_hf_directory
+        from attnlab.io.hf_encoders import describe_hf
 
         if is_hf_directory(self.directory):
             return describe_hf(self.directory)[2]
@@ -766,18 +767,18 @@ class _BestKeeper:
 def save_model_dir(
     model: nn.Module, tokenizer: Any, directory: str | os.PathLike, run_id: str | None = None
 ) -> Path:
-    """``save_pretrained`` plus the tokenizer's ``tokenizer.json`` (and vocab.txt / vocab.json when it has
-    them) and the ``tokenizer_config.json`` HF rebuilds it from, so the directory serves `load_model`,
+    """`attnlab.io.save` plus the tokenizer's ``tokenizer.json`` (and vocab.txt / vocab.json when it has
+    them) and the ``tokenizer_config.json`` HF rebuilds it from, so the directory serves `attnlab.io.load`,
     `attnlab.tokenizers.load_tokenizer` and, for a model with an exact HF form (`attnlab.io.hf_layout`),
     ``transformers.pipeline(...)`` alike. The tokenizer files join the manifest (`attnlab.manifest`) once
     written; ``run_id`` names the run."""
-    from attnlab.io import save_pretrained
-    from attnlab.io.checkpoint import read_json
+    from attnlab.io import save
+    from attnlab.io.format import read_json
     from attnlab.io.hf_tokenizer import save_hf_tokenizer
     from attnlab.manifest import add_to_manifest
 
     directory = Path(directory)
-    save_pretrained(model, directory, run_id=run_id)
+    save(model, directory, run_id=run_id)
     if tokenizer is not None:
         config = model.config
         family = read_json(directory / "config.json").get("hf_family")
@@ -1134,11 +1135,11 @@ def evaluate_directory(
 
     With ``output_dir``: ``eval_results.json`` (the metrics) and, for QA, the official ``predictions.json``
     (+ ``null_odds.json`` for SQuAD 2.0, whose metrics include the dev-tuned ``best_f1_thresh``)."""
-    from attnlab.tasks.transfer import load_model
+    from attnlab.io import load
     from attnlab.tokenizers import load_tokenizer
 
     spec = get_task(task) if isinstance(task, str) else task
-    model = load_model(model_dir, device=device)
+    model = load(model_dir, device=device)
     tokenizer = load_tokenizer(model_dir)
     labels = data_labels(spec, getattr(model, "options", {}).get("labels"))
     regression = getattr(model, "options", {}).get("num_labels") == 1

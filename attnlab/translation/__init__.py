@@ -8,10 +8,12 @@ batches), `recipe` (trainer settings, checkpoint averaging, model directories, t
 
 from .config import PRESETS, Seq2SeqConfig, count_parameters, preset, transformer_base, transformer_big
 from .decoding import Hypothesis, beam_search, greedy_search, translate_ids
+from .family import FAMILY as MODEL_FAMILY  # attnlab.io.load / save take translation models
 from .loss import label_smoothed_cross_entropy
 from .model import Seq2Seq, Seq2SeqOutput, build_model
 
 __all__ = [
+    "MODEL_FAMILY",
     "PRESETS",
     "Hypothesis",
     "Seq2Seq",

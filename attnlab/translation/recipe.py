@@ -191,7 +191,7 @@ def save_pretrained(
         tokenizer.save(str(directory / TOKENIZER_FILE))
         write_manifest(directory, [CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE], run_id=run_id)
         return directory
-    from attnlab.io.checkpoint import write_safetensors_atomic
+    from attnlab.io.format import write_safetensors_atomic
 
     config, tensors, hf_tokenizer, extra = files
     write_json_atomic(config, directory / CONFIG_FILE, indent=2)
@@ -218,7 +218,8 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
 
     config = Seq2SeqConfig.load(directory / CONFIG_FILE)
     model = build_model(config)
-    from attnlab.io.checkpoint import check_finite, load_state_checked
+    from attnlab.io.checkpoint import load_state_checked
+    from attnlab.io.format import check_finite
 
     tensors = read_model_file(directory / MODEL_FILE)
     check_finite(tensors, f"{directory} ({MODEL_FILE})")
