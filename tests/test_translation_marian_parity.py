@@ -238,11 +238,11 @@ def test_translation_directory_loads_in_transformers(layout: str, tmp_path) -> N
         h.tokens for h in mine
     ]
     # an encoder command given a translation directory says what it holds
-    from attnlab.io import CheckpointError
-    from attnlab.io import load_pretrained as load_encoder
+    from attnlab.io import CheckpointError, load
 
     with pytest.raises(CheckpointError, match="holds a translation encoder-decoder"):
-        load_encoder(tmp_path / "m")
+        load(tmp_path / "m", expect="bert")
+    assert isinstance(load(tmp_path / "m"), type(ours))  # io.load itself reads every family
 
     pre_ln = build_model(dataclasses.replace(cfg, norm_first=True))
     save_pretrained(pre_ln, tok, tmp_path / "pre")

@@ -1,0 +1,113 @@
+"""``attnlab.io.load(attnlab.io.save(model))`` for every family: the same class, the same outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import attnlab.translation  # noqa: F401  (registers the translation family)
+from attnlab import io
+from attnlab.models import EncoderForPreTraining, get_preset
+from attnlab.models.elmo import config as elmo_config
+from attnlab.models.elmo.bilm import ElmoBiLM
+from attnlab.models.gpt import GPTConfig, build_gpt
+from attnlab.models.reformer import Reformer, ReformerConfig
+from attnlab.models.transfo_xl import TransfoXLConfig, build_transfo_xl
+from attnlab.tokenizers import load_tokenizer
+
+
+def _encoder():
+    config = dataclasses.replace(
+        get_preset("bert-base-uncased"), vocab_size=99, hidden_size=32, num_layers=2, num_heads=4,
+        intermediate_size=37, max_position_embeddings=64,
+    )  # fmt: skip
+    model = EncoderForPreTraining.from_config(config, pair_head=True)
+    return model, lambda m: m(torch.tensor([[1, 5, 7, 2]]))
+
+
+def _gpt():
+    config = GPTConfig(
+        vocab_size=50, max_positions=32, hidden_size=32, num_layers=2, num_heads=4, dropout=0.0,
+        bos_token_id=0, eos_token_id=0,
+    )  # fmt: skip
+    return build_gpt(config), lambda m: m(torch.tensor([[1, 5, 7, 2]]))
+
+
+def _transfo_xl():
+    config = TransfoXLConfig(
+        vocab_size=31, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=24, mem_len=8
+    )
+    return build_transfo_xl(config), lambda m: m(torch.tensor([[1, 5, 7, 2]]))
+
+
+def _reformer():
+    config = ReformerConfig(
+        vocab_size=20, max_positions=32, hidden_size=16, num_heads=2, intermediate_size=24,
+        attention_layers=["lsh", "local"], num_hashes=2, num_buckets=4, lsh_chunk_length=4,
+        local_chunk_length=4, hash_seed=0,
+    )  # fmt: skip
+    return Reformer(config), lambda m: m(torch.tensor([[1, 5, 7, 2, 3, 4, 6, 8]]))
+
+
+def _elmo():
+    model = ElmoBiLM(elmo_config.get_preset("elmo-tiny"))
+    chars = torch.randint(1, 200, (1, 4, model.config.max_chars), generator=torch.Generator().manual_seed(0))
+    return model, lambda m: m(chars)
+
+
+BUILDERS = {"encoder": _encoder, "gpt": _gpt, "transfo_xl": _transfo_xl, "reformer": _reformer, "elmo": _elmo}
+
+
+def _tensors(output):
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, (list, tuple)):
+        return [t for item in output for t in _tensors(item)]
+    if dataclasses.is_dataclass(output):
+        return [t for f in dataclasses.fields(output) for t in _tensors(getattr(output, f.name))]
+    return []
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_load_of_save_gives_the_same_model_and_outputs(kind: str, tmp_path) -> None:
+    torch.manual_seed(0)
+    model, run = BUILDERS[kind]()
+    model.eval()
+    io.save(model, tmp_path / kind)
+    assert (tmp_path / kind / "manifest.json").is_file()
+    back = io.load(tmp_path / kind)
+    assert type(back) is type(model) and not back.training
+    state = model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in back.state_dict().items())
+    with torch.no_grad():
+        for a, b in zip(_tensors(run(model)), _tensors(run(back)), strict=True):
+            assert torch.equal(a, b)
+
+
+def test_translation_round_trip_through_io(tmp_path) -> None:
+    from attnlab.translation.config import preset
+    from attnlab.translation.data import special_ids, train_joint_bpe
+    from attnlab.translation.model import build_model
+
+    bpe = train_joint_bpe(["a man rides a horse .", "ein mann reitet ein pferd .", "a dog runs ."], 300)
+    ids = special_ids(bpe)
+    config = preset(
+        "transformer-tiny", num_layers=1, d_model=16, d_ff=32, num_heads=2, vocab_size=bpe.vocab_size,
+        pad_token_id=ids["pad"], bos_token_id=ids["bos"], eos_token_id=ids["eos"],
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = build_model(config).eval()
+    io.save(model, tmp_path / "m", tokenizer=bpe)
+    back = io.load(tmp_path / "m")
+    assert type(back) is type(model)
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in back.state_dict().items())
+    assert load_tokenizer(tmp_path / "m").vocab_size == bpe.vocab_size
+
+
+def test_a_command_given_another_family_says_what_the_directory_holds(tmp_path) -> None:
+    model, _ = _gpt()
+    io.save(model, tmp_path / "gpt")
+    with pytest.raises(io.CheckpointError, match=r"holds a causal language model \(GPT\).*attnlab generate"):
+        io.load(tmp_path / "gpt", expect="bert")
