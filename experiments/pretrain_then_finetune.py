@@ -26,7 +26,7 @@ What it does, with the commands' own defaults (nothing about the model or the re
    reuses OUT/pretrain.
 2. The control, OUT/random-init: the architecture, options and config of OUT/pretrain/model
    (``config.json``), built by the class's ``from_config`` (the project's BERT initialisation) after
-   ``set_seed(--init-seed)``, saved with `attnlab.io.save_pretrained`, and the model directory's tokenizer
+   ``set_seed(--init-seed)``, saved with `attnlab.io.save`, and the model directory's tokenizer
    files copied beside it (and listed in its manifest). With the default recipe and seed 0 on both sides
    this is the pre-training run's own starting point: the same class built from the same config after the
    same seed (checked: the position embeddings pre-training never reached, beyond its sequence length,
@@ -465,7 +465,7 @@ DEFAULT_BUDGET = ["--epochs", "3"]
 SEEDED_TASKS = ("sst2", "conll2003")  # the issue's mean of 3 seeds; the others take --glue-seeds
 TARGETS = {"sst2": 3.0, "conll2003": 5.0}  # points the pre-trained mean must add; other tasks: 0 (not worse)
 STARTS = ("pretrained", "random-init")
-MODEL_FILES = ("config.json", "model.safetensors", "manifest.json")  # what save_pretrained writes
+MODEL_FILES = ("config.json", "model.safetensors", "manifest.json")  # what attnlab.io.save writes
 
 
 # ----------------------------------------------------------------------------------------- the table

@@ -111,3 +111,33 @@ def test_a_command_given_another_family_says_what_the_directory_holds(tmp_path) 
     io.save(model, tmp_path / "gpt")
     with pytest.raises(io.CheckpointError, match=r"holds a causal language model \(GPT\).*attnlab generate"):
         io.load(tmp_path / "gpt", expect="bert")
+
+
+def test_the_old_entry_points_warn_and_go_through_io(tmp_path) -> None:
+    model, _ = _encoder()
+    with pytest.warns(DeprecationWarning, match="attnlab.io.save"):
+        io.save_pretrained(model, tmp_path / "m")
+    with pytest.warns(DeprecationWarning, match="attnlab.io.load"):
+        assert type(io.load_pretrained(tmp_path / "m")) is type(model)
+    with pytest.warns(DeprecationWarning, match=r"attnlab.io.save\(\.\.\., hf=True\)"):
+        io.save_hf(model, tmp_path / "hf")
+    with pytest.warns(DeprecationWarning, match="attnlab.io.load"):
+        assert type(io.load_hf(tmp_path / "hf")) is type(model)
+
+
+def test_io_imports_only_downward_and_at_module_level() -> None:
+    """attnlab.io imports no task package (tasks, pretraining, translation, generation, serving, cli), and no
+    attnlab module inside a function (optional heavy libraries only)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(io.__file__).parent
+    upward = ("attnlab.tasks", "attnlab.pretraining", "attnlab.translation", "attnlab.generation",
+              "attnlab.serving", "attnlab.cli", "attnlab.train")  # fmt: skip
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        inner = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attnlab"):
+                assert not node.module.startswith(upward), f"{path}: imports {node.module}"
+                assert id(node) not in inner, f"{path}:{node.lineno}: imports {node.module} inside a function"

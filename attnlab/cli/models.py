@@ -70,8 +70,8 @@ def _describe(target: str) -> dict[str, Any]:
     """Source, architecture, config and parameter counts of a preset or directory, without loading weights."""
     from attnlab.io.checkpoint import build_model, read_checkpoint_config
     from attnlab.io.format import CONFIG_NAME, read_json
-    from attnlab.io.hf import hf_parameter_count, is_hf_directory
-    from attnlab.io.hf_encoders import describe_hf
+    from attnlab.io.hf import is_hf_directory
+    from attnlab.io.hf_encoders import describe_hf, hf_parameter_count
     from attnlab.models import count_parameters, get_preset
 
     path = Path(target)

@@ -35,6 +35,19 @@ def save_pretrained(model: Any, directory: Any, dtype: Any = None, run_id: Any =
     return save(model, directory, dtype=dtype, run_id=run_id, **kw)
 
 
+def load_hf(directory: Any, architecture: Any = None, dtype: Any = None, device: Any = "cpu") -> Any:
+    """Deprecated: `load` (HF directories are one of the layouts it reads)."""
+    warnings.warn("attnlab.io.load_hf is deprecated; use attnlab.io.load", DeprecationWarning, 2)
+    return load(directory, dtype=dtype, device=device, architecture=architecture)
+
+
+def save_hf(model: Any, directory: Any, **kw: Any) -> Path:
+    """Deprecated: `save` with ``hf=True``."""
+    message = "attnlab.io.save_hf is deprecated; use attnlab.io.save(..., hf=True)"
+    warnings.warn(message, DeprecationWarning, 2)
+    return save(model, directory, hf=True, **kw)
+
+
 __all__ = [
     "DTYPES",
     "FAMILIES",
@@ -45,9 +58,11 @@ __all__ = [
     "infer_family",
     "is_hf_directory",
     "load",
+    "load_hf",
     "load_pretrained",
     "register",
     "save",
+    "save_hf",
     "save_pretrained",
     "to_hf",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab.io import families  # noqa: F401  (registers the built-in families)
+import attnlab.io.families  # noqa: F401  (registers the built-in families)
 from attnlab.io.format import CONFIG_NAME, CheckpointError
 from attnlab.io.registry import ModelFamily, family_of_directory, family_of_model
 

@@ -171,15 +171,17 @@ def tied_aliases(model_or_state: nn.Module | Mapping[str, Tensor]) -> dict[str, 
 
     For a module, two names are tied when they hold the same Parameter object (``head.decoder.weight``
     and ``encoder.embeddings.word.weight`` after ``decoder.weight = word.weight``); this works on the
-    meta device too. For a mapping of tensors, when they share storage, offset, shape and strides.
+    meta device too. For a mapping of tensors, when they share device, storage, offset, shape, strides and
+    dtype (the training checkpoints' `attnlab.train.checkpoint.save_model` stores each once this way).
     """
     if isinstance(model_or_state, nn.Module):
         state = model_or_state.state_dict(keep_vars=True)
         keys = {name: (id(t),) for name, t in state.items()}
-    else:
+    else:  # empty tensors share no values, whatever their pointers say
         keys = {
-            name: (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride())
+            name: (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), t.shape, t.stride(), t.dtype)
             for name, t in model_or_state.items()
+            if t.numel() > 0
         }
     seen: dict[tuple, str] = {}
     aliases: dict[str, str] = {}

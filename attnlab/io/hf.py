@@ -22,7 +22,6 @@ often names less than the file holds: bert-base-uncased says BertForMaskedLM and
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 import warnings
@@ -31,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
 from torch import Tensor, nn
 
 from attnlab.io.checkpoint import architecture_of, build_model, load_state_checked
@@ -591,14 +589,3 @@ def export_tensors(
             raise CheckpointError(f"no HF {family_name} name for the position table")
         tensors[key] = table_values.to(target or torch.float32)
     return tensors
-
-
-def hf_parameter_count(directory: str | os.PathLike) -> int:
-    """Number of values in a HF or attnlab directory's weights without building the model."""
-    directory = Path(directory)
-    path = directory / WEIGHTS_NAME
-    if not path.is_file():
-        tensors, _ = read_hf_weights(directory)
-        return sum(t.numel() for k, t in tensors.items() if not _IGNORED_HF_KEYS.search(k))
-    with safe_open(str(path), framework="pt") as f:
-        return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())

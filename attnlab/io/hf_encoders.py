@@ -9,6 +9,7 @@ names alone. The encoder family (`attnlab.io.families.bert`) loads and exports t
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +31,7 @@ from attnlab.io.format import (
     write_safetensors_atomic,
 )
 from attnlab.io.hf import (
+    _IGNORED_HF_KEYS,
     SHARDED_INDEX_NAME,
     _family,
     _normalise_hf_keys,
@@ -138,3 +140,14 @@ def save_hf(
         save_hf_tokenizer(tokenizer, directory, hf_config["model_type"], config.max_sequence_length, types)
     write_model_card(directory, hf_config, card or {})
     return directory
+
+
+def hf_parameter_count(directory: str | os.PathLike) -> int:
+    """Number of values in a HF or attnlab directory's weights without building the model."""
+    directory = Path(directory)
+    path = directory / WEIGHTS_NAME
+    if not path.is_file():
+        tensors, _ = read_hf_weights(directory)
+        return sum(t.numel() for k, t in tensors.items() if not _IGNORED_HF_KEYS.search(k))
+    with safe_open(str(path), framework="pt") as f:
+        return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
