@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 import torch
+from torch import nn
 
 import attnlab.translation  # noqa: F401  (registers the translation family)
 from attnlab import io
@@ -15,6 +16,7 @@ from attnlab.models.elmo.bilm import ElmoBiLM
 from attnlab.models.gpt import GPTConfig, build_gpt
 from attnlab.models.reformer import Reformer, ReformerConfig
 from attnlab.models.transfo_xl import TransfoXLConfig, build_transfo_xl
+from attnlab.models.universal_config import UniversalConfig, build_tagging_model
 from attnlab.tokenizers import load_tokenizer
 
 
@@ -57,7 +59,22 @@ def _elmo():
     return model, lambda m: m(chars)
 
 
-BUILDERS = {"encoder": _encoder, "gpt": _gpt, "transfo_xl": _transfo_xl, "reformer": _reformer, "elmo": _elmo}
+def _universal(**fields):
+    def build():
+        config = UniversalConfig(
+            vocab_size=12, hidden_size=16, num_heads=2, intermediate_size=24, max_steps=3, **fields
+        )
+        return build_tagging_model(config), lambda m: m(torch.tensor([[1, 5, 7, 2]]))
+
+    return build
+
+
+BUILDERS = {
+    "universal": _universal(),
+    "universal-act-local": _universal(act=True, window=2),
+    "vanilla": _universal(stack="vanilla", num_layers=2, norm_first=True),
+    "encoder": _encoder, "gpt": _gpt, "transfo_xl": _transfo_xl, "reformer": _reformer, "elmo": _elmo,
+}
 
 
 def _tensors(output):
@@ -109,6 +126,8 @@ def test_translation_round_trip_through_io(tmp_path) -> None:
 def test_a_command_given_another_family_says_what_the_directory_holds(tmp_path) -> None:
     model, _ = _gpt()
     io.save(model, tmp_path / "gpt")
+    with pytest.raises(TypeError, match="build_tagging_model"):  # composed by hand: no config to record
+        io.save(_universal()()[0].__class__(12, 16, nn.Identity()), tmp_path / "ut")
     with pytest.raises(io.CheckpointError, match=r"holds a causal language model \(GPT\).*attnlab generate"):
         io.load(tmp_path / "gpt", expect="bert")
 
