@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from attnlab.io import save
 from attnlab.io.families.gpt2 import save_causal_lm
 from attnlab.models import (
     EncoderForPreTraining,
@@ -23,7 +24,6 @@ from attnlab.tokenizers.files import save_tokenizer_json
 from attnlab.translation.config import transformer_tiny
 from attnlab.translation.data import train_joint_bpe
 from attnlab.translation.model import build_model
-from attnlab.translation.recipe import save_pretrained as save_seq2seq
 
 TEXT = (
     "The capital of France is Paris . Paris is a city on the river Seine in the north of France . "
@@ -51,8 +51,8 @@ def make(kind: str, root: Path) -> Path:
         return d
     if kind == "mt":
         tok = train_joint_bpe(TEXT.split(" . "), vocab_size=300)
-        save_seq2seq(build_model(transformer_tiny(vocab_size=tok.vocab_size, dropout=0.0, d_model=32,
-                                                  d_ff=64, num_layers=1)), tok, d)  # fmt: skip
+        config = transformer_tiny(vocab_size=tok.vocab_size, dropout=0.0, d_model=32, d_ff=64, num_layers=1)
+        save(build_model(config), d, tokenizer=tok)
         return d
     tok = bert_wordpiece(vocab())
     cfg = get_preset("bert-tiny", vocab_size=len(vocab()), max_position_embeddings=32)

@@ -259,28 +259,25 @@ def _seq2seq_dir(tmp_path: Path) -> Path:
     from attnlab.translation import build_model
     from attnlab.translation.config import transformer_tiny
     from attnlab.translation.data import train_joint_bpe
-    from attnlab.translation.recipe import save_pretrained as save_seq2seq
 
     tokenizer = train_joint_bpe(["a dog runs", "ein hund rennt", "two cats", "zwei katzen"], vocab_size=280)
     torch.manual_seed(0)
     model = build_model(transformer_tiny(vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, num_layers=1))
-    return save_seq2seq(model, tokenizer, tmp_path / "mt", run_id="r1")
+    return save(model, tmp_path / "mt", run_id="r1", tokenizer=tokenizer)
 
 
 @pytest.mark.parametrize("file", ["model.safetensors", "config.json", "tokenizer.json"])
 def test_a_damaged_translation_model_is_named(tmp_path: Path, file: str) -> None:
-    from attnlab.translation.recipe import load_pretrained as load_seq2seq
 
     directory = _seq2seq_dir(tmp_path)
     assert read_manifest(directory).run_id == "r1"
-    load_seq2seq(directory)
+    load(directory)
     damage(directory / file, "flip-bit")
     with pytest.raises(IntegrityError, match=rf"mt[/\\]{re.escape(file)}: SHA-256"):
-        load_seq2seq(directory)
+        load(directory)
 
 
 def test_a_translation_model_with_nan_weights_is_refused(tmp_path: Path) -> None:
-    from attnlab.translation.recipe import load_pretrained as load_seq2seq
 
     directory = _seq2seq_dir(tmp_path)
     tensors = read_model_file(directory / "model.safetensors")
@@ -297,7 +294,7 @@ def test_a_translation_model_with_nan_weights_is_refused(tmp_path: Path) -> None
     save_file(raw, directory / "model.safetensors", metadata=metadata)
     expected = rf"mt \(model\.safetensors\): tensor '{re.escape(name)}' holds 1 non-finite"
     with pytest.raises(CheckpointError, match=expected):
-        load_seq2seq(directory)
+        load(directory)
 
 
 # --------------------------------------------------------------------------- attnlab verify

@@ -2,7 +2,8 @@
 
 See docs/architecture.md. Files: `config` (Seq2SeqConfig, presets), `model` (Seq2Seq from attnlab.nn parts),
 `loss` (label smoothing), `decoding` (greedy, beam search), `data` (parallel text, joint BPE, token-count
-batches), `recipe` (trainer settings, checkpoint averaging, model directories, training entry), `marian`
+batches), `recipe` (trainer settings, checkpoint averaging, training entry), `family` (model directories, for
+`attnlab.io.load` / `attnlab.io.save`), `marian`
 (HF MarianMT weight layout).
 """
 
