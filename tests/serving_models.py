@@ -8,7 +8,6 @@ from pathlib import Path
 import torch
 
 from attnlab.io import save
-from attnlab.io.families.gpt2 import save_causal_lm
 from attnlab.models import (
     EncoderForPreTraining,
     EncoderForQuestionAnswering,
@@ -46,7 +45,7 @@ def make(kind: str, root: Path) -> Path:
         tok = bert_wordpiece(vocab())  # any attnlab tokenizer; GPT reads it without special tokens
         cfg = get_gpt_preset("gpt-char-tiny", vocab_size=len(vocab()), hidden_size=32, num_layers=2,
                              num_heads=2, max_positions=32)  # fmt: skip
-        save_causal_lm(build_gpt(cfg), d)
+        save(build_gpt(cfg), d)
         save_tokenizer_json(tok, d / "tokenizer.json")
         return d
     if kind == "mt":
