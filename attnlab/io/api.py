@@ -17,7 +17,7 @@ from torch import nn
 
 import attnlab.io.families  # noqa: F401  (registers the built-in families)
 from attnlab.io.format import CONFIG_NAME, CheckpointError
-from attnlab.io.registry import ModelFamily, family_of_directory, family_of_model
+from attnlab.io.registry import ModelFamily, family_of_directory, family_of_model, registered
 
 
 def load(
@@ -44,9 +44,11 @@ def family_of(directory: str | os.PathLike, expect: str | tuple[str, ...] | None
     family = family_of_directory(directory)
     wanted = (expect,) if isinstance(expect, str) else expect
     if wanted is not None and family.name not in wanted:
+        known = {f.name: f.what for f in registered()}
+        takes = " or ".join(known.get(name, name) for name in wanted)
         raise CheckpointError(
-            f"{Path(directory) / CONFIG_NAME}: holds {family.what}, not what this command reads "
-            f"({', '.join(wanted)}); use {family.commands} with it"
+            f"{Path(directory) / CONFIG_NAME}: holds {family.what}, not {takes}; "
+            f"use {family.commands} with it"
         )
     return family
 
