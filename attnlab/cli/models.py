@@ -161,7 +161,7 @@ def run_convert(args: argparse.Namespace) -> int:
         if dst.exists() and not dst.is_dir():
             raise NotADirectoryError(f"{dst}: exists and is not a directory")
         if from_hf:
-            model = load(src, architecture=args.architecture)
+            model = load(src, **({"architecture": args.architecture} if args.architecture else {}))
         else:
             if args.architecture:
                 raise ValueError("--architecture applies to HF sources only")
