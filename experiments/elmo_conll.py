@@ -172,9 +172,9 @@ def main(argv=None) -> int:
     log(f"elmo_conll: load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores")
     t0 = time.monotonic()
     if args.skip_pretrain:
-        from attnlab.io.elmo import load_elmo
+        from attnlab.io import load
 
-        bilm, _ = load_elmo(out / "elmo" / "model")
+        bilm = load(out / "elmo" / "model", expect="elmo")
         ppl = "(reused)"
     else:
         recipe = ElmoRecipe(

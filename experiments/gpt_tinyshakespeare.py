@@ -65,7 +65,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 from attnlab.generation import generate  # noqa: E402
-from attnlab.io.causal_lm import save_causal_lm  # noqa: E402
+from attnlab.io import save  # noqa: E402
 from attnlab.models.gpt import GPT, build_gpt  # noqa: E402
 from attnlab.models.gpt_presets import get_gpt_preset  # noqa: E402
 from attnlab.tokenizers.char import char_tokenizer_json  # noqa: E402
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         plain_val = mean_loss(plain, val)
 
     model_dir = args.output_dir / "model"
-    save_causal_lm(model.gpt, model_dir)
+    save(model.gpt, model_dir)
     tokenizer = tokenizer_from_json(char_tokenizer_json(chars))
     save_tokenizer_json(tokenizer, model_dir / "tokenizer.json")
     prompt = torch.tensor([[index[c] for c in "ROMEO:"]])

@@ -30,9 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
 
     from attnlab.inference import quantize
+    from attnlab.io import load as load_model
     from attnlab.tasks.finetune import get_task, load_split
     from attnlab.tasks.pipelines import TextClassificationPipeline
-    from attnlab.tasks.task_model import load_model
     from attnlab.tokenizers import load_tokenizer
 
     data = Path(args.data_dir)

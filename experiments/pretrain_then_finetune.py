@@ -26,7 +26,7 @@ What it does, with the commands' own defaults (nothing about the model or the re
    reuses OUT/pretrain.
 2. The control, OUT/random-init: the architecture, options and config of OUT/pretrain/model
    (``config.json``), built by the class's ``from_config`` (the project's BERT initialisation) after
-   ``set_seed(--init-seed)``, saved with `attnlab.io.save_pretrained`, and the model directory's tokenizer
+   ``set_seed(--init-seed)``, saved with `attnlab.io.save`, and the model directory's tokenizer
    files copied beside it (and listed in its manifest). With the default recipe and seed 0 on both sides
    this is the pre-training run's own starting point: the same class built from the same config after the
    same seed (checked: the position embeddings pre-training never reached, beyond its sequence length,
@@ -465,7 +465,7 @@ DEFAULT_BUDGET = ["--epochs", "3"]
 SEEDED_TASKS = ("sst2", "conll2003")  # the issue's mean of 3 seeds; the others take --glue-seeds
 TARGETS = {"sst2": 3.0, "conll2003": 5.0}  # points the pre-trained mean must add; other tasks: 0 (not worse)
 STARTS = ("pretrained", "random-init")
-MODEL_FILES = ("config.json", "model.safetensors", "manifest.json")  # what save_pretrained writes
+MODEL_FILES = ("config.json", "model.safetensors", "manifest.json")  # what attnlab.io.save writes
 
 
 # ----------------------------------------------------------------------------------------- the table
@@ -604,19 +604,19 @@ def pretrain(args: argparse.Namespace, out: Path) -> None:
 def build_random_init(model_dir: Path, target: Path, seed: int) -> str:
     """The control: ``model_dir``'s architecture and config freshly initialised after ``set_seed(seed)``,
     with its tokenizer files. Returns a one-line description."""
-    from attnlab.io import load_pretrained, save_pretrained
+    from attnlab.io import load, save
     from attnlab.io.checkpoint import architecture_of
     from attnlab.manifest import add_to_manifest
     from attnlab.models import count_parameters
     from attnlab.train import set_seed
 
-    pretrained = load_pretrained(model_dir)
+    pretrained = load(model_dir)
     name, options = architecture_of(pretrained)
     set_seed(seed)
     model = type(pretrained).from_config(pretrained.config, **options)
     if target.exists():
         shutil.rmtree(target)
-    save_pretrained(model, target)
+    save(model, target)
     copied = [p.name for p in sorted(model_dir.iterdir()) if p.is_file() and p.name not in MODEL_FILES]
     for file_name in copied:
         shutil.copy2(model_dir / file_name, target / file_name)

@@ -44,8 +44,10 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import torch  # noqa: E402
 
+from attnlab.io import load  # noqa: E402
 from attnlab.metrics.bleu import corpus_bleu  # noqa: E402
-from attnlab.translation.recipe import load_pretrained, train_translation, translate_texts  # noqa: E402
+from attnlab.tokenizers import load_tokenizer  # noqa: E402
+from attnlab.translation.recipe import train_translation, translate_texts  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "multi30k"
 
@@ -108,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     trained = time.time() - start
 
-    model, tokenizer = load_pretrained(run.model_dir, "cuda" if torch.cuda.is_available() else "cpu")
+    model = load(run.model_dir, device="cuda" if torch.cuda.is_available() else "cpu")
+    tokenizer = load_tokenizer(run.model_dir)
     sources = (d / "test_2016_flickr.en").read_text(encoding="utf-8").splitlines()
     refs = (d / "test_2016_flickr.de").read_text(encoding="utf-8").splitlines()
     if args.test_limit:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.io.causal_lm import save_causal_lm
+from attnlab.io import save
 from attnlab.models import (
     EncoderForPreTraining,
     EncoderForQuestionAnswering,
@@ -23,7 +23,6 @@ from attnlab.tokenizers.files import save_tokenizer_json
 from attnlab.translation.config import transformer_tiny
 from attnlab.translation.data import train_joint_bpe
 from attnlab.translation.model import build_model
-from attnlab.translation.recipe import save_pretrained as save_seq2seq
 
 TEXT = (
     "The capital of France is Paris . Paris is a city on the river Seine in the north of France . "
@@ -46,13 +45,13 @@ def make(kind: str, root: Path) -> Path:
         tok = bert_wordpiece(vocab())  # any attnlab tokenizer; GPT reads it without special tokens
         cfg = get_gpt_preset("gpt-char-tiny", vocab_size=len(vocab()), hidden_size=32, num_layers=2,
                              num_heads=2, max_positions=32)  # fmt: skip
-        save_causal_lm(build_gpt(cfg), d)
+        save(build_gpt(cfg), d)
         save_tokenizer_json(tok, d / "tokenizer.json")
         return d
     if kind == "mt":
         tok = train_joint_bpe(TEXT.split(" . "), vocab_size=300)
-        save_seq2seq(build_model(transformer_tiny(vocab_size=tok.vocab_size, dropout=0.0, d_model=32,
-                                                  d_ff=64, num_layers=1)), tok, d)  # fmt: skip
+        config = transformer_tiny(vocab_size=tok.vocab_size, dropout=0.0, d_model=32, d_ff=64, num_layers=1)
+        save(build_model(config), d, tokenizer=tok)
         return d
     tok = bert_wordpiece(vocab())
     cfg = get_preset("bert-tiny", vocab_size=len(vocab()), max_position_embeddings=32)

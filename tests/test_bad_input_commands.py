@@ -38,10 +38,10 @@ def _run(argv: list[str], capsys) -> tuple[int, str]:
 
 @pytest.mark.parametrize("pre_ln", [False, True], ids=["marian-layout", "attnlab-layout"])
 def test_translate_a_config_that_does_not_fit_the_weights_names_the_shapes(tmp_path, capsys, pre_ln) -> None:
+    from attnlab.io import save
     from attnlab.translation.config import preset
     from attnlab.translation.data import special_ids, train_joint_bpe
     from attnlab.translation.model import build_model
-    from attnlab.translation.recipe import save_pretrained
 
     bpe = train_joint_bpe(EN + DE, 300)
     ids = special_ids(bpe)
@@ -50,7 +50,7 @@ def test_translate_a_config_that_does_not_fit_the_weights_names_the_shapes(tmp_p
         pad_token_id=ids["pad"], bos_token_id=ids["bos"], eos_token_id=ids["eos"], norm_first=pre_ln,
     )  # fmt: skip
     torch.manual_seed(0)
-    model_dir = save_pretrained(build_model(config), bpe, tmp_path / "model")
+    model_dir = save(build_model(config), tmp_path / "model", tokenizer=bpe)
     (model_dir / "manifest.json").unlink()  # a hand-made directory: nothing records the config's bytes
     text = (model_dir / "config.json").read_text()
     assert '"d_model": 64' in text

@@ -67,13 +67,13 @@ CONLL_GOOD = "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\n"
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory) -> Path:
     """The model, tokenizer and data directories the rows point at (built once, a few seconds)."""
+    from attnlab.io import save
     from attnlab.models import ARCHITECTURES, get_preset
     from attnlab.tasks.finetune import save_model_dir
     from attnlab.tokenizers import bert_wordpiece
     from attnlab.translation.config import preset
     from attnlab.translation.data import special_ids, train_joint_bpe
     from attnlab.translation.model import build_model
-    from attnlab.translation.recipe import save_pretrained
 
     torch.manual_seed(0)
     s = tmp_path_factory.mktemp("shared")
@@ -103,7 +103,7 @@ def shared(tmp_path_factory) -> Path:
         "transformer-tiny", num_layers=1, d_model=16, d_ff=32, num_heads=2, vocab_size=bpe.vocab_size,
         pad_token_id=ids["pad"], bos_token_id=ids["bos"], eos_token_id=ids["eos"],
     )  # fmt: skip
-    save_pretrained(build_model(s2s), bpe, s / "s2s" / "model")
+    save(build_model(s2s), s / "s2s" / "model", tokenizer=bpe)
     shutil.copytree(s / "s2s" / "model", s / "broken")
     weights = s / "broken" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:200])

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
-from attnlab.io import CheckpointError, load_pretrained, save_pretrained
-from attnlab.io.checkpoint import explain_shape, read_safetensors, tied_aliases
+from attnlab.io import CheckpointError, load, save
+from attnlab.io.checkpoint import explain_shape, read_checkpoint_config
+from attnlab.io.format import read_safetensors, tied_aliases
 from attnlab.models import ARCHITECTURES, EncoderConfig, get_preset
 
 TINY = EncoderConfig(
@@ -56,7 +57,7 @@ MODELS = {
 def _save_unsealed(model, directory: Path) -> Path:
     """A directory edited by hand (or from an older attnlab): no manifest, attnlab's tensor names (the
     layout of models without a HF form); the loader's own checks speak."""
-    save_pretrained(model, directory, hf_layout=False)
+    save(model, directory, hf_layout=False)
     (directory / "manifest.json").unlink()
     return directory
 
@@ -87,8 +88,8 @@ def _outputs(model: torch.nn.Module) -> list[torch.Tensor]:
 @pytest.mark.parametrize("name", list(MODELS))
 def test_round_trip_is_exact(name: str, tmp_path: Path) -> None:
     model = _build(name)
-    save_pretrained(model, tmp_path)
-    loaded = load_pretrained(tmp_path)
+    save(model, tmp_path)
+    loaded = load(tmp_path)
     assert type(loaded) is type(model)
     assert loaded.config == model.config
     assert not loaded.training
@@ -104,15 +105,15 @@ def test_round_trip_is_exact(name: str, tmp_path: Path) -> None:
 def test_every_registered_architecture_round_trips(architecture: str, tmp_path: Path) -> None:
     """Whatever attnlab.models registers (task heads included) saves and loads with default options."""
     model = ARCHITECTURES[architecture].from_config(TINY).eval()
-    save_pretrained(model, tmp_path)
-    loaded = load_pretrained(tmp_path)
+    save(model, tmp_path)
+    loaded = load(tmp_path)
     assert type(loaded) is type(model)
     expected, got = model.state_dict(), loaded.state_dict()
     assert set(expected) == set(got) and all(torch.equal(expected[k], got[k]) for k in expected)
 
 
 def test_config_json_names_architecture_options_and_config(tmp_path: Path) -> None:
-    save_pretrained(_build("mlm+nsp"), tmp_path)
+    save(_build("mlm+nsp"), tmp_path)
     raw = json.loads((tmp_path / "config.json").read_text())
     assert raw["format"] == "attnlab"
     assert raw["architecture"] == "EncoderForPreTraining"
@@ -124,28 +125,28 @@ def test_config_json_names_architecture_options_and_config(tmp_path: Path) -> No
 
 def test_tied_weights_saved_once_and_retied(tmp_path: Path) -> None:
     model = _build("mlm")
-    save_pretrained(model, tmp_path, hf_layout=False)
+    save(model, tmp_path, hf_layout=False)
     stored = load_file(tmp_path / "model.safetensors")
     assert "mlm_head.decoder.weight" not in stored
     assert "encoder.embeddings.word.weight" in stored
-    loaded = load_pretrained(tmp_path)
+    loaded = load(tmp_path)
     assert loaded.mlm_head.decoder.weight is loaded.encoder.embeddings.word.weight
     assert tied_aliases(loaded) == {"mlm_head.decoder.weight": "encoder.embeddings.word.weight"}
 
 
 def test_untied_model_round_trips_untied(tmp_path: Path) -> None:
     model = ARCHITECTURES["EncoderForPreTraining"].from_config(TINY, tie_weights=False)
-    save_pretrained(model, tmp_path, hf_layout=False)
+    save(model, tmp_path, hf_layout=False)
     assert "mlm_head.decoder.weight" in load_file(tmp_path / "model.safetensors")
-    loaded = load_pretrained(tmp_path)
+    loaded = load(tmp_path)
     assert loaded.mlm_head.decoder.weight is not loaded.encoder.embeddings.word.weight
     assert torch.equal(loaded.mlm_head.decoder.weight, model.mlm_head.decoder.weight)
 
 
 def test_shared_layers_stay_shared(tmp_path: Path) -> None:
     model = _build("albert-sop")
-    save_pretrained(model, tmp_path)
-    loaded = load_pretrained(tmp_path)
+    save(model, tmp_path)
+    loaded = load(tmp_path)
     assert len(loaded.encoder.attention) == 1 and len(loaded.encoder.feed_forward) == 1
     assert loaded.encoder.layer_plan == ((0, 0), (0, 0))
 
@@ -154,42 +155,42 @@ def test_shared_layers_stay_shared(tmp_path: Path) -> None:
 def test_dtype_on_save_and_on_load(dtype: torch.dtype, tmp_path: Path) -> None:
     model = _build("mlm+nsp")
     name = str(dtype).removeprefix("torch.")
-    save_pretrained(model, tmp_path, dtype=name)
+    save(model, tmp_path, dtype=name)
     assert json.loads((tmp_path / "config.json").read_text())["dtype"] == name
     assert {t.dtype for t in load_file(tmp_path / "model.safetensors").values()} == {dtype}
-    loaded = load_pretrained(tmp_path)  # keeps the stored dtype
+    loaded = load(tmp_path)  # keeps the stored dtype
     assert {p.dtype for p in loaded.parameters()} == {dtype}
     assert torch.equal(loaded.encoder.embeddings.word.weight, model.encoder.embeddings.word.weight.to(dtype))
-    as_float = load_pretrained(tmp_path, dtype="float32")
+    as_float = load(tmp_path, dtype="float32")
     assert {p.dtype for p in as_float.parameters()} == {torch.float32}
     assert as_float.mlm_head.decoder.weight is as_float.encoder.embeddings.word.weight
 
 
 def test_save_leaves_no_temporary_files_and_overwrites(tmp_path: Path) -> None:
-    save_pretrained(_build("encoder"), tmp_path)
+    save(_build("encoder"), tmp_path)
     model = _build("mlm")
-    save_pretrained(model, tmp_path)  # overwrite in place
+    save(model, tmp_path)  # overwrite in place
     assert sorted(os.listdir(tmp_path)) == ["config.json", "manifest.json", "model.safetensors"]
-    assert type(load_pretrained(tmp_path)).__name__ == "EncoderForPreTraining"
+    assert type(load(tmp_path)).__name__ == "EncoderForPreTraining"
 
 
 def test_failed_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    save_pretrained(_build("encoder"), tmp_path)
+    save(_build("encoder"), tmp_path)
     before = (tmp_path / "model.safetensors").read_bytes()
 
     def crash(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("attnlab.io.checkpoint.save_file", crash)
+    monkeypatch.setattr("attnlab.io.format.save_file", crash)
     with pytest.raises(OSError, match="disk full"):
-        save_pretrained(_build("encoder"), tmp_path)
+        save(_build("encoder"), tmp_path)
     assert (tmp_path / "model.safetensors").read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["config.json", "manifest.json", "model.safetensors"]
 
 
 def test_unregistered_model_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="no EncoderConfig|not a registered architecture"):
-        save_pretrained(torch.nn.Linear(2, 2), tmp_path)
+        save(torch.nn.Linear(2, 2), tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -198,32 +199,32 @@ def test_unregistered_model_is_refused(tmp_path: Path) -> None:
 
 def test_missing_directory_and_files(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no such checkpoint directory"):
-        load_pretrained(tmp_path / "nope")
+        load(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="config.json: missing"):
-        load_pretrained(tmp_path)
-    save_pretrained(_build("encoder"), tmp_path)
+        load(tmp_path)
+    save(_build("encoder"), tmp_path)
     (tmp_path / "model.safetensors").unlink()
     with pytest.raises(FileNotFoundError, match="model.safetensors: missing weights file"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 def test_pickle_instead_of_safetensors_is_named_and_not_loaded(tmp_path: Path) -> None:
     model = _build("encoder")
-    save_pretrained(model, tmp_path)
+    save(model, tmp_path)
     torch.save(model.state_dict(), tmp_path / "model.safetensors")
     with pytest.raises(
         CheckpointError, match="found a zip archive as written by torch.save; attnlab never unpickles"
     ):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 def test_pytorch_bin_alone_is_pointed_out(tmp_path: Path) -> None:
     model = _build("encoder")
-    save_pretrained(model, tmp_path)
+    save(model, tmp_path)
     (tmp_path / "model.safetensors").unlink()
     torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
     with pytest.raises(FileNotFoundError, match=r"found pytorch_model\.bin: attnlab never unpickles"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 @pytest.mark.parametrize("keep", [0, 5, 100, -10])
@@ -233,14 +234,14 @@ def test_truncated_or_corrupt_safetensors_names_the_file(keep: int, tmp_path: Pa
     data = path.read_bytes()
     path.write_bytes(data[:keep] if keep >= 0 else data[:keep])
     with pytest.raises(CheckpointError, match=r"model\.safetensors: not a valid safetensors file"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 def test_invalid_json_names_line_and_column(tmp_path: Path) -> None:
     _save_unsealed(_build("encoder"), tmp_path)
     (tmp_path / "config.json").write_text('{\n  "format": "attnlab",\n  "architecture": \n}')
     with pytest.raises(CheckpointError, match=r"config\.json:4:1: invalid JSON"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 def test_unknown_config_key_and_bad_value(tmp_path: Path) -> None:
@@ -250,12 +251,12 @@ def test_unknown_config_key_and_bad_value(tmp_path: Path) -> None:
     raw["config"]["num_experts"] = 8
     path.write_text(json.dumps(raw))
     with pytest.raises(CheckpointError, match=r"field 'config'.*num_experts"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
     del raw["config"]["num_experts"]
     raw["config"]["activation"] = "swish"
     path.write_text(json.dumps(raw))
     with pytest.raises(CheckpointError, match=r"activation.*gelu"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 def test_unknown_architecture_lists_the_valid_ones(tmp_path: Path) -> None:
@@ -267,13 +268,15 @@ def test_unknown_architecture_lists_the_valid_ones(tmp_path: Path) -> None:
     with pytest.raises(
         CheckpointError, match=r"unknown architecture 'Decoder'; valid: Encoder, .*EncoderForPreTraining"
     ):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 def test_hf_directory_is_recognised(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
-    with pytest.raises(CheckpointError, match="HF transformers checkpoint.*load_hf"):
-        load_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="HF transformers checkpoint.*attnlab.io.load"):
+        read_checkpoint_config(tmp_path)  # attnlab's encoder config, for callers that need one
+    with pytest.raises(FileNotFoundError, match="no weights found"):
+        load(tmp_path)  # read as the HF directory it is
 
 
 def test_missing_and_unexpected_keys_are_listed_with_the_architecture(tmp_path: Path) -> None:
@@ -284,7 +287,7 @@ def test_missing_and_unexpected_keys_are_listed_with_the_architecture(tmp_path: 
     tensors["encoder.attention.7.norm.weight"] = torch.ones(32)
     save_file(tensors, path)
     with pytest.raises(CheckpointError) as info:
-        load_pretrained(tmp_path)
+        load(tmp_path)
     message = str(info.value)
     assert "missing keys that EncoderForPreTraining expects: pair_head.classifier.weight" in message
     assert (
@@ -301,7 +304,7 @@ def test_options_disagreeing_with_weights(tmp_path: Path) -> None:
     raw["options"]["pair_head"] = False
     path.write_text(json.dumps(raw))
     with pytest.raises(CheckpointError, match=r"unexpected keys.*pair_head\.classifier\.bias"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -336,7 +339,7 @@ def test_shape_mismatch_names_key_shapes_and_field(
     raw["config"][field] = value
     path.write_text(json.dumps(raw))
     with pytest.raises(CheckpointError) as info:
-        load_pretrained(tmp_path)
+        load(tmp_path)
     assert expected in str(info.value)
     assert "model.safetensors" in str(info.value)
 
@@ -350,7 +353,7 @@ def test_tied_alias_with_different_values_is_refused(tmp_path: Path) -> None:
     with pytest.raises(
         CheckpointError, match="mlm_head.decoder.weight is tied to encoder.embeddings.word.weight"
     ):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 def test_explain_shape_without_a_table_entry_guesses_by_value() -> None:
@@ -398,8 +401,8 @@ def test_any_config_round_trips(
     options = {"pair_head": pooler} if architecture == "EncoderForPreTraining" else {}
     model = ARCHITECTURES[architecture].from_config(config, **options).eval()
     directory = tmp_path_factory.mktemp("ckpt")
-    save_pretrained(model, directory)
-    loaded = load_pretrained(directory)
+    save(model, directory)
+    loaded = load(directory)
     assert loaded.config == config
     for key, value in model.state_dict().items():
         assert torch.equal(value, loaded.state_dict()[key]), key
@@ -409,8 +412,8 @@ def test_any_config_round_trips(
 def test_bert_base_preset_round_trip_in_bfloat16(tmp_path: Path) -> None:
     """A full-size model: 110M parameters stored in bfloat16 (about 220 MB on disk)."""
     model = ARCHITECTURES["Encoder"].from_config(get_preset("bert-base-uncased"))
-    save_pretrained(model, tmp_path, dtype="bfloat16")
+    save(model, tmp_path, dtype="bfloat16")
     size = (tmp_path / "model.safetensors").stat().st_size
     assert 2 * 109_482_240 <= size < 2 * 109_482_240 + 100_000
-    loaded = load_pretrained(tmp_path, dtype="float32")
+    loaded = load(tmp_path, dtype="float32")
     assert torch.equal(loaded.pooler.dense.weight, model.pooler.dense.weight.to(torch.bfloat16).float())

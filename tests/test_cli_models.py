@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.io import load_hf, load_pretrained, save_pretrained
+from attnlab.io import load, save
+from attnlab.io.hf_encoders import load_hf
 from attnlab.models import ARCHITECTURES, EncoderConfig, count_parameters, get_preset
 
 TINY = EncoderConfig(
@@ -49,7 +50,7 @@ def test_info_unknown_preset_lists_valid_ones(capsys) -> None:
 
 def test_info_attnlab_checkpoint(tmp_path: Path, capsys) -> None:
     model = ARCHITECTURES["EncoderForPreTraining"].from_config(TINY, pair_head=True)
-    save_pretrained(model, tmp_path)
+    save(model, tmp_path)
     code, out, _ = _run(capsys, "info", str(tmp_path))
     assert code == 0
     assert 'EncoderForPreTraining {"pair_head": true' in out
@@ -71,7 +72,7 @@ def test_convert_round_trip_through_hf(tmp_path: Path, capsys) -> None:
 
     code, out, _ = _run(capsys, "convert", str(tmp_path / "hf"), str(tmp_path / "ours"))
     assert code == 0 and "-> attnlab" in out
-    ours = load_pretrained(tmp_path / "ours")
+    ours = load(tmp_path / "ours")
     assert ours.pair_head is not None
 
     code, out, _ = _run(
@@ -92,14 +93,14 @@ def test_convert_round_trip_through_hf(tmp_path: Path, capsys) -> None:
     code, _, _ = _run(
         capsys, "convert", str(tmp_path / "hf"), str(tmp_path / "enc"), "--architecture", "Encoder"
     )
-    assert code == 0 and type(load_pretrained(tmp_path / "enc")).__name__ == "Encoder"
+    assert code == 0 and type(load(tmp_path / "enc")).__name__ == "Encoder"
 
 
 def test_convert_errors_are_one_line_messages(tmp_path: Path, capsys) -> None:
     code, _, err = _run(capsys, "convert", str(tmp_path / "missing"), str(tmp_path / "out"))
     assert code == 1 and "no such checkpoint directory" in err
     config = EncoderConfig(**{**TINY.to_dict(), "sharing": "ffn"})
-    save_pretrained(ARCHITECTURES["Encoder"].from_config(config), tmp_path / "ffn")
+    save(ARCHITECTURES["Encoder"].from_config(config), tmp_path / "ffn")
     code, _, err = _run(capsys, "convert", str(tmp_path / "ffn"), str(tmp_path / "out"))
     assert code == 1 and "sharing='ffn' has no HF counterpart" in err
     code, _, err = _run(

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.io import save_pretrained
+from attnlab.io import save
 from attnlab.models import EncoderConfig, EncoderForPreTraining
 from attnlab.nn.distillation import cosine_alignment_loss, regression_distillation_loss, soft_target_loss
 from attnlab.pretraining.distillation import (
@@ -236,7 +236,7 @@ def corpus_and_teacher(tmp_path_factory):
     torch.manual_seed(0)
     config = _config(vocab_size=tok.get_vocab_size(), hidden_dropout=0.1, attention_dropout=0.1)
     teacher = EncoderForPreTraining.from_config(config).eval()
-    save_pretrained(teacher, root / "teacher")
+    save(teacher, root / "teacher")
     tok.save(root / "teacher")
     corpus = root / "corpus.txt"
     corpus.write_text("\n\n".join("\n".join(texts[i : i + 5]) for i in range(0, 300, 5)), encoding="utf-8")
@@ -296,9 +296,9 @@ def test_distill_command_end_to_end_resumes_exactly_and_exports_distilbert(
     assert settings["teacher_layers"] == [0, 2] and run["model_config"]["type_vocab_size"] == 0
 
     # the saved student is a DistilBertForMaskedLM in transformers, logits within 1e-5
-    from attnlab.io import load_pretrained
+    from attnlab.io import load
 
-    student = load_pretrained(reference / "model").eval()
+    student = load(reference / "model").eval()
     assert student.config.num_layers == 2
     hf_config = json.loads((reference / "hf" / "config.json").read_text())
     assert hf_config["architectures"] == ["DistilBertForMaskedLM"] and hf_config["n_layers"] == 2

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.io import save_hf, save_pretrained
+from attnlab.io import save
+from attnlab.io.hf_encoders import save_hf
 from attnlab.models import (
     EncoderForPreTraining,
     EncoderForSequenceClassification,
@@ -62,16 +63,16 @@ def setup(tmp_path_factory):
     )  # fmt: skip
     torch.manual_seed(0)
     student = EncoderForPreTraining.from_config(student_config(teacher_config, 1))
-    save_pretrained(student, root / "student")
+    save(student, root / "student")
     tok.save(root / "student")
-    save_pretrained(student, root / "student-other-tok")  # the same student saved with another vocabulary
+    save(student, root / "student-other-tok")  # the same student saved with another vocabulary
     other.save(root / "student-other-tok")
     return root, common
 
 
 def test_finetune_with_a_teacher_trains_the_student_and_exports_distilbert(setup, capsys):
     transformers = pytest.importorskip("transformers")
-    from attnlab.io import load_pretrained
+    from attnlab.io import load
     from attnlab.tasks.features import classification_features, collate
     from attnlab.tasks.finetune import GenericColumns, get_task, load_split
     from attnlab.tokenizers import load_tokenizer
@@ -82,7 +83,7 @@ def test_finetune_with_a_teacher_trains_the_student_and_exports_distilbert(setup
             "--epochs", "2", "--output-dir", str(out), *common]  # fmt: skip
     assert main(argv) == 0
     capsys.readouterr()
-    student = load_pretrained(out / "best").eval()
+    student = load(out / "best").eval()
     assert isinstance(student, EncoderForSequenceClassification)
     assert (
         student.config.type_vocab_size == 0 and student.config.num_layers == 1

@@ -103,7 +103,7 @@ def test_bank_senses_separate_after_training(tmp_path):
 @pytest.mark.slow
 @pytest.mark.data
 def test_bank_senses_with_the_books_model():
-    from attnlab.io.elmo import load_elmo
+    from attnlab.io.families.elmo import load_elmo
 
     path = Path(__file__).resolve().parents[1] / "runs" / "elmo_conll" / "elmo" / "model"
     if not (path / "config.json").is_file():

@@ -13,8 +13,8 @@ import torch
 
 h5py = pytest.importorskip("h5py")
 
-from attnlab.io.checkpoint import CheckpointError  # noqa: E402
-from attnlab.io.elmo import load_elmo, save_elmo  # noqa: E402
+from attnlab.io.families.elmo import load_elmo, save_elmo  # noqa: E402
+from attnlab.io.format import CheckpointError  # noqa: E402
 from attnlab.models.elmo import ElmoBiLM, batch_char_ids, get_preset, word_char_ids  # noqa: E402
 
 OPTIONS = {
@@ -161,7 +161,7 @@ def test_attnlab_directory_round_trip_and_vocab_mismatch(tmp_path):
         torch.testing.assert_close(a, b, atol=0, rtol=0)
     (tmp_path / "m" / "vocab.txt").write_text("<S>\n</S>\n<UNK>\nbank\n")
     with pytest.raises(ValueError, match=r"vocab\.txt: 4 lines, but the softmax has vocab_size=5"):
-        from attnlab.io.elmo import VOCAB_NAME, read_vocab
+        from attnlab.io.families.elmo import VOCAB_NAME, read_vocab
 
         read_vocab(tmp_path / "m" / VOCAB_NAME, 5)
     with pytest.raises(ValueError, match=r"vocab\.txt"):  # the manifest or the count catches it on load

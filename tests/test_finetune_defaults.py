@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.io import save_pretrained
+from attnlab.io import save
 from attnlab.models import EncoderForPreTraining, get_preset
 from attnlab.tasks.finetune import (
     ENCODER_DROPOUT,
@@ -43,7 +43,7 @@ def no_dropout_checkpoint(tmp_path):
         attention_dropout=0.0,
     )
     model = EncoderForPreTraining.from_config(config, pair_head=False)
-    save_pretrained(model, tmp_path / "model")
+    save(model, tmp_path / "model")
     return tmp_path / "model", model
 
 

@@ -9,7 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.io import CheckpointError, load_pretrained, save_hf, save_pretrained
+from attnlab.io import CheckpointError, load, save
+from attnlab.io import load as load_model
+from attnlab.io.hf_encoders import save_hf
 from attnlab.models import (
     ARCHITECTURES,
     EncoderConfig,
@@ -19,7 +21,7 @@ from attnlab.models import (
     EncoderForSequenceClassification,
     EncoderForTokenClassification,
 )
-from attnlab.tasks.task_model import load_model, load_task_model
+from attnlab.tasks.task_model import load_task_model
 
 V, H = 99, 32
 TINY = EncoderConfig(
@@ -161,8 +163,8 @@ def test_task_models_round_trip_through_save_and_load(tmp_path, make):
     torch.manual_seed(0)
     model = make().eval()
     _perturb(model)
-    save_pretrained(model, tmp_path)
-    loaded = load_pretrained(tmp_path)
+    save(model, tmp_path)
+    loaded = load(tmp_path)
     assert type(loaded) is type(model) and loaded.options == model.options
     assert type(model).__name__ in ARCHITECTURES
     for k, v in model.state_dict().items():
@@ -182,7 +184,7 @@ def test_pretrained_encoder_into_task_model_fresh_head_is_named(tmp_path):
     torch.manual_seed(0)
     pre = EncoderForPreTraining.from_config(dataclasses.replace(TINY, add_pooler=False))
     _perturb(pre)
-    save_pretrained(pre, tmp_path)
+    save(pre, tmp_path)
     with pytest.warns(
         UserWarning, match=r"newly initialised.*encoder\.pooler\.dense\.weight.*classifier\.weight"
     ):
@@ -199,7 +201,7 @@ def test_same_task_checkpoint_loads_whole_and_new_labels_reinitialise(tmp_path):
     torch.manual_seed(0)
     model = EncoderForTokenClassification.from_config(TINY, num_labels=3, labels=["O", "B-X", "I-X"])
     _perturb(model)
-    save_pretrained(model, tmp_path)
+    save(model, tmp_path)
     again = load_task_model(tmp_path, EncoderForTokenClassification, num_labels=3, classifier_dropout=0.3)
     assert torch.equal(again.classifier.weight, model.classifier.weight)  # dropout holds no weights
     assert again.dropout.p == 0.3 and again.options["classifier_dropout"] == 0.3
@@ -210,7 +212,7 @@ def test_same_task_checkpoint_loads_whole_and_new_labels_reinitialise(tmp_path):
 
 
 def test_shape_mismatch_and_unknown_architecture_are_reported(tmp_path):
-    save_pretrained(EncoderForPreTraining.from_config(TINY), tmp_path)
+    save(EncoderForPreTraining.from_config(TINY), tmp_path)
     with pytest.raises(ValueError, match="unknown task architecture"):
         load_task_model(tmp_path, "EncoderForRegression")
     with pytest.raises(FileNotFoundError, match="no such model directory"):
@@ -355,8 +357,8 @@ def test_mean_pooling_round_trips_transfers_without_a_pooler_and_is_not_exported
     torch.manual_seed(0)
     model = EncoderForSequenceClassification.from_config(TINY, num_labels=2, pooling="mean")
     _perturb(model)
-    save_pretrained(model, tmp_path / "mean")
-    again = load_pretrained(tmp_path / "mean").eval()
+    save(model, tmp_path / "mean")
+    again = load(tmp_path / "mean").eval()
     x = _inputs()
     assert again.pooling == "mean"
     torch.testing.assert_close(again(**x).logits, model.eval()(**x).logits)
@@ -368,7 +370,7 @@ def test_mean_pooling_round_trips_transfers_without_a_pooler_and_is_not_exported
     assert cls_head.pooling == "cls" and cls_head.encoder.pooler is not None
     # an encoder pre-trained with a pooler (NSP) transfers without it: nothing unused to train
     pre = EncoderForPreTraining.from_config(TINY)
-    save_pretrained(pre, tmp_path / "pre")
+    save(pre, tmp_path / "pre")
     with pytest.warns(UserWarning, match="newly initialised") as caught:
         fresh = load_task_model(
             tmp_path / "pre", EncoderForSequenceClassification, num_labels=2, pooling="mean"

@@ -13,6 +13,7 @@ import torch
 from shared_data import DATA, require
 
 from attnlab.cli import main
+from attnlab.io import load as load_model
 from attnlab.models import get_preset
 from attnlab.tasks import QAExample, SentenceExample, TokenExample
 from attnlab.tasks.finetune import (
@@ -26,7 +27,6 @@ from attnlab.tasks.finetune import (
     get_task,
     split_selection,
 )
-from attnlab.tasks.task_model import load_model
 from attnlab.tokenizers import bert_wordpiece
 
 FILLER = "the a film plot was is very quite story actor scene it".split()

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from attnlab.cli import main
 from attnlab.generation import generate
 from attnlab.generation.perplexity import sliding_window_perplexity
-from attnlab.io.causal_lm import load_causal_lm, save_causal_lm
+from attnlab.io.families.gpt2 import load_causal_lm, save_causal_lm
 from attnlab.models.gpt import build_gpt
 from attnlab.models.gpt_presets import get_gpt_preset
 from attnlab.tokenizers.files import save_tokenizer_json, tokenizer_from_json
@@ -266,12 +266,12 @@ def test_truncate_prompt_warns(hf_dir, capsys) -> None:
 
 
 def test_encoder_and_translation_directories_name_the_right_command(tmp_path, capsys) -> None:
-    from attnlab.io import save_pretrained
+    from attnlab.io import save
     from attnlab.models import Encoder, get_preset
     from attnlab.translation.config import transformer_tiny
 
     enc = tmp_path / "enc"
-    save_pretrained(Encoder.from_config(get_preset("bert-tiny")), enc)
+    save(Encoder.from_config(get_preset("bert-tiny")), enc)
     code, _, err = run_cli(["generate", str(enc), "--prompt", "hi"], capsys)
     assert code == 2 and "holds an encoder" in err and "attnlab fill-mask" in err
     (tmp_path / "mt").mkdir()
@@ -318,7 +318,7 @@ def test_generate_prompt_on_stdin_that_is_not_utf8_is_named(hf_dir, capsys, monk
 
 
 def test_gpt_dirs_load_generically_and_encoder_commands_name_generate(tmp_path, hf_dir, capsys) -> None:
-    from attnlab.io import load_pretrained
+    from attnlab.io import load
     from attnlab.io.checkpoint import read_checkpoint_config
 
     torch.manual_seed(2)
@@ -328,7 +328,7 @@ def test_gpt_dirs_load_generically_and_encoder_commands_name_generate(tmp_path, 
     save_tokenizer_json(char_tokenizer(), d / "tokenizer.json")
     arch, _, config, _ = read_checkpoint_config(d, allow_causal_lm=True)
     assert arch == "GPT" and config == model.config  # the config class follows the architecture
-    back = load_pretrained(d)
+    back = load(d)
     ids = torch.tensor([[1, 2, 3]])
     assert torch.equal(back(ids).logits, model(ids).logits)
     for argv in (

@@ -120,7 +120,7 @@ def test_export_loads_in_transformers(tmp_path) -> None:
 
 
 def test_untied_output_projection_round_trips_through_hf_and_attnlab(tmp_path) -> None:
-    from attnlab.io.causal_lm import load_causal_lm, save_causal_lm
+    from attnlab.io.families.gpt2 import load_causal_lm, save_causal_lm
 
     torch.manual_seed(8)
     cfg = GPTConfig(vocab_size=V, max_positions=32, hidden_size=32, num_layers=2, num_heads=4, dropout=0.0,

@@ -14,7 +14,8 @@ transformers = pytest.importorskip("transformers")
 
 from shared_data import DATA, require  # noqa: E402
 
-from attnlab.io import load_pretrained, save_hf  # noqa: E402
+from attnlab.io import load  # noqa: E402
+from attnlab.io.hf_encoders import save_hf  # noqa: E402
 from attnlab.models import EncoderConfig  # noqa: E402
 from attnlab.tasks.finetune import FinetuneConfig, ModelSource, finetune_examples, get_task, load_split  # noqa: E402
 from attnlab.tasks.pipelines import pipeline  # noqa: E402
@@ -38,7 +39,7 @@ def _fine_tune_and_export(
                          batch_size=16, max_length=48, progress_bar=False)  # fmt: skip
     result = finetune_examples(spec, ModelSource(config=config, tokenizer=tok), train, dev, cfg)
     best = Path(result.best_dir)
-    save_hf(load_pretrained(best), tmp_path / "hf", tokenizer=tok)
+    save_hf(load(best), tmp_path / "hf", tokenizer=tok)
     return best, tmp_path / "hf"
 
 

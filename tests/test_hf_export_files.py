@@ -17,7 +17,7 @@ import yaml
 transformers = pytest.importorskip("transformers")
 
 from attnlab.cli import main  # noqa: E402
-from attnlab.io import save_hf  # noqa: E402
+from attnlab.io.hf_encoders import save_hf  # noqa: E402
 from attnlab.io.hf_tokenizer import hf_tokenizer_config  # noqa: E402
 from attnlab.io.model_card import card_text, finetune_record  # noqa: E402
 from attnlab.models import EncoderConfig, EncoderForSequenceClassification  # noqa: E402
@@ -195,18 +195,18 @@ def test_convert_refuses_an_inexact_head_in_one_line(tmp_path, capsys):
 
 
 def test_convert_warns_when_the_source_has_no_tokenizer(tmp_path, capsys):
-    from attnlab.io import save_pretrained
+    from attnlab.io import save
 
     config = EncoderConfig(vocab_size=50, hidden_size=32, num_layers=1, num_heads=4, intermediate_size=37,
                            max_position_embeddings=64)  # fmt: skip
-    save_pretrained(EncoderForSequenceClassification.from_config(config, 2), tmp_path / "m")
+    save(EncoderForSequenceClassification.from_config(config, 2), tmp_path / "m")
     assert main(["convert", str(tmp_path / "m"), str(tmp_path / "hf")]) == 0
     assert "no tokenizer files" in capsys.readouterr().err
     assert (tmp_path / "hf" / "README.md").is_file() and not (tmp_path / "hf" / "tokenizer.json").exists()
 
 
 def test_convert_reads_a_hf_task_export_back_with_its_head_and_tokenizer(tmp_path, capsys):
-    from attnlab.tasks.task_model import load_model
+    from attnlab.io import load as load_model
     from attnlab.tokenizers import load_tokenizer
 
     tok = train_tokenizer("byte_level_bpe", iter(CORPUS), 320, show_progress=False)

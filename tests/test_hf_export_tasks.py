@@ -21,7 +21,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from attnlab.io import CheckpointError, save_hf  # noqa: E402
+from attnlab.io import CheckpointError  # noqa: E402
+from attnlab.io import load as load_model  # noqa: E402
+from attnlab.io.hf_encoders import save_hf  # noqa: E402
 from attnlab.io.hf_tasks import UnsupportedHeadError  # noqa: E402
 from attnlab.models import (  # noqa: E402
     EncoderConfig,
@@ -32,7 +34,6 @@ from attnlab.models import (  # noqa: E402
 )
 from attnlab.tasks.finetune import save_model_dir  # noqa: E402
 from attnlab.tasks.pipelines import pipeline  # noqa: E402
-from attnlab.tasks.task_model import load_model  # noqa: E402
 from attnlab.tokenizers import bert_wordpiece, train_tokenizer  # noqa: E402
 
 SCORE_TOL = 1e-4

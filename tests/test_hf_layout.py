@@ -17,8 +17,8 @@ from safetensors.torch import load_file
 
 transformers = pytest.importorskip("transformers")
 
-from attnlab.io import CheckpointError, load_pretrained, save_pretrained  # noqa: E402
-from attnlab.io.causal_lm import load_causal_lm, save_causal_lm  # noqa: E402
+from attnlab.io import CheckpointError, load, save  # noqa: E402
+from attnlab.io.families.gpt2 import load_causal_lm, save_causal_lm  # noqa: E402
 from attnlab.models import ARCHITECTURES, EncoderConfig  # noqa: E402
 from attnlab.models.gpt import GPTConfig, build_gpt  # noqa: E402
 
@@ -189,7 +189,7 @@ def _theirs(model, batch) -> list[torch.Tensor]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_automodel_loads_the_attnlab_directory(name: str, tmp_path: Path) -> None:
     model = _build(name)
-    save_pretrained(model, tmp_path)
+    save(model, tmp_path)
     raw = json.loads((tmp_path / "config.json").read_text())
     _, _, config, auto, hf_class = CASES[name]
     assert raw["format"] == "attnlab" and raw["architecture"] == type(model).__name__  # attnlab's own fields
@@ -207,7 +207,7 @@ def test_automodel_loads_the_attnlab_directory(name: str, tmp_path: Path) -> Non
         if a.dim() > 2:
             a, b = a[real], b[real]
         torch.testing.assert_close(a, b, rtol=0, atol=ATOL)
-    back = load_pretrained(tmp_path)
+    back = load(tmp_path)
     expected, got = model.state_dict(), back.state_dict()
     assert set(expected) == set(got) and all(torch.equal(expected[k], got[k]) for k in expected)
 
@@ -224,11 +224,11 @@ def _edit_weights(directory: Path, edit) -> None:
 
 def test_bfloat16_directory_keeps_hf_layout_and_dtype(tmp_path: Path) -> None:
     model = _build("bert-mlm")
-    save_pretrained(model, tmp_path, dtype="bfloat16")
+    save(model, tmp_path, dtype="bfloat16")
     raw = json.loads((tmp_path / "config.json").read_text())
     assert raw["model_type"] == "bert" and raw["dtype"] == "bfloat16"
     assert {t.dtype for t in load_file(tmp_path / "model.safetensors").values()} == {torch.bfloat16}
-    back = load_pretrained(tmp_path)
+    back = load(tmp_path)
     assert all(torch.equal(v.to(torch.bfloat16), back.state_dict()[k]) for k, v in model.state_dict().items())
 
 
@@ -246,36 +246,36 @@ def test_models_without_an_exact_hf_form_keep_attnlab_names(change: dict, tmp_pa
     sinusoidal table."""
     config = dataclasses.replace(EncoderConfig(**TINY), **change)
     model = ARCHITECTURES["EncoderForPreTraining"].from_config(config).eval()
-    save_pretrained(model, tmp_path)
+    save(model, tmp_path)
     raw = json.loads((tmp_path / "config.json").read_text())
     assert "model_type" not in raw and "hf_family" not in raw
     assert "encoder.embeddings.word.weight" in load_file(tmp_path / "model.safetensors")
-    back = load_pretrained(tmp_path)
+    back = load(tmp_path)
     assert all(torch.equal(v, back.state_dict()[k]) for k, v in model.state_dict().items())
 
 
 def test_hf_layout_can_be_turned_off(tmp_path: Path) -> None:
-    save_pretrained(_build("bert-mlm"), tmp_path, hf_layout=False)
+    save(_build("bert-mlm"), tmp_path, hf_layout=False)
     assert "model_type" not in json.loads((tmp_path / "config.json").read_text())
 
 
 def test_unknown_hf_family_field_is_a_clear_error(tmp_path: Path) -> None:
-    save_pretrained(_build("bert-mlm"), tmp_path)
+    save(_build("bert-mlm"), tmp_path)
     (tmp_path / "manifest.json").unlink()  # edited by hand
     path = tmp_path / "config.json"
     raw = json.loads(path.read_text())
     raw["hf_family"] = "bart"
     path.write_text(json.dumps(raw))
     with pytest.raises(CheckpointError, match=r"config\.json: field 'hf_family' is 'bart'; valid: bert"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 def test_damaged_hf_layout_weights_name_attnlab_keys(tmp_path: Path) -> None:
     """A missing tensor in a HF-layout file is named by the attnlab key the model expects."""
-    save_pretrained(_build("bert-mlm-nsp"), tmp_path)
+    save(_build("bert-mlm-nsp"), tmp_path)
     _edit_weights(tmp_path, lambda t: t.pop("cls.seq_relationship.weight"))
     with pytest.raises(CheckpointError, match="missing keys that EncoderForPreTraining expects: pair_head"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 def _gpt(**change) -> torch.nn.Module:
@@ -335,10 +335,10 @@ def test_gpt_with_exact_gelu_keeps_attnlab_names(tmp_path: Path) -> None:
 def test_a_directory_hf_saved_again_is_read_as_hf(resave: str, tmp_path: Path) -> None:
     """HF keeps attnlab's config fields when it saves the model again, but the weights (and the head) are
     HF's now: attnlab reads that directory through its HF loader, not as its own."""
-    from attnlab.tasks.task_model import load_model
+    from attnlab.io import load as load_model
 
     model = _build("bert-mlm")
-    save_pretrained(model, tmp_path / "ours")
+    save(model, tmp_path / "ours")
     if resave == "same class":
         hf = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "ours")
     else:
@@ -367,11 +367,11 @@ def test_gpt2_layout_errors_name_the_weights_file(tmp_path: Path) -> None:
 
 def test_a_tensor_stored_twice_is_refused(tmp_path: Path) -> None:
     """HF's name and attnlab's name for one weight in the same file: which one is meant is unknowable."""
-    save_pretrained(_build("bert-mlm"), tmp_path)
+    save(_build("bert-mlm"), tmp_path)
 
     def both_names(t):
         t["encoder.embeddings.norm.weight"] = t["bert.embeddings.LayerNorm.weight"].clone()
 
     _edit_weights(tmp_path, both_names)
     with pytest.raises(CheckpointError, match="encoder.embeddings.norm.weight is stored twice"):
-        load_pretrained(tmp_path)
+        load(tmp_path)

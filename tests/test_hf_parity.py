@@ -24,8 +24,9 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from attnlab.io import CheckpointError, load_hf, save_hf  # noqa: E402
-from attnlab.io.checkpoint import read_safetensors  # noqa: E402
+from attnlab.io import CheckpointError  # noqa: E402
+from attnlab.io.format import read_safetensors  # noqa: E402
+from attnlab.io.hf_encoders import load_hf, save_hf  # noqa: E402
 from attnlab.models import ARCHITECTURES, EncoderConfig  # noqa: E402
 
 ATOL = 1e-5

@@ -18,7 +18,7 @@ import torch
 from test_train_tiny import lm_trainer
 
 from attnlab.cli import main
-from attnlab.io import CheckpointError, load_pretrained, save_pretrained
+from attnlab.io import CheckpointError, load, save
 from attnlab.manifest import (
     MANIFEST_NAME,
     IntegrityError,
@@ -213,7 +213,7 @@ def model_dir(tmp_path: Path) -> Path:
 def test_a_model_directory_is_sealed_after_its_tokenizer(model_dir: Path) -> None:
     manifest = read_manifest(model_dir)
     assert {"config.json", "model.safetensors", "tokenizer.json", "vocab.txt"} <= set(manifest.files)
-    load_pretrained(model_dir)
+    load(model_dir)
 
 
 @pytest.mark.parametrize("how", DAMAGES)
@@ -221,7 +221,7 @@ def test_a_model_directory_is_sealed_after_its_tokenizer(model_dir: Path) -> Non
 def test_a_damaged_model_directory_is_named(model_dir: Path, file: str, how: str) -> None:
     damage(model_dir / file, how)
     with pytest.raises(IntegrityError, match=rf"m[/\\]{re.escape(file)}: "):
-        load_pretrained(model_dir)
+        load(model_dir)
 
 
 def test_non_finite_weights_are_refused_naming_directory_and_tensor(tmp_path: Path) -> None:
@@ -230,11 +230,11 @@ def test_non_finite_weights_are_refused_naming_directory_and_tensor(tmp_path: Pa
     name, param = next((n, p) for n, p in model.named_parameters() if n.endswith("0.layer.up.weight"))
     with torch.no_grad():
         param[1, 2] = float("nan")
-    save_pretrained(model, tmp_path / "m")  # a faithful copy of bad weights: the manifest verifies
+    save(model, tmp_path / "m")  # a faithful copy of bad weights: the manifest verifies
     with pytest.raises(
         CheckpointError, match=rf"m \(model\.safetensors\): tensor '{name}' holds 1 non-finite"
     ):
-        load_pretrained(tmp_path / "m")
+        load(tmp_path / "m")
 
 
 def test_fill_mask_on_a_damaged_model_is_an_error_not_nan(model_dir: Path, capsys) -> None:
@@ -259,28 +259,25 @@ def _seq2seq_dir(tmp_path: Path) -> Path:
     from attnlab.translation import build_model
     from attnlab.translation.config import transformer_tiny
     from attnlab.translation.data import train_joint_bpe
-    from attnlab.translation.recipe import save_pretrained as save_seq2seq
 
     tokenizer = train_joint_bpe(["a dog runs", "ein hund rennt", "two cats", "zwei katzen"], vocab_size=280)
     torch.manual_seed(0)
     model = build_model(transformer_tiny(vocab_size=tokenizer.vocab_size, d_model=32, d_ff=64, num_layers=1))
-    return save_seq2seq(model, tokenizer, tmp_path / "mt", run_id="r1")
+    return save(model, tmp_path / "mt", run_id="r1", tokenizer=tokenizer)
 
 
 @pytest.mark.parametrize("file", ["model.safetensors", "config.json", "tokenizer.json"])
 def test_a_damaged_translation_model_is_named(tmp_path: Path, file: str) -> None:
-    from attnlab.translation.recipe import load_pretrained as load_seq2seq
 
     directory = _seq2seq_dir(tmp_path)
     assert read_manifest(directory).run_id == "r1"
-    load_seq2seq(directory)
+    load(directory)
     damage(directory / file, "flip-bit")
     with pytest.raises(IntegrityError, match=rf"mt[/\\]{re.escape(file)}: SHA-256"):
-        load_seq2seq(directory)
+        load(directory)
 
 
 def test_a_translation_model_with_nan_weights_is_refused(tmp_path: Path) -> None:
-    from attnlab.translation.recipe import load_pretrained as load_seq2seq
 
     directory = _seq2seq_dir(tmp_path)
     tensors = read_model_file(directory / "model.safetensors")
@@ -297,7 +294,7 @@ def test_a_translation_model_with_nan_weights_is_refused(tmp_path: Path) -> None
     save_file(raw, directory / "model.safetensors", metadata=metadata)
     expected = rf"mt \(model\.safetensors\): tensor '{re.escape(name)}' holds 1 non-finite"
     with pytest.raises(CheckpointError, match=expected):
-        load_seq2seq(directory)
+        load(directory)
 
 
 # --------------------------------------------------------------------------- attnlab verify

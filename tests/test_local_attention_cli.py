@@ -7,7 +7,7 @@ import json
 import pytest
 
 from attnlab.cli import main
-from attnlab.io import load_pretrained
+from attnlab.io import load
 from attnlab.nn.local_attention import LocalSelfAttention
 
 
@@ -26,7 +26,7 @@ def test_pretrain_with_local_attention_on_the_builtin_corpus(tmp_path, capsys):
     config = json.loads((out / "model" / "config.json").read_text())
     config = config.get("config", config)
     assert (config["attention"], config["attention_window"], config["global_tokens"]) == ("local", 16, 1)
-    model = load_pretrained(out / "model")
+    model = load(out / "model")
     layers = [m for m in model.modules() if isinstance(m, LocalSelfAttention)]
     assert len(layers) == 2 and layers[0].window == 16 and layers[0].global_tokens == 1
     assert not (out / "hf" / "config.json").exists()  # HF BERT has no local attention: no export

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.io import save_hf
+from attnlab.io.hf_encoders import save_hf
 from attnlab.models import (
     EncoderForPreTraining,
     EncoderForQuestionAnswering,

@@ -17,7 +17,7 @@ from test_resume_kill import HOW, assert_same_checkpoint, interrupt, run_here
 from attnlab.data import prepare_shards
 from attnlab.data.blocks import BlockCollator, TokenBlocks
 from attnlab.data.shards import ShardedCorpus
-from attnlab.io.causal_lm import load_causal_lm
+from attnlab.io.families.gpt2 import load_causal_lm
 from attnlab.pretraining import get_recipe
 from attnlab.pretraining.budget import budget_for, for_budget
 from attnlab.pretraining.causal_lm import causal_documents

@@ -22,7 +22,7 @@ from attnlab.data.blocks import TokenStream
 from attnlab.data.shards import ShardedCorpus
 from attnlab.data.streams import SegmentCollator, StreamSegments
 from attnlab.generation.perplexity import state_reuse_perplexity
-from attnlab.io.transfo_xl import load_transfo_xl, save_transfo_xl
+from attnlab.io.families.transfo_xl import load_transfo_xl, save_transfo_xl
 from attnlab.models.transfo_xl import TransfoXLConfig, build_transfo_xl
 from attnlab.pretraining import get_recipe
 from attnlab.pretraining.budget import budget_for, for_budget

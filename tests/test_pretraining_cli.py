@@ -12,7 +12,8 @@ import torch
 
 from attnlab.cli import main
 from attnlab.cli.pretrain import collect_overrides
-from attnlab.io import save_hf, save_pretrained
+from attnlab.io import save
+from attnlab.io.hf_encoders import save_hf
 from attnlab.models import EncoderConfig, EncoderForPreTraining, ReplacedTokenDetection
 from attnlab.pretraining import builtin_corpus, fill_mask
 from attnlab.tokenizers.trainers import train_tokenizer
@@ -39,7 +40,7 @@ def _model(vocab_size: int, seed: int = 0) -> EncoderForPreTraining:
 def _saved(tmp_path, tokenizer, hf: bool = False):
     model = _model(tokenizer.get_vocab_size())
     d = tmp_path / ("hf" if hf else "model")
-    save_hf(model, d) if hf else save_pretrained(model, d)
+    save_hf(model, d) if hf else save(model, d)
     tokenizer.save(d)
     return model, d
 
@@ -73,7 +74,7 @@ def test_fill_mask_errors(tmp_path, tokenizer, capsys):
     assert main(["fill-mask", str(tmp_path / "missing"), "a [MASK]"]) == 2
     assert "no such model directory" in capsys.readouterr().err
     disc = ReplacedTokenDetection.from_config(_model(tokenizer.get_vocab_size()).config)
-    save_pretrained(disc, tmp_path / "disc")
+    save(disc, tmp_path / "disc")
     tokenizer.save(tmp_path / "disc")
     assert main(["fill-mask", str(tmp_path / "disc"), "a [MASK]"]) == 2
     assert "discriminator" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.io import load_pretrained, save_pretrained
+from attnlab.io import load, save
 from attnlab.models import EncoderConfig, EncoderForPreTraining, ReplacedTokenDetection, get_preset
 from attnlab.models.pretraining import masked_lm_loss
 from attnlab.pretraining import ElectraPreTrainer, generator_config
@@ -155,8 +155,8 @@ def test_generator_learns_only_from_the_mlm_loss():
 
 def test_discriminator_is_saved_alone(tmp_path):
     m = _electra()
-    save_pretrained(m.discriminator_only(), tmp_path / "d")
-    loaded = load_pretrained(tmp_path / "d")
+    save(m.discriminator_only(), tmp_path / "d")
+    loaded = load(tmp_path / "d")
     assert type(loaded) is ReplacedTokenDetection
     ids = torch.randint(5, V, (2, 10))
     m.eval()

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from attnlab.data import MaskingConfig
-from attnlab.io import load_pretrained
+from attnlab.io import load
 from attnlab.models import EncoderForPreTraining, ReplacedTokenDetection
 from attnlab.nn.embeddings import Embeddings
 from attnlab.pretraining import RECIPES, LengthStage, get_recipe
@@ -187,7 +187,7 @@ def test_every_recipe_trains_end_to_end(name, corpus_file, tmp_path):
     assert (
         0.0 <= m["eval_mlm_accuracy"] <= 1.0 and m["eval_mlm_perplexity"] > 1.0 and m["eval_mlm_tokens"] > 0
     )
-    saved = load_pretrained(result.model_dir)
+    saved = load(result.model_dir)
     expected = ReplacedTokenDetection if name == "electra" else EncoderForPreTraining
     assert type(saved) is expected
     if name in ("bert", "albert"):
@@ -196,7 +196,7 @@ def test_every_recipe_trains_end_to_end(name, corpus_file, tmp_path):
         assert saved.pair_head is None
     assert (result.model_dir / "tokenizer.json").is_file()
     if name == "electra":
-        assert isinstance(load_pretrained(tmp_path / "run" / "generator"), EncoderForPreTraining)
+        assert isinstance(load(tmp_path / "run" / "generator"), EncoderForPreTraining)
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["steps"] == 3 and run["recipe"]["name"] == name
 

@@ -77,11 +77,12 @@ def test_endpoints_follow_the_model(services):
 
 
 def test_every_endpoint_answers_what_the_in_process_pipeline_answers(dirs, clients, capsys):
+    from attnlab.io import load
+    from attnlab.io import load as load_model
     from attnlab.tasks.attention import attention_weights
     from attnlab.tasks.pipelines import pipeline
-    from attnlab.tasks.task_model import load_model
     from attnlab.tokenizers import load_tokenizer
-    from attnlab.translation.recipe import load_pretrained, translate_texts
+    from attnlab.translation.recipe import translate_texts
 
     def post(kind: str, endpoint: str, body: dict) -> dict:
         r = clients[kind].post(f"/v1/{endpoint}", json=body)
@@ -116,7 +117,7 @@ def test_every_endpoint_answers_what_the_in_process_pipeline_answers(dirs, clien
     for kind in ("mlm", "gpt"):
         model, tok = load_model(dirs[kind]) if kind == "mlm" else None, load_tokenizer(dirs[kind])
         if kind == "gpt":
-            from attnlab.io.causal_lm import load_causal_lm
+            from attnlab.io.families.gpt2 import load_causal_lm
 
             model = load_causal_lm(dirs[kind])
         close(
@@ -156,7 +157,7 @@ def test_every_endpoint_answers_what_the_in_process_pipeline_answers(dirs, clien
         {"text": "the capital of", "max_new_tokens": 6, "do_sample": True, "seed": 3, "top_k": 5},
     )
     assert (got["text"], got["tokens"]) == (cli["text"], cli["tokens"])
-    model, tok = load_pretrained(dirs["mt"])
+    model, tok = load(dirs["mt"]), load_tokenizer(dirs["mt"])
     for beam in (1, 3):
         got = post("mt", "translate", {"text": "paris is a city", "beam_size": beam, "max_length_offset": 5})
         assert (
@@ -419,7 +420,7 @@ def test_onnxruntime_backend_answers_as_torch(dirs, services, tmp_path):
     """--backend onnxruntime on an `attnlab export --onnx` directory: the same labels, scores within 1e-4."""
     pytest.importorskip("onnxruntime")
     export = pytest.importorskip("attnlab.inference.onnx_export")
-    from attnlab.tasks.task_model import load_model
+    from attnlab.io import load as load_model
     from attnlab.tokenizers import load_tokenizer
 
     out = export.export_onnx(load_model(dirs["cls"]), tmp_path / "onnx", load_tokenizer(dirs["cls"]))

@@ -33,7 +33,7 @@ def test_tied_weights_are_stored_once_and_reloaded(tmp_path) -> None:
     assert keys == {"embed.weight", "head.bias", "scale"}
     assert tied == {"head.weight": "embed.weight"}
     fresh = Tied()
-    ckpt.load_model(fresh, tmp_path / "m.safetensors")
+    fresh.load_state_dict(ckpt.read_model_file(tmp_path / "m.safetensors"))
     assert fresh.head.weight is fresh.embed.weight  # loading copies into the parameters: the tie survives
     for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
         assert torch.equal(a, b), name
@@ -51,7 +51,7 @@ def test_overlapping_views_are_copied_not_lost(tmp_path) -> None:
     ckpt.save_model(model, tmp_path / "v.safetensors")
     fresh = Views()
     fresh.a.zero_(), fresh.b.zero_()
-    ckpt.load_model(fresh, tmp_path / "v.safetensors")
+    fresh.load_state_dict(ckpt.read_model_file(tmp_path / "v.safetensors"))
     assert torch.equal(fresh.a, torch.arange(6.0)) and torch.equal(fresh.b, torch.arange(6.0, 12.0))
 
 
@@ -66,9 +66,9 @@ def test_unwrap_model_handles_compile_wrapper() -> None:
     assert ckpt.unwrap_model(Wrapper()) is model
 
 
-def test_load_model_reports_missing_file(tmp_path) -> None:
+def test_read_model_file_reports_missing_file(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="no such weights file"):
-        ckpt.load_model(nn.Linear(2, 2), tmp_path / "absent.safetensors")
+        ckpt.read_model_file(tmp_path / "absent.safetensors")
 
 
 def _state() -> dict:

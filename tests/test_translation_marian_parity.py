@@ -193,9 +193,9 @@ def test_translation_directory_loads_in_transformers(layout: str, tmp_path) -> N
     import dataclasses
     import json
 
+    from attnlab.io import load, save
     from attnlab.translation.config import Seq2SeqConfig
     from attnlab.translation.data import encode_text, train_joint_bpe
-    from attnlab.translation.recipe import load_pretrained, save_pretrained
 
     texts = [
         "a man is riding a horse .",
@@ -209,10 +209,10 @@ def test_translation_directory_loads_in_transformers(layout: str, tmp_path) -> N
     torch.manual_seed(0)
     ours = build_model(cfg).eval()
     perturb(ours)
-    save_pretrained(ours, tok, tmp_path / "m")
+    save(ours, tmp_path / "m", tokenizer=tok)
     raw = json.loads((tmp_path / "m" / "config.json").read_text())
     assert raw["model_type"] == "marian" and raw["architecture"] == "Seq2Seq"
-    back, _ = load_pretrained(tmp_path / "m")
+    back = load(tmp_path / "m")
     assert all(torch.equal(v, back.state_dict()[k]) for k, v in ours.state_dict().items())
 
     hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "m").eval()
@@ -232,18 +232,18 @@ def test_translation_directory_loads_in_transformers(layout: str, tmp_path) -> N
     # HF loads and saves it again: read as the MarianMT checkpoint it now is, the same translations
     hf.save_pretrained(tmp_path / "resaved")
     hf_tok.save_pretrained(tmp_path / "resaved")
-    again, _ = load_pretrained(tmp_path / "resaved")
+    again = load(tmp_path / "resaved")
     assert again.config.sinusoidal_layout == "concatenated"  # Marian's own feature order
     assert [h.tokens for h in greedy_search(again, src, max_length_offset=100, max_length=MAX_NEW)] == [
         h.tokens for h in mine
     ]
     # an encoder command given a translation directory says what it holds
     from attnlab.io import CheckpointError
-    from attnlab.io import load_pretrained as load_encoder
 
     with pytest.raises(CheckpointError, match="holds a translation encoder-decoder"):
-        load_encoder(tmp_path / "m")
+        load(tmp_path / "m", expect="bert")
+    assert isinstance(load(tmp_path / "m"), type(ours))  # io.load itself reads every family
 
     pre_ln = build_model(dataclasses.replace(cfg, norm_first=True))
-    save_pretrained(pre_ln, tok, tmp_path / "pre")
+    save(pre_ln, tmp_path / "pre", tokenizer=tok)
     assert "architecture" not in json.loads((tmp_path / "pre" / "config.json").read_text())

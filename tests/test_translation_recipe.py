@@ -9,8 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnlab.io import load, save
 from attnlab.manifest import IntegrityError, write_manifest
-from attnlab.tokenizers import Tokenizer
+from attnlab.tokenizers import Tokenizer, load_tokenizer
 from attnlab.train import build_optimizer, build_schedule, save_model
 from attnlab.translation import build_model, label_smoothed_cross_entropy
 from attnlab.translation.config import transformer_tiny
@@ -20,9 +21,7 @@ from attnlab.translation.recipe import (
     average_state_dicts,
     last_checkpoints,
     load_averaged,
-    load_pretrained,
     paper_trainer_config,
-    save_pretrained,
     translate_texts,
 )
 
@@ -161,12 +160,12 @@ def test_checkpoint_averaging_takes_only_the_current_runs_checkpoints(tmp_path) 
 # ----------------------------------------------------------------------------------------------- directories
 
 
-def test_save_and_load_pretrained_translates_the_same(tmp_path) -> None:
+def test_save_and_load_translates_the_same(tmp_path) -> None:
     texts = ["ein hund läuft", "a dog runs", "zwei katzen", "two cats", "ein mann", "a man"]
     tokenizer = train_joint_bpe(texts, vocab_size=300)
     torch.manual_seed(0)
     model = build_model(transformer_tiny(vocab_size=tokenizer.vocab_size, dropout=0.0))
-    save_pretrained(model, tokenizer, tmp_path / "m")
+    save(model, tmp_path / "m", tokenizer=tokenizer)
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
         "config.json",
         "generation_config.json",  # HF MarianMT's layout too (attnlab.translation.hf_layout)
@@ -175,7 +174,7 @@ def test_save_and_load_pretrained_translates_the_same(tmp_path) -> None:
         "tokenizer.json",
         "tokenizer_config.json",
     ]
-    loaded, tok2 = load_pretrained(tmp_path / "m")
+    loaded, tok2 = load(tmp_path / "m"), load_tokenizer(tmp_path / "m")
     assert isinstance(tok2, Tokenizer)
     inputs = ["a dog", "", "zwei 猫"]
     a = translate_texts(model.eval(), tokenizer, inputs, beam_size=2, max_length_offset=3)
@@ -183,9 +182,9 @@ def test_save_and_load_pretrained_translates_the_same(tmp_path) -> None:
     assert a == b and a[1] == ""
 
 
-def test_load_pretrained_names_missing_file(tmp_path) -> None:
+def test_load_names_missing_file(tmp_path) -> None:
     with pytest.raises(FileNotFoundError, match="config.json"):
-        load_pretrained(tmp_path)
+        load(tmp_path)
 
 
 # ----------------------------------------------------------------------------------------------- trainer

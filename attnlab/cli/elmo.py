@@ -77,13 +77,13 @@ def read_sentences(args: argparse.Namespace) -> list[list[str]]:
 def run_embed(args: argparse.Namespace) -> int:
     import torch
 
-    from attnlab.io.elmo import load_elmo
+    from attnlab.io import load
     from attnlab.models.elmo import embed_sentences
     from attnlab.models.elmo.chars import is_truncated
     from attnlab.nn.scalar_mix import ScalarMix
 
     sentences = read_sentences(args)
-    model, _ = load_elmo(args.model)
+    model = load(args.model, expect="elmo")
     n_layers = model.num_layers
     if args.layer not in ("mix", "all") and not (args.layer.isdigit() and int(args.layer) < n_layers):
         raise ValueError(f"--layer {args.layer!r}: expected 'mix', 'all' or a layer number 0..{n_layers - 1}")

@@ -67,7 +67,7 @@ def run_export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from attnlab.inference.onnx_export import check_opset, export_onnx
-    from attnlab.tasks.task_model import load_model
+    from attnlab.io import load
     from attnlab.tokenizers import load_tokenizer
 
     from .model_dirs import check_model_dir
@@ -86,7 +86,7 @@ def run_export(args: argparse.Namespace) -> int:
         raise ValueError(f"--onnx {out}: the model's own directory; choose another")
     from attnlab.models import Encoder
 
-    model = load_model(src).float().eval()
+    model = load(src).float().eval()
     if not isinstance(model, Encoder) and not isinstance(getattr(model, "encoder", None), Encoder):
         raise ValueError(f"{src}: {type(model).__name__} is not an encoder model; ONNX export takes encoders")
     tokenizer = load_tokenizer(src)

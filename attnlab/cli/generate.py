@@ -6,7 +6,7 @@ attnlab perplexity path/to/hf-gpt2 --file ../shared/data/wikitext-2/raw/test.txt
 attnlab perplexity runs/pretrain-transfo-xl/model --file input.txt --mem-len 256   # Transformer-XL
 
 MODEL is an attnlab GPT directory, a HF GPT-2 directory, or an attnlab Transformer-XL directory
-(`attnlab.io.transfo_xl`; generated and scored with its memory, ``perplexity`` in segments), with its
+(`attnlab.io.families.transfo_xl`; generated and scored with its memory, ``perplexity`` in segments), with its
 tokenizer files. One prompt
 is streamed to the terminal as it is generated (greedy and sampling); several prompts (``--prompt`` repeated,
 or ``--lines`` on standard input) run as one left-padded batch and print one continuation per prompt.
@@ -106,10 +106,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def load_model_and_tokenizer(directory: str) -> tuple[Any, Any]:
-    from attnlab.io.causal_lm import load_causal_lm
+    from attnlab.io import load
     from attnlab.tokenizers.files import load_tokenizer
 
-    model = load_causal_lm(directory)
+    model = load(directory, expect=("gpt2", "transfo_xl"))
     try:
         tokenizer = load_tokenizer(directory)
     except (OSError, ValueError) as e:
@@ -120,10 +120,10 @@ def load_model_and_tokenizer(directory: str) -> tuple[Any, Any]:
 
 
 def load_transfo_xl_and_tokenizer(directory: str) -> tuple[Any, Any]:
-    from attnlab.io.transfo_xl import load_transfo_xl
+    from attnlab.io import load
     from attnlab.tokenizers.files import load_tokenizer
 
-    model = load_transfo_xl(directory)
+    model = load(directory, expect="transfo_xl")
     try:
         tokenizer = load_tokenizer(directory)
     except (OSError, ValueError) as e:
@@ -170,9 +170,9 @@ def run_generate(args: argparse.Namespace) -> int:
         repetition_penalty=args.repetition_penalty, seed=args.seed, use_cache=not args.no_cache,
         truncate_prompt=args.truncate_prompt, ignore_eos=args.ignore_eos,
     )  # fmt: skip
-    from attnlab.io.transfo_xl import is_transfo_xl_directory
+    from attnlab.io import family_of
 
-    xl = is_transfo_xl_directory(args.model)
+    xl = family_of(args.model, expect=("gpt2", "transfo_xl")).name == "transfo_xl"
     model, tokenizer = (load_transfo_xl_and_tokenizer if xl else load_model_and_tokenizer)(args.model)
     eos = None if args.ignore_eos else model.config.eos_token_id
     ids = [_encode(tokenizer, p) for p in prompts]
@@ -223,7 +223,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
         state_reuse_perplexity,
         window_and_stride,
     )
-    from attnlab.io.transfo_xl import is_transfo_xl_directory
+    from attnlab.io import family_of
 
     path = Path(args.file)
     if path.is_dir():
@@ -236,7 +236,7 @@ def run_perplexity(args: argparse.Namespace) -> int:
         raise ValueError(f"--file {path}: not UTF-8 text (byte {e.start})") from None
     if not text.strip():
         raise ValueError(f"--file {path}: the file is empty")
-    xl = is_transfo_xl_directory(args.model)
+    xl = family_of(args.model, expect=("gpt2", "transfo_xl")).name == "transfo_xl"
     if args.mem_len is not None and not xl:
         raise ValueError(f"--mem-len is a Transformer-XL's memory; {args.model} holds no Transformer-XL")
     load = load_transfo_xl_and_tokenizer if xl else load_model_and_tokenizer

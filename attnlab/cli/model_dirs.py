@@ -62,7 +62,8 @@ def check_model_dir(path: str | os.PathLike, option: str = "--model") -> Path:
 def model_config(d: Path) -> tuple[str | None, Any]:
     """``(architecture, EncoderConfig)`` of an attnlab or HF encoder directory, without loading weights."""
     from attnlab.io.checkpoint import read_checkpoint_config
-    from attnlab.io.hf import describe_hf, is_hf_directory
+    from attnlab.io.hf import is_hf_directory
+    from attnlab.io.hf_encoders import describe_hf
 
     if is_hf_directory(d):
         _, architecture, config = describe_hf(d)

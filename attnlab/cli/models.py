@@ -23,7 +23,7 @@ DIRECTIONS = ("hf", "attnlab")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from attnlab.io.checkpoint import DTYPES
+    from attnlab.io.format import DTYPES
     from attnlab.io.hf import FAMILIES
 
     info = subparsers.add_parser(
@@ -68,8 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _describe(target: str) -> dict[str, Any]:
     """Source, architecture, config and parameter counts of a preset or directory, without loading weights."""
-    from attnlab.io.checkpoint import CONFIG_NAME, build_model, read_checkpoint_config, read_json
-    from attnlab.io.hf import describe_hf, hf_parameter_count, is_hf_directory
+    from attnlab.io.checkpoint import build_model, read_checkpoint_config
+    from attnlab.io.format import CONFIG_NAME, read_json
+    from attnlab.io.hf import is_hf_directory
+    from attnlab.io.hf_encoders import describe_hf, hf_parameter_count
     from attnlab.models import count_parameters, get_preset
 
     path = Path(target)
@@ -147,8 +149,8 @@ def _convert_tokenizer(args: argparse.Namespace, src: Path) -> Any:
 
 
 def run_convert(args: argparse.Namespace) -> int:
-    from attnlab.io import is_hf_directory, load_hf, load_pretrained, save_hf, save_pretrained
-    from attnlab.io.checkpoint import check_directory
+    from attnlab.io import is_hf_directory, load, save
+    from attnlab.io.format import check_directory
     from attnlab.io.model_card import read_training_record
 
     try:
@@ -159,19 +161,19 @@ def run_convert(args: argparse.Namespace) -> int:
         if dst.exists() and not dst.is_dir():
             raise NotADirectoryError(f"{dst}: exists and is not a directory")
         if from_hf:
-            model = load_hf(src, architecture=args.architecture)
+            model = load(src, **({"architecture": args.architecture} if args.architecture else {}))
         else:
             if args.architecture:
                 raise ValueError("--architecture applies to HF sources only")
-            model = load_pretrained(src)
+            model = load(src)
         tokenizer = _convert_tokenizer(args, src)
         if to == "hf":
             record = {} if from_hf else read_training_record(src)
-            save_hf(model, dst, family=args.family, dtype=args.dtype, tokenizer=tokenizer, card=record)
+            save(model, dst, hf=True, family=args.family, dtype=args.dtype, tokenizer=tokenizer, card=record)
         else:
             if args.family:
                 raise ValueError("--family applies to exports to HF (--to hf) only")
-            save_pretrained(model, dst, dtype=args.dtype)
+            save(model, dst, dtype=args.dtype)
             if tokenizer is not None:
                 tokenizer.save(dst / "tokenizer.json")
     except (OSError, ValueError, TypeError) as e:

@@ -438,7 +438,7 @@ def check_overrides(recipe: Any, preset: str, overrides: dict[str, dict[str, Any
 def _hf_note(model_dir: Path, out: Path) -> str:
     """Where HF transformers finds the model: the model directory itself when it took HF's layout
     (`attnlab.io.hf_layout`), else the run's ``hf/`` export when there is one."""
-    from attnlab.io.checkpoint import read_json
+    from attnlab.io.format import read_json
 
     raw = read_json(Path(model_dir) / "config.json")
     if "model_type" in raw:

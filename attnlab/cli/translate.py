@@ -314,15 +314,17 @@ VALID_SENTENCES = 200  # validation pairs translated at the end of translate-tra
 def print_what_it_learned(model_dir: Any, src_valid: str, tgt_valid: str) -> None:
     """What the trained model can do: BLEU on the first `VALID_SENTENCES` validation pairs with the
     paper's beam search, and two of its translations beside the references."""
+    from attnlab.io import load
     from attnlab.metrics.bleu import corpus_bleu
+    from attnlab.tokenizers import load_tokenizer
     from attnlab.translation.data import read_parallel
-    from attnlab.translation.recipe import load_pretrained, translate_texts
+    from attnlab.translation.recipe import translate_texts
 
     valid = read_parallel(src_valid, tgt_valid)
     source, reference = valid.source[:VALID_SENTENCES], valid.target[:VALID_SENTENCES]
     if not source:
         return
-    model, tokenizer = load_pretrained(model_dir)
+    model, tokenizer = load(model_dir, expect="marian"), load_tokenizer(model_dir)
     hypotheses = translate_texts(model, tokenizer, source, beam_size=4, alpha=0.6)
     bleu = corpus_bleu(hypotheses, reference)
     print(f"validation BLEU on the first {len(source)} pairs of {src_valid} (beam 4): {bleu.score:.2f}")
@@ -331,7 +333,9 @@ def print_what_it_learned(model_dir: Any, src_valid: str, tgt_valid: str) -> Non
 
 
 def run_translate(args: argparse.Namespace) -> int:
-    from attnlab.translation.recipe import load_pretrained, translate_texts
+    from attnlab.io import load
+    from attnlab.tokenizers import load_tokenizer
+    from attnlab.translation.recipe import translate_texts
 
     from .inputs import read_stdin
     from .model_dirs import check_seq2seq_dir
@@ -339,7 +343,8 @@ def run_translate(args: argparse.Namespace) -> int:
     _set_threads(args.threads)
     directory = check_seq2seq_dir(args.model_dir)
     lines = _read(args.input, "--input") if args.input else read_stdin().splitlines()
-    model, tokenizer = load_pretrained(directory, device=args.device)
+    model = load(directory, device=args.device, expect="marian")
+    tokenizer = load_tokenizer(directory)
     outputs = translate_texts(
         model, tokenizer, lines, beam_size=args.beam, alpha=args.alpha,
         max_length_offset=args.max_length_offset, batch_size=args.batch_size,
@@ -356,20 +361,23 @@ def run_translate(args: argparse.Namespace) -> int:
 
 
 def run_average(args: argparse.Namespace) -> int:
+    from attnlab.io import load, save
     from attnlab.manifest import read_manifest
-    from attnlab.translation.recipe import last_checkpoints, load_averaged, load_pretrained, save_pretrained
+    from attnlab.tokenizers import load_tokenizer
+    from attnlab.translation.recipe import last_checkpoints, load_averaged
 
     from .model_dirs import check_seq2seq_dir
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"RUN_DIR {run_dir}: no such directory")
-    model, tokenizer = load_pretrained(check_seq2seq_dir(run_dir / "model", "RUN_DIR/model"))
+    model_dir = check_seq2seq_dir(run_dir / "model", "RUN_DIR/model")
+    model, tokenizer = load(model_dir, expect="marian"), load_tokenizer(model_dir)
     manifest = read_manifest(run_dir / "model")
     run_id = manifest.run_id if manifest is not None else None  # only the checkpoints of the model's run
     checkpoints = last_checkpoints(run_dir, args.last, run_id=run_id)
     load_averaged(model, checkpoints)
-    save_pretrained(model, tokenizer, args.output_dir, run_id=run_id)
+    save(model, args.output_dir, run_id=run_id, tokenizer=tokenizer)
     print(f"averaged {', '.join(p.name for p in checkpoints)} into {args.output_dir}", file=sys.stderr)
     return 0
 

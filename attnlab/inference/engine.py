@@ -1,7 +1,7 @@
 """The model an inference command runs for an encoder's directory, by engine and precision: one loader for
 `attnlab.tasks.pipelines` (``attnlab predict``) and `attnlab.serving.service` (``attnlab serve``).
 
-- ``torch``: attnlab's model (`attnlab.tasks.task_model.load_model`); ``int8``: through
+- ``torch``: attnlab's model (`attnlab.io.load`); ``int8``: through
   `attnlab.inference.quantize` (int8 linear layers, CPU);
 - ``onnxruntime``: an ``attnlab export MODEL --onnx DIR`` directory on ONNX Runtime
   (`attnlab.inference.onnx_runner.OnnxRunner`); ``int8``: its ``model.int8.onnx`` (``export --int8``).
@@ -35,9 +35,9 @@ def load_encoder(
         from attnlab.inference.onnx_runner import OnnxRunner
 
         return OnnxRunner(directory, threads=threads, int8=int8)
-    from attnlab.tasks.task_model import load_model
+    from attnlab.io import load
 
-    model = load_model(directory).eval()
+    model = load(directory).eval()
     if int8:
         from attnlab.inference.quantize import quantize
 

@@ -9,7 +9,7 @@ The directory holds:
 - ``model.int8.onnx`` with ``int8=True``: ONNX Runtime's dynamic quantization of the same graph (int8
   weights, activations quantized per call), the peer of `attnlab.inference.quantize`;
 - ``config.json``: the attnlab checkpoint config (architecture, options such as label names, EncoderConfig),
-  as `attnlab.io.save_pretrained` writes it, so tools that read a model's config read this one;
+  as `attnlab.io.save` writes it, so tools that read a model's config read this one;
 - ``onnx.json``: the input and output names, the opset and where the model came from;
 - the tokenizer (``tokenizer.json``) and ``manifest.json`` (SHA-256 of every file, checked on load).
 

@@ -83,7 +83,8 @@ class OnnxRunner:
         import onnxruntime as ort
 
         from attnlab.inference.onnx_export import ONNX_INT8_NAME, ONNX_META, ONNX_NAME
-        from attnlab.io.checkpoint import read_checkpoint_config, read_json
+        from attnlab.io.checkpoint import read_checkpoint_config
+        from attnlab.io.format import read_json
         from attnlab.manifest import verify_directory
 
         d = Path(directory)

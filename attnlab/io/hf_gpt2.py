@@ -24,13 +24,8 @@ import torch
 from torch import Tensor
 
 from attnlab.atomic import write_json_atomic
-from attnlab.io.checkpoint import (
-    CheckpointError,
-    load_state_checked,
-    read_json,
-    read_safetensors,
-    write_safetensors_atomic,
-)
+from attnlab.io.checkpoint import SkipRandomInit, load_state_checked
+from attnlab.io.format import CheckpointError, read_json, read_safetensors, write_safetensors_atomic
 from attnlab.models.gpt import GPT, GPTConfig, build_gpt
 
 # HF activation_function -> attnlab activation
@@ -274,9 +269,7 @@ def load_gpt2(directory: str | os.PathLike) -> GPT:
     directory = Path(directory)
     config = config_from_gpt2(read_json(directory / "config.json"), source=str(directory / "config.json"))
     tensors = state_dict_from_gpt2(_read_weights(directory), config)
-    from attnlab.io.checkpoint import _SkipRandomInit  # random init is wasted: every weight is loaded next
-
-    with _SkipRandomInit():
+    with SkipRandomInit():  # random init is wasted: every weight is loaded next
         model = build_gpt(config)
     load_state_checked(
         model,

@@ -38,7 +38,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab.io.checkpoint import CheckpointError, architecture_of, tied_aliases
+from attnlab.io.checkpoint import architecture_of
+from attnlab.io.format import CheckpointError, tied_aliases
+from attnlab.io.hf import _kind_of, infer_family, position_shift
+from attnlab.io.hf_encoders import to_hf
+from attnlab.io.hf_tables import FAMILIES, key_map
+from attnlab.io.hf_tasks import task_head, task_key_map
+from attnlab.models import TASK_ARCHITECTURES
 
 HF_FAMILY_FIELD = "hf_family"  # config.json: present exactly when model.safetensors uses HF's names
 
@@ -46,11 +52,8 @@ HF_FAMILY_FIELD = "hf_family"  # config.json: present exactly when model.safeten
 def _table(model: nn.Module, family: str) -> tuple[Any, str]:
     """The export's key table for ``model`` as HF ``family``'s class (`attnlab.io.hf.key_map`,
     `attnlab.io.hf_tasks.task_key_map`) and the encoder's path in ``model`` ("" or "encoder.")."""
-    from attnlab.io.hf import FAMILIES, _kind_of, _task_architectures, key_map
-    from attnlab.io.hf_tasks import task_head, task_key_map
-
     name, _ = architecture_of(model)
-    if name in _task_architectures():
+    if name in TASK_ARCHITECTURES:
         entry = task_head(family, name, f"{name} as HF {family}", model.config)
         return task_key_map(family, entry), "encoder."
     kind = _kind_of(model)
@@ -75,11 +78,9 @@ def hf_form(
 ) -> tuple[dict[str, Any], dict[str, Tensor], str] | str:
     """``(HF config dict, tensors to store, family)`` when ``model`` has an exact HF form, else the reason
     it has none (a string). ``dtype`` casts floating-point tensors as `to_hf` does."""
-    from attnlab.io.hf import _kind_of, _task_architectures, infer_family, to_hf
-
     name, _ = architecture_of(model)
     try:
-        kind = "base" if name in _task_architectures() else _kind_of(model)
+        kind = "base" if name in TASK_ARCHITECTURES else _kind_of(model)
         family = infer_family(model.config, kind)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -112,8 +113,6 @@ def to_attnlab_names(tensors: Mapping[str, Tensor], model: nn.Module, family: st
     """``tensors`` stored in HF's layout under ``model``'s state-dict names (``model`` may be on the meta
     device). HF-only entries are dropped; an entry that is neither a HF name of ``model`` nor one of its
     own keys stays, so `attnlab.io.checkpoint.load_state_checked` names it as unexpected."""
-    from attnlab.io.hf import FAMILIES, position_shift
-
     ours_of = {theirs: ours for ours, theirs in hf_names(model, family).items() if theirs in tensors}
     expected = set(model.state_dict())
     hf_only = _hf_only_names(model, family)
@@ -143,8 +142,6 @@ def to_attnlab_names(tensors: Mapping[str, Tensor], model: nn.Module, family: st
 def _hf_only_names(model: nn.Module, family: str) -> set[str]:
     """HF names the export writes that hold no attnlab tensor: the sinusoidal position table DistilBERT
     keeps in its weights, the second bias name of an untied decoder."""
-    from attnlab.io.hf import FAMILIES
-
     table, prefix = _table(model, family)
     position = table.to_hf(f"{prefix}embeddings.position.weight")
     return set(FAMILIES[family].hf_aliases) | ({position} if position else set())

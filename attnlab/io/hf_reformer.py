@@ -15,7 +15,8 @@ from typing import Any
 
 from torch import Tensor
 
-from attnlab.io.checkpoint import CheckpointError, load_state_checked, read_json
+from attnlab.io.checkpoint import load_state_checked
+from attnlab.io.format import CheckpointError, read_json
 from attnlab.io.hf import read_hf_weights
 from attnlab.models.reformer import Reformer, ReformerConfig
 

@@ -45,28 +45,17 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab.io.checkpoint import (
-    CONFIG_NAME,
-    CheckpointError,
-    architecture_of,
-    build_model,
-    check_directory,
-    load_state_checked,
-    read_json,
-    resolve_dtype,
-)
+from attnlab.io.checkpoint import architecture_of, build_model, load_state_checked
+from attnlab.io.format import CONFIG_NAME, CheckpointError, check_directory, read_json, resolve_dtype
 from attnlab.io.hf import (
-    FAMILIES,
-    HF_POOLER_ACTIVATIONS,
-    TO_HF_POOLER_ACTIVATION,
-    KeyMap,
     config_to_hf,
     export_problems,
     export_tensors,
     infer_family,
-    load_hf,
+    load_hf_encoder,
     read_hf_weights,
 )
+from attnlab.io.hf_tables import FAMILIES, HF_POOLER_ACTIVATIONS, TO_HF_POOLER_ACTIVATION, KeyMap
 from attnlab.models.task_heads import TASK_ARCHITECTURES
 
 
@@ -433,7 +422,7 @@ def load_hf_task(
     family = str(hf.get("model_type"))
     raw, source = read_hf_weights(d)
     head = head_state_from_hf(family, name, hf, raw, source)
-    encoder = load_hf(d, architecture="Encoder")
+    encoder = load_hf_encoder(d, architecture="Encoder")
     config = encoder.config
     if reads_pooler(name):  # the head's activation is the pooler's (gelu for ELECTRA, ReLU for DistilBERT)
         config = dataclasses.replace(config, pooler_activation=head_activation(TASK_HEADS[family][name], hf))

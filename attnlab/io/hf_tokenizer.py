@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.atomic import write_json_atomic
+from attnlab.tokenizers.files import save_vocab_files, tokenizer_to_json
 
 GENERIC_CLASS = "PreTrainedTokenizerFast"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
@@ -163,8 +164,6 @@ def hf_tokenizer_config(
     ``token_type_ids``: HF 5's ALBERT tokenizer leaves them out by default, so a pair would reach the
     model as one segment.
     """
-    from attnlab.tokenizers.files import tokenizer_to_json
-
     data = tokenizer_to_json(tokenizer)
     config = _wordpiece(data, family) or _roberta(data) or _gpt2(data) or _albert(data)
     if config is None:
@@ -190,8 +189,6 @@ def save_hf_tokenizer(
 ) -> list[str]:
     """Write ``tokenizer.json``, ``vocab.txt`` or ``vocab.json`` + ``merges.txt`` (when the model has them)
     and ``tokenizer_config.json`` (`hf_tokenizer_config`) into ``directory``; returns the files written."""
-    from attnlab.tokenizers.files import save_vocab_files
-
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tokenizer.save(d / "tokenizer.json")

@@ -27,7 +27,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnlab.io.checkpoint import CheckpointError, load_state_checked, read_json
+from attnlab.io.checkpoint import load_state_checked
+from attnlab.io.format import CheckpointError, read_json
 from attnlab.io.hf import read_hf_weights
 from attnlab.models.transfo_xl import TransfoXL, TransfoXLConfig, build_transfo_xl
 

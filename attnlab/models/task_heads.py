@@ -18,7 +18,7 @@ freshly initialised pooler, as HF's BertForSequenceClassification does).
 
 Shapes: B batch, K choices, T sequence, H hidden, C labels. Labels use -100 for ignored positions.
 Every model keeps its ``from_config`` keyword options in ``self.options`` so that
-`attnlab.io.save_pretrained` / `load_pretrained` rebuild it (label names included).
+`attnlab.io.save` / `attnlab.io.load` rebuild it (label names included).
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def _check_labels(num_labels: int, labels: Sequence[str] | None, where: str) -> 
 
 class _TaskModel(EncoderWithHeads):
     """Shared plumbing: the pooler check, the dropout + classifier head, label names, the options
-    `save_pretrained` records."""
+    `attnlab.io.save` records."""
 
     uses_pooler: bool = False  # the head reads the pooled [CLS] output: ``from_config`` adds a pooler
     head_parameters: tuple[str, ...] = ()  # state-dict prefixes of the head (initialised fresh on transfer)

@@ -102,13 +102,13 @@ class CausalLMMetric:
 
 
 def save_causal_lm_run(model: GPT, tokenizer: Any, directory: Path, *, run_id: str | None = None) -> Path:
-    """OUTPUT/model: ``config.json`` + ``model.safetensors`` (attnlab.io.causal_lm) and the tokenizer files,
+    """OUTPUT/model: ``config.json`` + ``model.safetensors`` (attnlab.io.save) and the tokenizer files,
     with a manifest; `attnlab generate` and `attnlab perplexity` read it."""
-    from attnlab.io.causal_lm import save_causal_lm
+    from attnlab.io import save
     from attnlab.train.checkpoint import unwrap_model
 
     gpt = unwrap_model(model)
-    save_causal_lm(gpt, directory)
+    save(gpt, directory)
     return finish_model_directory(directory, tokenizer, gpt.config.max_positions, run_id)
 
 

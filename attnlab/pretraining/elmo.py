@@ -239,7 +239,8 @@ def pretrain_elmo(
     log: Callable[[str], None] = print,
 ) -> ElmoPretrainResult:
     """Train, checkpoint (``out/train``), save ``out/model`` and return held-out perplexities."""
-    from attnlab.io.elmo import read_vocab, save_elmo
+    from attnlab.io import save
+    from attnlab.io.families.elmo import read_vocab
     from attnlab.train import Trainer, TrainerConfig
     from attnlab.train.checkpoint import latest_checkpoint
 
@@ -269,7 +270,7 @@ def pretrain_elmo(
     config = model_config(recipe, len(vocab))
     config_file = out / "elmo_config.json"  # the run's model, so that a resume rebuilds the same one
     if resume and config_file.is_file():
-        from attnlab.io.checkpoint import read_json
+        from attnlab.io.format import read_json
 
         saved = ElmoConfig.from_dict(read_json(config_file))
         if saved.vocab_size != len(vocab):
@@ -310,7 +311,7 @@ def pretrain_elmo(
     seconds = time.monotonic() - train_started
     metrics = trainer.evaluate()
     unigram = unigram_perplexity(train, heldout, vocab)
-    model_dir = save_elmo(model, out / "model", vocab.words, run_id=trainer.run_id)
+    model_dir = save(model, out / "model", vocab=vocab.words, run_id=trainer.run_id)
     return ElmoPretrainResult(
         model=model.eval(), vocab=vocab, model_dir=model_dir, steps=trainer.step,
         seconds=seconds, metrics=metrics, unigram_ppl=unigram,

@@ -29,13 +29,13 @@ class Prediction:
 
 def load_masked_lm(directory: str | os.PathLike) -> tuple[EncoderForPreTraining, Any]:
     """``(model, tokenizer)`` from an attnlab or HF directory with a masked-LM head and tokenizer files."""
-    from attnlab.io import is_hf_directory, load_hf, load_pretrained
+    from attnlab.io import load
     from attnlab.tokenizers import load_tokenizer
 
     d = Path(directory)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: no such model directory")
-    model = load_hf(d) if is_hf_directory(d) else load_pretrained(d)
+    model = load(d)
     if isinstance(model, ReplacedTokenDetection):
         raise ValueError(
             f"{d}: an ELECTRA discriminator predicts replaced tokens, not masked ones; use the generator "

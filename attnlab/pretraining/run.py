@@ -17,7 +17,7 @@ Output directory::
     train/ (train/stage-N with several length stages)   the Trainer's checkpoints, log.jsonl,
                           TensorBoard events and loss_curve.png
     model/                the final model (ELECTRA: the discriminator; GPT: a causal-LM directory for
-                          `attnlab generate`; Transformer-XL: attnlab.io.transfo_xl's directory for
+                          `attnlab generate`; Transformer-XL: attnlab.io.families.transfo_xl's directory for
                           `attnlab perplexity`) and tokenizer files
     generator/            ELECTRA only: the generator, a masked LM usable by fill-mask
     hf/                   the same model in HF transformers' layout, where it can be exported
@@ -657,7 +657,7 @@ def estimate_stage_steps(
 
 
 def _save_tokenizer(tokenizer: Any, directory: Path, recipe: Recipe, max_length: int) -> None:
-    from attnlab.io.checkpoint import read_json
+    from attnlab.io.format import read_json
     from attnlab.io.hf_tokenizer import hf_tokenizer_config
     from attnlab.tokenizers.files import save_vocab_files
 
@@ -936,30 +936,30 @@ def save_final(
 ) -> Path:
     """OUTPUT/model (attnlab), OUTPUT/generator (ELECTRA) and OUTPUT/hf (HF transformers, where the model
     has an HF class; otherwise ``log`` says why not) with tokenizers. A GPT: OUTPUT/model as a causal-LM
-    directory (attnlab.io.causal_lm) and OUTPUT/hf as HF GPT-2 (attnlab.io.hf_gpt2). A Transformer-XL:
-    OUTPUT/model as attnlab.io.transfo_xl's directory (weights, no memory), no OUTPUT/hf."""
-    from attnlab.io import save_hf, save_pretrained
+    directory (attnlab.io.families.gpt2) and OUTPUT/hf as HF GPT-2 (attnlab.io.hf_gpt2). A Transformer-XL:
+    OUTPUT/model as attnlab.io.families.transfo_xl's directory (weights, no memory), no OUTPUT/hf."""
+    from attnlab.io import save
 
     if isinstance(config, GPTConfig):
         return _save_final_gpt(model, tokenizer, out, log, run_id=run_id)
     if isinstance(config, TransfoXLConfig):
         shutil.rmtree(out / "hf", ignore_errors=True)  # no stale export of an earlier run
-        log("no HF transformers export: transformers 5 has no Transformer-XL class (attnlab.io.transfo_xl)")
+        log("no HF transformers export: transformers 5 has no Transformer-XL class")
         return save_transfo_xl_run(model, tokenizer, out / "model", run_id=run_id)
 
     max_length = config.max_sequence_length
     kept = final_model(model)
-    model_dir = save_pretrained(kept, out / "model", run_id=run_id)
+    model_dir = save(kept, out / "model", run_id=run_id)
     _save_tokenizer(tokenizer, model_dir, recipe, max_length)
     write_manifest(model_dir, run_id=run_id)  # weights, config and tokenizer files, verified on load
     if isinstance(model, ElectraPreTrainer):
-        save_pretrained(model.generator, out / "generator", run_id=run_id)
+        save(model.generator, out / "generator", run_id=run_id)
         _save_tokenizer(tokenizer, out / "generator", recipe, max_length)
         write_manifest(out / "generator", run_id=run_id)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. "HF ... has no pooler": said in the export's config
-            save_hf(kept, out / "hf", tokenizer=tokenizer)  # with a tokenizer_config HF rebuilds it from
+            save(kept, out / "hf", hf=True, tokenizer=tokenizer)  # tokenizer_config: HF rebuilds it
     except (ValueError, TypeError) as e:
         shutil.rmtree(out / "hf", ignore_errors=True)  # no stale export of an earlier run
         log(f"no HF transformers export: {' '.join(str(e).split())}")
@@ -969,11 +969,11 @@ def save_final(
 def _save_final_gpt(
     model: GPT, tokenizer: Any, out: Path, log: Callable[[str], None], *, run_id: str | None
 ) -> Path:
-    from attnlab.io.hf_gpt2 import save_gpt2
+    from attnlab.io import save
 
     model_dir = save_causal_lm_run(model, tokenizer, out / "model", run_id=run_id)
     try:
-        save_gpt2(model, out / "hf")
+        save(model, out / "hf", hf=True)
         tokenizer.save(out / "hf")
     except (ValueError, TypeError) as e:
         shutil.rmtree(out / "hf", ignore_errors=True)

@@ -130,13 +130,13 @@ class SegmentRecurrence(nn.Module):
 def save_transfo_xl_run(
     model: nn.Module, tokenizer: Any, directory: Path, *, run_id: str | None = None
 ) -> Path:
-    """OUTPUT/model: ``config.json`` + ``model.safetensors`` (`attnlab.io.transfo_xl`, weights only, no
+    """OUTPUT/model: ``config.json`` + ``model.safetensors`` (`attnlab.io.save`, weights only, no
     memory) and the tokenizer files, with a manifest; `attnlab perplexity` reads it."""
-    from attnlab.io.transfo_xl import save_transfo_xl
+    from attnlab.io import save
     from attnlab.pretraining.causal_lm import finish_model_directory
     from attnlab.train.checkpoint import unwrap_model
 
     xl = unwrap_model(model)
     xl = xl.model if isinstance(xl, SegmentRecurrence) else xl
-    save_transfo_xl(xl, directory)
+    save(xl, directory)
     return finish_model_directory(directory, tokenizer, xl.config.segment_length, run_id)

@@ -398,21 +398,22 @@ def load_service(
     d = check_model_dir(directory, "MODEL_DIR")
     raw = _read_config(d)
     if is_seq2seq_config(raw):
-        from attnlab.translation.recipe import load_pretrained
+        from attnlab.io import load
+        from attnlab.tokenizers import load_tokenizer as load_directory_tokenizer
 
         if backend != "torch" or int8:
             option = "--int8" if int8 else f"--backend {backend}"
             raise ValueError(f"{d}: a translation model; {option} serves encoders, use torch in float32")
 
-        model, tokenizer = load_pretrained(d)
+        model, tokenizer = load(d, expect="marian"), load_directory_tokenizer(d)
         counter = load_pretrained_tokenizer(d)
         kind = "seq2seq"
     elif backend == "torch" and (raw.get("architecture") == "GPT" or raw.get("model_type") in GPT_TYPES):
-        from attnlab.io.causal_lm import load_causal_lm
+        from attnlab.io import load
 
         if int8:
             raise ValueError(f"{d}: a GPT; --int8 serves encoders, use float32")
-        model, tokenizer, counter, kind = load_causal_lm(d), load_tokenizer(d), load_tokenizer(d), "gpt"
+        model, tokenizer, counter, kind = load(d, expect="gpt2"), load_tokenizer(d), load_tokenizer(d), "gpt"
     else:
         model = load_encoder(d, backend=backend, threads=threads, int8=int8)
         tokenizer, counter, kind = load_tokenizer(d), load_tokenizer(d), "encoder"

@@ -130,7 +130,8 @@ def load_attention_model(directory: str | os.PathLike) -> tuple[nn.Module, Any]:
     directory (attnlab GPT or HF GPT-2)."""
     from pathlib import Path
 
-    from attnlab.io.checkpoint import CONFIG_NAME, read_json
+    from attnlab.io import load
+    from attnlab.io.format import CONFIG_NAME, read_json
     from attnlab.tokenizers import load_tokenizer
 
     d = Path(directory)
@@ -140,15 +141,11 @@ def load_attention_model(directory: str | os.PathLike) -> tuple[nn.Module, Any]:
         raise FileNotFoundError(f"{d / CONFIG_NAME}: no such file; expected a model directory")
     raw = read_json(d / CONFIG_NAME)
     if raw.get("architecture") == "GPT" or raw.get("model_type") in ("gpt2", "openai-gpt"):
-        from attnlab.io.causal_lm import load_causal_lm
-
-        model = load_causal_lm(d)
+        model = load(d, expect="gpt2")
     elif raw.get("model_type") == "marian":
         raise ValueError(f"{d}: a translation model; attention views read encoders and GPT models")
     else:
-        from attnlab.tasks.task_model import load_model
-
-        model = load_model(d)
+        model = load(d)
         if _encoder_of(model) is None:
             raise ValueError(f"{d}: {type(model).__name__} holds no encoder; attention views need one")
     return model.eval(), load_tokenizer(d)

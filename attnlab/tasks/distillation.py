@@ -29,10 +29,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnlab.io import load
 from attnlab.nn.distillation import regression_distillation_loss, soft_target_loss
 from attnlab.pretraining.distillation import check_same_vocabulary
 from attnlab.tasks.registry import TaskSpec, model_labels
-from attnlab.tasks.task_model import load_model
 from attnlab.tokenizers import load_tokenizer
 
 LABEL_KEYS = ("labels", "start_positions", "end_positions")  # what the teacher is not given
@@ -121,7 +121,7 @@ def load_task_teacher(
     d = Path(directory)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: --teacher expects a fine-tuned model directory")
-    teacher = load_model(d)
+    teacher = load(d)
     if type(teacher).__name__ != architecture:
         raise ValueError(
             f"{d}: the teacher is a {type(teacher).__name__}; this task fine-tunes a {architecture} (give a "

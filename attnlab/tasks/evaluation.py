@@ -23,12 +23,12 @@ from torch import nn
 
 from attnlab import metrics as M
 from attnlab.atomic import write_json_atomic
+from attnlab.io import load
 from attnlab.tasks.feature_builder import FeatureBuilder, TaskFeatures, batches_of
 from attnlab.tasks.features import Feature, pad_id_of
 from attnlab.tasks.ner_alignment import merge_window_predictions
 from attnlab.tasks.qa_postprocess import QAWindow, null_odds_dict, postprocess_predictions, predictions_dict
 from attnlab.tasks.registry import GLUE_SCORED, TaskSpec, data_labels, get_task, task_labels
-from attnlab.tasks.task_model import load_model
 from attnlab.tokenizers import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -245,7 +245,7 @@ def evaluate_directory(
     With ``output_dir``: ``eval_results.json`` (the metrics) and, for QA, the official ``predictions.json``
     (+ ``null_odds.json`` for SQuAD 2.0, whose metrics include the dev-tuned ``best_f1_thresh``)."""
     spec = get_task(task) if isinstance(task, str) else task
-    model = load_model(model_dir, device=device)
+    model = load(model_dir, device=device)
     tokenizer = load_tokenizer(model_dir)
     labels = data_labels(spec, getattr(model, "options", {}).get("labels"))
     regression = getattr(model, "options", {}).get("num_labels") == 1

@@ -19,7 +19,8 @@ from typing import Any
 from torch import nn
 
 from attnlab.io.checkpoint import read_checkpoint_config
-from attnlab.io.hf import describe_hf, is_hf_directory
+from attnlab.io.hf import is_hf_directory
+from attnlab.io.hf_encoders import describe_hf
 from attnlab.models import ARCHITECTURES
 from attnlab.nn.pooling import POOLINGS
 from attnlab.tasks.registry import TaskSpec, model_labels

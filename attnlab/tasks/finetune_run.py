@@ -21,8 +21,8 @@ from typing import Any, Protocol
 from torch import nn
 
 from attnlab.atomic import write_json_atomic
-from attnlab.io import save_pretrained
-from attnlab.io.checkpoint import read_json
+from attnlab.io import save
+from attnlab.io.format import read_json
 from attnlab.io.hf_tokenizer import save_hf_tokenizer
 from attnlab.manifest import add_to_manifest
 from attnlab.tasks.evaluation import TaskEvaluator, metric_value
@@ -125,13 +125,13 @@ class BestKeeper:
 def save_model_dir(
     model: nn.Module, tokenizer: Any, directory: str | os.PathLike, run_id: str | None = None
 ) -> Path:
-    """``save_pretrained`` plus the tokenizer's ``tokenizer.json`` (and vocab.txt / vocab.json when it has
-    them) and the ``tokenizer_config.json`` HF rebuilds it from, so the directory serves `load_model`,
+    """`attnlab.io.save` plus the tokenizer's ``tokenizer.json`` (and vocab.txt / vocab.json when it has
+    them) and the ``tokenizer_config.json`` HF rebuilds it from, so the directory serves `attnlab.io.load`,
     `attnlab.tokenizers.load_tokenizer` and, for a model with an exact HF form (`attnlab.io.hf_layout`),
     ``transformers.pipeline(...)`` alike. The tokenizer files join the manifest (`attnlab.manifest`) once
     written; ``run_id`` names the run."""
     directory = Path(directory)
-    save_pretrained(model, directory, run_id=run_id)
+    save(model, directory, run_id=run_id)
     if tokenizer is not None:
         config = model.config
         family = read_json(directory / "config.json").get("hf_family")

@@ -1,6 +1,6 @@
 """Inference pipelines over any saved model directory (attnlab or HF transformers layout).
 
-``pipeline(task, directory, device=...)`` loads the model (`attnlab.tasks.task_model.load_model`) and the
+``pipeline(task, directory, device=...)`` loads the model (`attnlab.io.load`) and the
 tokenizer (`attnlab.tokenizers.load_tokenizer`) and returns one of:
 
 - `FillMaskPipeline` (``"fill-mask"``): the top-k tokens for each mask with their probabilities

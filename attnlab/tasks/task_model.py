@@ -1,17 +1,16 @@
-"""Pre-trained encoders into task models, and any saved model back for inference.
+"""Pre-trained encoders into task models.
 
 `load_task_model(directory, architecture, **options)` starts fine-tuning from a checkpoint directory:
 
 - an attnlab checkpoint of the same task architecture (a fine-tuned model) loads whole;
 - any other attnlab checkpoint (``Encoder``, ``EncoderForPreTraining``, ``ReplacedTokenDetection``, another
   task model) or a HF transformers directory (BERT, RoBERTa, ALBERT, ELECTRA, DistilBERT; via
-  `attnlab.io.load_hf`) gives its encoder; the task head -- and a pooler the checkpoint lacks -- is
+  `attnlab.io.load`) gives its encoder; the task head -- and a pooler the checkpoint lacks -- is
   initialised fresh (BERT's N(0, 0.02)) and a warning names every fresh parameter.
 
-`load_model(directory)` loads what a directory holds for inference: attnlab checkpoints of every
-registered architecture, HF base / masked-LM / pre-training directories (`attnlab.io.load_hf`), and HF
-task checkpoints whose head attnlab can represent exactly, by the per-family tables of
-`attnlab.io.hf_tasks` (the ones `attnlab.io.save_hf` exports with):
+`attnlab.io.load(directory)` loads what a directory holds for inference; a HF task checkpoint loads whole
+when attnlab can represent its head exactly, by the per-family tables of `attnlab.io.hf_tasks` (the ones
+``attnlab.io.save(model, directory, hf=True)`` exports with):
 
 ==============================  ===================================================  ===================
 HF class                        HF head weights                                      attnlab
@@ -46,25 +45,22 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab.io.checkpoint import (
+from attnlab.io import load
+from attnlab.io.checkpoint import build_model, load_state_checked, read_checkpoint_config
+from attnlab.io.families.bert import attnlab_tensors
+from attnlab.io.format import (
     CONFIG_NAME,
     WEIGHTS_NAME,
     CheckpointError,
-    attnlab_tensors,
-    build_model,
-    load_pretrained,
-    load_state_checked,
-    read_checkpoint_config,
     read_json,
     read_safetensors,
-    resolve_dtype,
     written_by_attnlab,
 )
-from attnlab.io.hf import is_hf_directory, load_hf
-from attnlab.io.hf_tasks import HF_TASK_SUFFIXES, UnsupportedHeadError, hf_task, labels_from_hf, load_hf_task
+from attnlab.io.hf import is_hf_directory
+from attnlab.io.hf_tasks import HF_TASK_SUFFIXES, UnsupportedHeadError, hf_task, labels_from_hf
 from attnlab.models import ARCHITECTURES, TASK_ARCHITECTURES, Encoder
 
-__all__ = ["HF_TASK_SUFFIXES", "UnsupportedHeadError", "load_model", "load_task_model"]
+__all__ = ["HF_TASK_SUFFIXES", "UnsupportedHeadError", "load_task_model"]
 
 
 def _architecture_name(architecture: str | type) -> str:
@@ -116,7 +112,7 @@ def _encoder_state(directory: Path) -> tuple[Any, dict[str, Tensor], str]:
                 raise CheckpointError(f"{directory / WEIGHTS_NAME}: no encoder.* weights in this {arch}")
         return config, state, f"attnlab {arch}"
     if is_hf_directory(directory):
-        encoder = load_hf(directory, architecture="Encoder")
+        encoder = load(directory, architecture="Encoder")
         hf = read_json(directory / CONFIG_NAME)
         return encoder.config, encoder.state_dict(), f"HF {hf.get('model_type')} {hf.get('architectures')}"
     raise CheckpointError(
@@ -167,10 +163,10 @@ def load_task_model(
     if _is_attnlab_directory(d):
         arch, saved, _, _ = read_checkpoint_config(d)
         if arch == name and _same_head(saved, options):
-            whole = load_pretrained(d)
+            whole = load(d)
     elif is_hf_directory(d) and _hf_task(read_json(d / CONFIG_NAME)) == name:
         try:
-            model = load_model(d)
+            model = load(d)
         except UnsupportedHeadError:
             pass  # its encoder is used below with a new head, which the warning there names
         else:
@@ -212,30 +208,3 @@ def _same_head(saved: Mapping[str, Any], options: Mapping[str, Any]) -> bool:
     [CLS]); dropout has no weights."""
     same = all(saved.get(k) == v for k, v in options.items() if k not in ("classifier_dropout", "pooling"))
     return same and saved.get("pooling", "cls") == options.get("pooling", "cls")
-
-
-def _load_hf_task(d: Path, hf: Mapping[str, Any], name: str, dtype: torch.dtype | None) -> nn.Module:
-    """A HF *For{task} checkpoint as the attnlab task model (see the table in the module docstring)."""
-    return load_hf_task(d, name, dtype)
-
-
-def load_model(
-    directory: str | os.PathLike,
-    dtype: str | torch.dtype | None = None,
-    device: str | torch.device = "cpu",
-) -> nn.Module:
-    """Whatever model ``directory`` holds (attnlab or HF, heads included), in eval mode on ``device``."""
-    d = _check_directory(directory)
-    target = resolve_dtype(dtype)
-    if _is_attnlab_directory(d):
-        return load_pretrained(d, dtype=target, device=device)
-    if is_hf_directory(d):
-        hf = read_json(d / CONFIG_NAME)
-        task = _hf_task(hf)
-        if task is not None:
-            return _load_hf_task(d, hf, task, target).to(device).eval()
-        return load_hf(d, dtype=target, device=device)
-    raise CheckpointError(
-        f'{d / CONFIG_NAME}: neither an attnlab checkpoint ("format": "attnlab") nor a HF '
-        'transformers config ("model_type")'
-    )

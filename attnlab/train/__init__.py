@@ -5,7 +5,7 @@ learning-rate schedules, `data` the exactly resumable loader, `checkpoint` atomi
 the JSON-lines / TensorBoard logs and `distributed` DDP applied from outside. See docs/training.md.
 """
 
-from .checkpoint import latest_checkpoint, list_checkpoints, load_model, save_model, set_seed
+from .checkpoint import latest_checkpoint, list_checkpoints, save_model, set_seed
 from .config import TrainerConfig, resolve_warmup
 from .data import ResumableLoader
 from .distributed import DistributedContext, cleanup_distributed, setup_distributed, wrap_model
@@ -37,7 +37,6 @@ __all__ = [
     "latest_checkpoint",
     "linear_schedule",
     "list_checkpoints",
-    "load_model",
     "param_groups",
     "resolve_warmup",
     "save_model",

@@ -40,6 +40,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from attnlab.io.format import tied_aliases
 from attnlab.manifest import IntegrityError, read_manifest, verify_directory, write_manifest
 
 MODEL_FILE = "model.safetensors"
@@ -66,24 +67,20 @@ def unwrap_model(model: nn.Module) -> nn.Module:
 
 
 def save_model(model: nn.Module, path: str | Path) -> None:
-    """Write ``unwrap_model(model).state_dict()`` to a safetensors file, each shared storage once."""
-    state = unwrap_model(model).state_dict()
+    """Write ``unwrap_model(model).state_dict()`` to a safetensors file, each shared storage once: a tensor
+    tied to an earlier one (`attnlab.io.format.tied_aliases`) is listed in the metadata, not stored."""
+    state = {name: tensor.detach() for name, tensor in unwrap_model(model).state_dict().items()}
+    aliases = tied_aliases(state)
     tensors: dict[str, torch.Tensor] = {}
-    aliases: dict[str, str] = {}
-    views: dict[tuple, str] = {}
     storages: set[tuple[str, int]] = set()
     for name, tensor in state.items():
-        tensor = tensor.detach()
-        storage = (str(tensor.device), tensor.untyped_storage().data_ptr())
-        view = (storage, tensor.storage_offset(), tuple(tensor.shape), tensor.stride(), tensor.dtype)
-        if tensor.numel() > 0 and view in views:  # the same tensor under two names (weight tying)
-            aliases[name] = views[view]
+        if name in aliases:
             continue
+        storage = (str(tensor.device), tensor.untyped_storage().data_ptr())
         if tensor.numel() == 0 or storage in storages or not tensor.is_contiguous():
             tensor = tensor.clone(memory_format=torch.contiguous_format)  # partial overlap: store a copy
         else:
             storages.add(storage)
-            views[view] = name
         tensors[name] = tensor.cpu()
     save_file(tensors, str(path), metadata={"format": "pt", _TIED_KEY: json.dumps(aliases, sort_keys=True)})
 
@@ -112,14 +109,6 @@ def read_model_file(path: str | Path) -> dict[str, torch.Tensor]:
             )
         tensors[alias] = tensors[stored]
     return tensors
-
-
-def load_model(model: nn.Module, path: str | Path, strict: bool = True) -> None:
-    """Load weights written by `save_model` into `model` (copying into its parameters: ties survive)."""
-    tensors = read_model_file(path)
-    result = unwrap_model(model).load_state_dict(tensors, strict=strict)
-    if not strict and (result.missing_keys or result.unexpected_keys):
-        print(f"{path}: missing keys {result.missing_keys}, unexpected keys {result.unexpected_keys}")
 
 
 # --------------------------------------------------------------------------- RNG states

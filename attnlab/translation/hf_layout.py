@@ -86,7 +86,7 @@ def attnlab_state(
 ) -> dict[str, Tensor]:
     """The weights of a translation directory under attnlab's names: as stored, or mapped back from Marian's
     when its ``config.json`` says so."""
-    from attnlab.io.checkpoint import read_json
+    from attnlab.io.format import read_json
 
     family = read_json(Path(config_path)).get("hf_family")
     if family is None:

@@ -1,5 +1,5 @@
-"""The paper's training recipe (Vaswani et al. 2017, section 5) on attnlab's `Trainer`, checkpoint averaging,
-and model directories.
+"""The paper's training recipe (Vaswani et al. 2017, section 5) on attnlab's `Trainer`, and checkpoint
+averaging.
 
 - Optimiser (5.3): Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9, no weight decay.
 - Schedule (5.3, eq. 3): lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), warmup = 4000
@@ -9,10 +9,10 @@ and model directories.
 - Averaging (6.1): "for the base models, we used a single model obtained by averaging the last 5
   checkpoints, which were written at 10-minute intervals" (big: last 20).
 
-A model directory holds ``config.json`` (`Seq2SeqConfig`), ``model.safetensors`` and ``tokenizer.json``,
-each written atomically, then ``manifest.json`` (`attnlab.manifest`: their SHA-256 and the run id). Loading
-verifies the manifest and refuses non-finite weights. Averaging takes only checkpoints whose manifest
-carries the run's id: a stale run's checkpoints in the same directory are never mixed in.
+The run's model directory is written by `attnlab.io.save` (`attnlab.translation.family`: ``config.json``,
+``model.safetensors``, ``tokenizer.json``, then ``manifest.json`` with their SHA-256 and the run id).
+Averaging takes only checkpoints whose manifest carries the run's id: a stale run's checkpoints in the same
+directory are never mixed in.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from typing import Any
 
 import torch
 
-from attnlab.atomic import atomic_path, write_json_atomic
-from attnlab.manifest import MANIFEST_NAME, IntegrityError, add_to_manifest, verify_directory, write_manifest
+from attnlab.atomic import write_json_atomic
+from attnlab.io import save
+from attnlab.manifest import MANIFEST_NAME, IntegrityError, add_to_manifest, verify_directory
 from attnlab.tokenizers import Tokenizer
-from attnlab.train import Trainer, TrainerConfig, list_checkpoints, save_model, set_seed
+from attnlab.train import Trainer, TrainerConfig, list_checkpoints, set_seed
 from attnlab.train.checkpoint import (
     CHECKPOINT_DIR,
     MODEL_FILE,
@@ -41,7 +42,6 @@ from attnlab.train.checkpoint import (
 from attnlab.train.logging import LOG_FILE, PLOT_FILE
 from attnlab.train.run_dir import prepare_run_directory
 
-from .config import Seq2SeqConfig
 from .data import (
     TokenBatchLoader,
     encode_pairs,
@@ -164,74 +164,6 @@ def load_averaged(model: Seq2Seq, paths: Sequence[str | Path]) -> None:
             raise KeyError(f"averaged checkpoints have no {key!r}")
         averaged[key] = averaged[source]
     model.load_state_dict(averaged)
-
-
-# --------------------------------------------------------------------------- model directories
-
-
-def save_pretrained(
-    model: Seq2Seq, tokenizer: Tokenizer, directory: str | Path, run_id: str | None = None
-) -> Path:
-    """Write ``config.json``, ``model.safetensors`` and ``tokenizer.json`` into ``directory`` (each
-    atomically), then their manifest with ``run_id``.
-
-    A model HF's MarianMT holds exactly (`attnlab.translation.hf_layout`: post-LN, sinusoidal, shared
-    embeddings; the paper's interleaved sinusoids through a reordering of the features) is written in
-    Marian's layout, with attnlab's config beside Marian's fields and a ``tokenizer_config.json``, so
-    ``transformers.AutoModelForSeq2SeqLM`` and ``AutoTokenizer`` load the directory as it is."""
-    from .hf_layout import marian_directory_files
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    files = marian_directory_files(model, tokenizer)
-    if isinstance(files, str):  # no exact Marian form: attnlab's own layout
-        write_json_atomic(model.config.to_dict(), directory / CONFIG_FILE, indent=2)
-        with atomic_path(directory / MODEL_FILE) as tmp:
-            save_model(model, tmp)
-        tokenizer.save(str(directory / TOKENIZER_FILE))
-        write_manifest(directory, [CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE], run_id=run_id)
-        return directory
-    from attnlab.io.checkpoint import write_safetensors_atomic
-
-    config, tensors, hf_tokenizer, extra = files
-    write_json_atomic(config, directory / CONFIG_FILE, indent=2)
-    write_safetensors_atomic(
-        tensors, directory / MODEL_FILE, metadata={"format": "pt", "producer": "attnlab"}
-    )
-    hf_tokenizer.save(str(directory / TOKENIZER_FILE))
-    for name, content in extra.items():
-        write_json_atomic(content, directory / name, indent=2)
-    write_manifest(directory, [CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE, *extra], run_id=run_id)
-    return directory
-
-
-def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -> tuple[Seq2Seq, Tokenizer]:
-    """The model and tokenizer of a directory written by `save_pretrained` (model in eval mode)."""
-    directory = Path(directory)
-    for name in (CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE):
-        if not (directory / name).is_file():
-            raise FileNotFoundError(
-                f"{directory}: missing {name} (expected a directory written by translate-train)"
-            )
-    verify_directory(directory)  # when it has a manifest (written by attnlab since issue 12)
-    from .hf_layout import attnlab_state
-
-    config = Seq2SeqConfig.load(directory / CONFIG_FILE)
-    model = build_model(config)
-    from attnlab.io.checkpoint import check_finite, load_state_checked
-
-    tensors = read_model_file(directory / MODEL_FILE)
-    check_finite(tensors, f"{directory} ({MODEL_FILE})")
-    state = attnlab_state(tensors, directory / CONFIG_FILE, config)
-    source = f"{directory / MODEL_FILE} (with {CONFIG_FILE})"
-    load_state_checked(model, state, source=source, architecture="Seq2Seq", config=config)
-    tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
-    if tokenizer.vocab_size != config.vocab_size:
-        raise ValueError(
-            f"{directory}: tokenizer.json has {tokenizer.vocab_size} tokens, config.json vocab_size is "
-            f"{config.vocab_size}"
-        )
-    return model.to(device).eval(), tokenizer
 
 
 # --------------------------------------------------------------------------- the training entry
@@ -360,7 +292,7 @@ def train_translation(
     if len(checkpoints) > 1:
         log(f"averaging {len(checkpoints)} checkpoints: {', '.join(p.name for p in checkpoints)}")
         load_averaged(model, checkpoints)
-    model_dir = save_pretrained(model.cpu(), tokenizer, output_dir / "model", run_id=trainer.run_id)
+    model_dir = save(model.cpu(), output_dir / "model", run_id=trainer.run_id, tokenizer=tokenizer)
     report = {
         "lines": train.lines,
         "pairs": len(train),

@@ -3,7 +3,7 @@ projections and residual connections, and a scalar mix of its layers (`attnlab.n
 
 Files: `config` (ElmoConfig, presets), `chars` (words to character ids, AllenNLP's conventions),
 `char_cnn` (CharCNN), `lstm` (ProjectedLSTM, BiLSTMStack), `bilm` (ElmoBiLM, the shared softmax),
-`embed` (sentences to per-layer vectors). Weights: `attnlab.io.elmo`.
+`embed` (sentences to per-layer vectors). Weights: `attnlab.io.families.elmo`.
 """
 
 from attnlab.models.elmo.bilm import ElmoBiLM, ElmoOutput, WordSoftmax, count_parameters

@@ -1,4 +1,4 @@
-"""ELMo model directories: attnlab's own (``config.json`` + ``model.safetensors`` + ``vocab.txt``) and the
+"""The ELMo family: attnlab's own (``config.json`` + ``model.safetensors`` + ``vocab.txt``) and the
 original released files (``options.json`` + weights in HDF5, AllenNLP's
 ``elmo_2x4096_512_2048cnn_2xhighway`` layout), both read by `load_elmo`.
 
@@ -30,12 +30,14 @@ import numpy as np
 import torch
 
 from attnlab.atomic import atomic_write, write_json_atomic
-from attnlab.io.checkpoint import (
+from attnlab.io.format import (
     CheckpointError,
     read_json,
     read_safetensors,
+    resolve_dtype,
     write_safetensors_atomic,
 )
+from attnlab.io.registry import ModelFamily, register
 from attnlab.manifest import verify_directory, write_manifest
 from attnlab.models.elmo.bilm import ElmoBiLM
 from attnlab.models.elmo.config import CHAR_VOCAB_SIZE, ElmoConfig
@@ -261,7 +263,7 @@ def _tf_gates_to_torch(w: np.ndarray, cell: int) -> np.ndarray:
 
 def load_released(options_path: str | os.PathLike, weights_path: str | os.PathLike) -> ElmoBiLM:
     """An `ElmoBiLM` (no softmax, eval mode) holding the released weights."""
-    import h5py
+    import h5py  # optional and heavy: only the released HDF5 files need it
 
     options_path, weights_path = Path(options_path), Path(weights_path)
     config = config_from_options(read_json(options_path), options_path)
@@ -309,3 +311,45 @@ def load_released(options_path: str | os.PathLike, weights_path: str | os.PathLi
     tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}
     model.load_state_dict(tensors, strict=True)
     return model.eval()
+
+
+def load_elmo_model(
+    directory: str | os.PathLike, dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu"
+) -> ElmoBiLM:
+    """`load_elmo`'s model (eval mode) on ``device``; the softmax vocabulary is `read_vocab`'s."""
+    model, _ = load_elmo(directory)
+    target = resolve_dtype(dtype)
+    return (model if target is None else model.to(dtype=target)).to(device).eval()
+
+
+def save_elmo_model(
+    model: ElmoBiLM,
+    directory: str | os.PathLike,
+    dtype: str | torch.dtype | None = None,
+    run_id: str | None = None,
+    vocab: list[str] | None = None,
+) -> Path:
+    """`save_elmo` (``dtype`` must stay None: the released layout and the LSTM kernels are float32)."""
+    if dtype is not None and resolve_dtype(dtype) != torch.float32:
+        raise ValueError(f"ELMo directories hold float32 weights, not {dtype}")
+    return save_elmo(model, directory, vocab, run_id=run_id)
+
+
+def reads(directory: Path, raw: dict[str, Any] | None) -> bool:
+    """attnlab's ELMo directories (``architecture`` ElmoBiLM) and the released options.json + HDF5 files."""
+    if raw is not None:
+        return raw.get("architecture") == ARCHITECTURE
+    return released_files(directory) is not None
+
+
+FAMILY = register(
+    ModelFamily(
+        name="elmo",
+        what="an ELMo biLM",
+        model_types=(ElmoBiLM,),
+        reads=reads,
+        load=load_elmo_model,
+        save=save_elmo_model,
+        commands="`attnlab elmo-embed`",
+    )
+)

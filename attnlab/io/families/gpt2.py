@@ -1,10 +1,10 @@
-"""Causal language model directories: attnlab's own GPT checkpoints and HF GPT-2 directories, one loader.
+"""The GPT family: attnlab's own GPT directories and HF GPT-2 directories, one loader.
 
 An attnlab GPT directory is ``config.json`` (``{"format": "attnlab", "architecture": "GPT", "config":
 <GPTConfig>}``) + ``model.safetensors`` (the tied output projection stored once, under the word embedding's
 name) + tokenizer files (``tokenizer.json``, or ``vocab.json`` + ``merges.txt``). `load_causal_lm` also reads
-HF GPT-2 directories (attnlab.io.hf_gpt2), and tells a user who points it at an encoder or a translation model
-which command fits that model instead.
+HF GPT-2 directories (`attnlab.io.hf_gpt2`), and tells a user who points it at an encoder or a translation
+model which command fits that model instead.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.io.checkpoint import (
+from attnlab.io.checkpoint import load_state_checked
+from attnlab.io.format import (
     CheckpointError,
     check_directory,
-    load_state_checked,
     read_json,
     read_safetensors,
+    resolve_dtype,
     tied_aliases,
     write_model_files,
     written_by_attnlab,
@@ -29,10 +30,13 @@ from attnlab.io.hf_gpt2 import (
     config_to_gpt2,
     config_to_openai_gpt,
     load_gpt2,
+    save_gpt2,
     state_dict_from_gpt2,
     state_dict_to_gpt2,
 )
 from attnlab.io.hf_layout import HF_FAMILY_FIELD
+from attnlab.io.registry import ModelFamily, register
+from attnlab.manifest import write_manifest
 from attnlab.models.gpt import GPT, MODEL_TYPE, GPTConfig, build_gpt
 
 ARCHITECTURE = "GPT"
@@ -59,7 +63,12 @@ def gpt2_form(model: GPT) -> tuple[dict, dict[str, Tensor], str] | str:
     return hf_config, tensors, family
 
 
-def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
+def save_causal_lm(
+    model: GPT,
+    directory: str | os.PathLike,
+    dtype: str | torch.dtype | None = None,
+    run_id: str | None = None,
+) -> Path:
     """Write ``config.json`` + ``model.safetensors`` into ``directory`` (atomically each). A model with an
     exact HF form (`gpt2_form`: GPT-2 for pre-LN, OpenAI GPT for post-LN) is written in HF's layout with
     attnlab's fields beside HF's, so ``transformers.AutoModelForCausalLM`` and ``pipeline("text-generation")``
@@ -71,7 +80,12 @@ def save_causal_lm(model: GPT, directory: str | os.PathLike) -> Path:
     if not isinstance(form, str):
         fields, tensors, family = form
         fields = {**fields, HF_FAMILY_FIELD: family}
-    return write_model_files(directory, tensors, ARCHITECTURE, model.config.to_dict(), aliases, fields)
+    target = resolve_dtype(dtype)
+    if target is not None:
+        tensors = {k: v.to(target) if v.is_floating_point() else v for k, v in tensors.items()}
+    write_model_files(directory, tensors, ARCHITECTURE, model.config.to_dict(), aliases, fields)
+    write_manifest(directory, ["model.safetensors", "config.json"], run_id=run_id)
+    return Path(directory)
 
 
 def wrong_model_hint(raw: dict, path: Path) -> str | None:
@@ -82,8 +96,9 @@ def wrong_model_hint(raw: dict, path: Path) -> str | None:
         return f"{path}: holds a translation encoder-decoder, not a causal decoder; use `attnlab translate`"
     if raw.get("format") == "attnlab" and raw.get("architecture") == "TransfoXL":
         return (
-            f"{path}: holds a Transformer-XL (attnlab.io.transfo_xl), not a GPT; `attnlab generate` and "
-            "`attnlab perplexity` read it with its memory (attnlab.io.transfo_xl.load_transfo_xl)"
+            f"{path}: holds a Transformer-XL (attnlab.io.families.transfo_xl), not a GPT; `attnlab generate` "
+            "and "
+            "`attnlab perplexity` read it with its memory (attnlab.io.load)"
         )
     if raw.get("format") == "attnlab" and raw.get("architecture") != ARCHITECTURE:
         return (
@@ -100,9 +115,16 @@ def wrong_model_hint(raw: dict, path: Path) -> str | None:
     return None
 
 
-def load_causal_lm(directory: str | os.PathLike) -> GPT:
+def load_causal_lm(
+    directory: str | os.PathLike, dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu"
+) -> GPT:
     """A `GPT` in eval mode from an attnlab GPT directory or a HF GPT-2 directory."""
-    directory = check_directory(directory)
+    target = resolve_dtype(dtype)
+    model = _load_causal_lm(check_directory(directory))
+    return (model if target is None else model.to(dtype=target)).to(device).eval()
+
+
+def _load_causal_lm(directory: Path) -> GPT:
     path = directory / "config.json"
     raw = read_json(path)
     hint = wrong_model_hint(raw, path)
@@ -130,3 +152,26 @@ def load_causal_lm(directory: str | os.PathLike) -> GPT:
     model = build_gpt(config)
     load_state_checked(model, tensors, source=str(directory), architecture=ARCHITECTURE, config=config)
     return model.eval()
+
+
+def reads(directory: Path, raw: dict | None) -> bool:
+    """attnlab's GPT directories (``architecture`` GPT) and HF GPT-2's (``model_type`` gpt2)."""
+    if raw is None:
+        return False
+    if written_by_attnlab(raw):
+        return raw.get("architecture") == ARCHITECTURE
+    return raw.get("model_type") in ("gpt2", MODEL_TYPE)
+
+
+FAMILY = register(
+    ModelFamily(
+        name="gpt2",
+        what="a causal language model (GPT)",
+        model_types=(GPT,),
+        reads=reads,
+        load=load_causal_lm,
+        save=save_causal_lm,
+        save_hf=lambda model, directory, **_: save_gpt2(model, directory),
+        commands="`attnlab generate` or `attnlab perplexity`",
+    )
+)
