@@ -12,11 +12,11 @@ fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
 
 - ``attnlab``: `attnlab.models.Encoder`, eager, ``torch.inference_mode`` (each layer as one function on
   attnlab's product kernel on CPUs not made by Intel, else through PyTorch's fused encoder-layer kernel,
-  where they apply: `attnlab.nn.fused_layer.fast_encoder_layer`);
+  where they apply: `attnlab.accel.fused_layer.fast_encoder_layer`);
 - ``attnlab modules``: the same model with that path off (each sub-module called), to show what it gains;
 - ``attnlab compile``: the same under ``torch.compile`` (inductor; compiled before timing);
 - ``attnlab int8``: `attnlab.inference.quantize` (every linear layer int8, activations quantized per call;
-  the engine `attnlab.inference.quantize.auto_engine` picks: attnlab's AVX2 kernel, `attnlab.nn.int8_gemm`,
+  the engine `attnlab.inference.quantize.auto_engine` picks: attnlab's AVX2 kernel, `attnlab.accel.int8_gemm`,
   on CPUs without AVX-512 or VNNI, oneDNN with AMX, else FBGEMM);
 - ``attnlab int8 fbgemm``: the same on PyTorch's FBGEMM products (``quantize(engine="x86")``), its peer;
 - ``HF``: transformers ``BertModel`` (SDPA attention) with the attnlab weights (`attnlab.io.to_hf`);
@@ -76,6 +76,7 @@ if os.environ.get(WORKER_ENV := "ATTNLAB_BENCH_WORKER") is None:
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from attnlab.accel import optimize  # noqa: E402
 from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import Encoder, get_preset  # noqa: E402
 
@@ -153,6 +154,7 @@ class Engines:
     def __init__(self, preset: str, workdir: Path, compile_: bool, spinning: bool = False) -> None:
         torch.manual_seed(0)
         self.model = Encoder(get_preset(preset, hidden_dropout=0.0, attention_dropout=0.0)).eval()
+        optimize(self.model)  # attnlab's CPU fast paths (attnlab.accel), as `predict` and `serve` run it
         self.onnx_dir = workdir / preset
         self.weights = workdir / f"{preset}.safetensors"
         if self.weights.exists():  # a worker: the parent's weights (the same seed builds the same, but check)
@@ -206,7 +208,7 @@ class Engines:
 
     def modules(self, batch: dict[str, torch.Tensor]) -> Tensor:
         """attnlab eager with the fused encoder-layer path off."""
-        from attnlab.nn.fused_layer import fused_layers
+        from attnlab.accel.fused_layer import fused_layers
 
         with fused_layers(False):
             return self.model(**batch).last_hidden_state

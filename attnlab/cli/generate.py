@@ -106,10 +106,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def load_model_and_tokenizer(directory: str) -> tuple[Any, Any]:
+    from attnlab.accel import optimize
     from attnlab.io.causal_lm import load_causal_lm
     from attnlab.tokenizers.files import load_tokenizer
 
-    model = load_causal_lm(directory)
+    model = optimize(load_causal_lm(directory))  # the CPU fast paths of decoding (attnlab.accel)
     try:
         tokenizer = load_tokenizer(directory)
     except (OSError, ValueError) as e:
@@ -120,10 +121,11 @@ def load_model_and_tokenizer(directory: str) -> tuple[Any, Any]:
 
 
 def load_transfo_xl_and_tokenizer(directory: str) -> tuple[Any, Any]:
+    from attnlab.accel import optimize
     from attnlab.io.transfo_xl import load_transfo_xl
     from attnlab.tokenizers.files import load_tokenizer
 
-    model = load_transfo_xl(directory)
+    model = optimize(load_transfo_xl(directory))  # its products on the fast layouts (attnlab.accel)
     try:
         tokenizer = load_tokenizer(directory)
     except (OSError, ValueError) as e:
