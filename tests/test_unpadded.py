@@ -14,6 +14,7 @@ from encoder_layers import inputs
 from test_flat_layer import LAYER_KINDS, _int8_engines, packed_here
 
 import attnlab.accel.fused_layer as fused_layer
+from attnlab.accel.fused_encoder import FusedEncoder
 from attnlab.accel.fused_layer import fused_layers
 from attnlab.accel.unpadded import Rows, skip_padding, skipping_padding
 from attnlab.inference import quantize
@@ -132,6 +133,7 @@ def test_fill_mask_pipeline_answers_as_on_the_padded_batch() -> None:
     torch.manual_seed(0)
     config = dataclasses.replace(encoder_layers.TINY, vocab_size=len(vocab))
     pipe = FillMaskPipeline(EncoderForPreTraining.from_config(config), bert_wordpiece(vocab), batch_size=8)
+    assert type(pipe.model.encoder) is FusedEncoder  # the pipeline optimized its model (attnlab.accel)
     texts = ["the cat [MASK] on the mat", "a [MASK] dog", "the big red house ran far [MASK] away", "[MASK]"]
     batched = pipe(texts, top_k=3)
     alone = [pipe(t, top_k=3) for t in texts]
