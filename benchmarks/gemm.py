@@ -6,8 +6,9 @@
 
 For each (M, K, N): the forward ``x (M, K) @ W^T (K, N)`` and the two backward products (``dy @ W`` and
 ``dy^T @ x``), GFLOPS of each library (median of ``--repeats`` after warm-up) and the ratio attnlab / PyTorch
-(> 1: attnlab faster), plus the largest relative difference of the results. This is why `attnlab.nn.Linear`
-exists (see its module docstring); the model-level effect is in encoder_inference.py and translation.py.
+(> 1: attnlab faster), plus the largest relative difference of the results. This is why
+`attnlab.accel.onednn_linear` exists (see its module docstring); the model-level effect is in
+encoder_inference.py and translation.py.
 
 ``--small-rows``: the products of one decoding step (1, 2, 4 and 8 rows, no gradient) in PyTorch's three
 layouts: ``x @ W^T`` (``F.linear``), ``x @ W`` with W stored (K, N), and ``(W @ x^T)^T``, against attnlab's

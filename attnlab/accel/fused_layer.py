@@ -52,7 +52,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from attnlab.accel import few_row_gemm
+import attnlab.accel.few_row_gemm as few_row_gemm
 from attnlab.accel.derived import clear_derived_weights, derived, stacked_qkv
 from attnlab.accel.linear import MAX_COPIED_WEIGHT, FastLinear, packed_rows
 from attnlab.accel.onednn_linear import cpu_gemm

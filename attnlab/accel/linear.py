@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.accel import few_row_gemm
-from attnlab.accel import onednn_linear as gemm
+import attnlab.accel.few_row_gemm as few_row_gemm
+import attnlab.accel.onednn_linear as gemm
 from attnlab.accel.derived import derived
 from attnlab.accel.onednn_linear import linear
 from attnlab.cpu import cpu_vendor
