@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from attnlab.accel import optimize
 from attnlab.atomic import write_json_atomic
 from attnlab.tasks.examples import TokenExample
 from attnlab.tasks.features import (
@@ -856,6 +857,7 @@ def run_once(
         from attnlab.tasks.distillation import TaskDistiller
 
         trained = TaskDistiller(model, teacher, cfg.distill_temperature, cfg.distill_alpha)
+    optimize(trained, "training")  # oneDNN's products where they are faster (attnlab.accel)
     trainer = Trainer(
         trained,
         tcfg,
