@@ -154,13 +154,13 @@ class Engines:
     def __init__(self, preset: str, workdir: Path, compile_: bool, spinning: bool = False) -> None:
         torch.manual_seed(0)
         self.model = Encoder(get_preset(preset, hidden_dropout=0.0, attention_dropout=0.0)).eval()
-        optimize(self.model)  # attnlab's CPU fast paths (attnlab.accel), as `predict` and `serve` run it
         self.onnx_dir = workdir / preset
         self.weights = workdir / f"{preset}.safetensors"
         if self.weights.exists():  # a worker: the parent's weights (the same seed builds the same, but check)
             from safetensors.torch import load_file
 
             self.model.load_state_dict(load_file(self.weights))
+            optimize(self.model)  # attnlab's CPU fast paths (attnlab.accel), as `predict` and `serve` run it
         self.compile_ = compile_
         self.spinning = spinning  # ONNX Runtime's intra-op spinning (its default is on)
         self.sessions: dict[int, dict[str, object]] = {}
@@ -176,6 +176,8 @@ class Engines:
         export_onnx(self.model, self.onnx_dir, int8=True)
         self.export_s = time.perf_counter() - start
         save_file({k: v.contiguous() for k, v in self.model.state_dict().items()}, self.weights)
+        # exported plain (the export records the architecture by exact class), then attnlab's CPU fast paths
+        optimize(self.model)
 
     @functools.cached_property
     def hf(self) -> torch.nn.Module:
