@@ -26,8 +26,9 @@ modules``).
 
 Where the kernel does not apply but the pair is still the plain layer in eval mode (int8 projections from
 `attnlab.inference.quantize`, an activation the kernel lacks, oneDNN products), `flat_encoder_layer`
-computes it in one function with the modules' own operations. `fast_encoder_layer`, which `Encoder.forward`
-calls per layer, picks `packed_encoder_layer` (below), else the kernel, else that function, else None.
+computes it in one function with the modules' own operations. `fast_encoder_layer`, which
+`attnlab.accel.fused_encoder.FusedEncoder` calls per layer, picks `packed_encoder_layer` (below), else the
+kernel, else that function, else None.
 
 Where the layer's products run on attnlab's own kernel (`attnlab.accel.linear.packed_rows`: inference on a CPU
 not made by Intel, up to 4,096 rows), `packed_encoder_layer` comes first: the fused kernel would compute its

@@ -1140,7 +1140,7 @@ def evaluate_directory(
     from attnlab.tokenizers import load_tokenizer
 
     spec = get_task(task) if isinstance(task, str) else task
-    model = load_model(model_dir, device=device)
+    model = optimize(load_model(model_dir, device=device))  # the CPU inference paths, as predict's (accel)
     tokenizer = load_tokenizer(model_dir)
     labels = data_labels(spec, getattr(model, "options", {}).get("labels"))
     regression = getattr(model, "options", {}).get("num_labels") == 1
