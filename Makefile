@@ -54,8 +54,8 @@ wordnet:
 			wordnet-base) >/dev/null 2>&1 || echo "make: could not install wordnet-base; WordNet tests will be skipped"; \
 	else echo "make: no WordNet and no apt-get as root; WordNet tests will be skipped"; fi
 
-# A C++ compiler for decoding's few-row product kernel (attnlab/nn/csrc/few_row_gemm.cpp, built on first use by
-# attnlab.nn.few_row_gemm): Debian's g++, installed with apt-get where we are root and apt-get exists; without it
+# A C++ compiler for decoding's few-row product kernel (attnlab/accel/csrc/few_row_gemm.cpp, built on first use by
+# attnlab.accel.few_row_gemm): Debian's g++, installed with apt-get where we are root and apt-get exists; without it
 # generation uses PyTorch's products (slower) and says so once. Never fails the build.
 compiler:
 	@if command -v "$${CXX:-g++}" >/dev/null 2>&1; then :; \

@@ -1,8 +1,9 @@
 """What the CPU is, read once from Linux's ``/proc/cpuinfo``: the vendor and the feature flags.
 
-Kernel and layout choices that depend on the machine read these (`attnlab.nn.linear`: MKL or oneDNN, and the
-few-row decoding layouts; `attnlab.inference.quantize`: the int8 engine and activation range). Where the file
-cannot be read (not Linux) both are empty and the callers fall back to their portable choice.
+Kernel and layout choices that depend on the machine read these (`attnlab.accel.onednn_linear`: MKL or oneDNN;
+`attnlab.accel.linear`: the few-row decoding layouts; `attnlab.inference.quantize`: the int8 engine and
+activation range). Where the file cannot be read (not Linux) both are empty and the callers fall back to
+their portable choice.
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import torch  # noqa: E402
 
+from attnlab.accel import optimize, set_cpu_gemm  # noqa: E402
 from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import Encoder, get_preset  # noqa: E402
-from attnlab.nn.linear import set_cpu_gemm  # noqa: E402
 
 
 def _int_list(text: str) -> list[int]:
@@ -77,7 +77,7 @@ def build_models(preset: str, device: torch.device, dtype: torch.dtype) -> tuple
     import transformers
 
     torch.manual_seed(0)
-    ours = Encoder(get_preset(preset, hidden_dropout=0.0, attention_dropout=0.0)).eval()
+    ours = optimize(Encoder(get_preset(preset, hidden_dropout=0.0, attention_dropout=0.0)).eval())
     hf_config, state = to_hf(ours, family="bert")
     hf_config = {k: v for k, v in hf_config.items() if k not in ("architectures", "dtype")}
     config = transformers.AutoConfig.for_model(**hf_config)

@@ -6,12 +6,13 @@
 
 For each (M, K, N): the forward ``x (M, K) @ W^T (K, N)`` and the two backward products (``dy @ W`` and
 ``dy^T @ x``), GFLOPS of each library (median of ``--repeats`` after warm-up) and the ratio attnlab / PyTorch
-(> 1: attnlab faster), plus the largest relative difference of the results. This is why `attnlab.nn.Linear`
-exists (see its module docstring); the model-level effect is in encoder_inference.py and translation.py.
+(> 1: attnlab faster), plus the largest relative difference of the results. This is why
+`attnlab.accel.onednn_linear` exists (see its module docstring); the model-level effect is in
+encoder_inference.py and translation.py.
 
 ``--small-rows``: the products of one decoding step (1, 2, 4 and 8 rows, no gradient) in PyTorch's three
 layouts: ``x @ W^T`` (``F.linear``), ``x @ W`` with W stored (K, N), and ``(W @ x^T)^T``, against attnlab's
-few-row kernel (`attnlab.nn.few_row_gemm`, on its panel copy of W) and the ratio of the fastest PyTorch
+few-row kernel (`attnlab.accel.few_row_gemm`, on its panel copy of W) and the ratio of the fastest PyTorch
 layout's time to the kernel's (> 1: the kernel faster); microseconds per product, each weight read from
 memory (the product cycles over copies of it totalling ``--stream-mb``, as a decoding step streams all of a
 model's weights), the forms interleaved, median of ``--repeats`` rounds; plus the form `small_product` picks
@@ -32,8 +33,9 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from attnlab.nn import few_row_gemm  # noqa: E402
-from attnlab.nn import linear as lin_mod  # noqa: E402
+from attnlab.accel import few_row_gemm  # noqa: E402
+from attnlab.accel import linear as lin_mod  # noqa: E402
+from attnlab.accel import onednn_linear as gemm  # noqa: E402
 
 SHAPES = [  # (M, K, N, what)
     (128, 768, 768, "BERT-base attention projection, B=1 T=128"),
@@ -130,10 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.small_rows:
         small_rows_table(args.repeats, args.stream_mb)
         return 0
-    if lin_mod._OP is None:
+    if gemm._OP is None:
         print("this PyTorch build has no oneDNN linear operator: attnlab uses F.linear, nothing to compare")
         return 0
-    mm = lin_mod._mm
+    mm = gemm._mm
     print(f"# float32 CPU, {torch.get_num_threads()} threads, torch {torch.__version__}; GFLOPS, median of "
           f"{args.repeats}; ratio = attnlab (oneDNN) / PyTorch F.linear (MKL)")  # fmt: skip
     cols = ("M", "K", "N", "product", "PyTorch", "attnlab", "ratio", "rel diff")

@@ -16,7 +16,7 @@ machine's speed drifts between rounds (the later sessions' machine drifts by up 
 attnlab run (``use_cache=False``: the whole prefix recomputed each step) is timed once at batch size 1 for
 every preset. The load average (``os.getloadavg``; other work shares the 2 cores) is printed with each
 preset. At batch size 1 on CPU a step of the 14M model is bound by reading its weights from memory (56 MB
-a token), where the layout MKL reads fastest decides (`attnlab.nn.linear.small_product`); the tiny model
+a token), where the layout MKL reads fastest decides (`attnlab.accel.linear.small_product`); the tiny model
 shows the per-step overhead. Every row also
 checks that both libraries produced the same tokens.
 """
@@ -35,6 +35,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import torch  # noqa: E402
 
+from attnlab.accel import optimize  # noqa: E402
 from attnlab.generation import generate  # noqa: E402
 from attnlab.io.hf_gpt2 import config_to_gpt2, state_dict_to_gpt2  # noqa: E402
 from attnlab.models.gpt import build_gpt  # noqa: E402
@@ -77,7 +78,7 @@ def bench(preset: str, args: argparse.Namespace, uncached: bool) -> None:
     cfg = get_gpt_preset(preset, max_positions=max(512, args.prompt_len + args.new_tokens),
                          dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0)  # fmt: skip
     device = torch.device(args.device)
-    ours = build_gpt(cfg).eval()
+    ours = optimize(build_gpt(cfg).eval())  # the CPU fast paths of decoding, as `attnlab generate`
     hf_cfg = transformers.GPT2Config(**{k: v for k, v in config_to_gpt2(cfg).items() if k != "model_type"})
     hf = transformers.GPT2LMHeadModel(hf_cfg).eval()
     missing = hf.load_state_dict(state_dict_to_gpt2(ours.state_dict(), cfg), strict=False)

@@ -12,11 +12,11 @@ fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
 
 - ``attnlab``: `attnlab.models.Encoder`, eager, ``torch.inference_mode`` (each layer as one function on
   attnlab's product kernel on CPUs not made by Intel, else through PyTorch's fused encoder-layer kernel,
-  where they apply: `attnlab.nn.fused_layer.fast_encoder_layer`);
+  where they apply: `attnlab.accel.fused_layer.fast_encoder_layer`);
 - ``attnlab modules``: the same model with that path off (each sub-module called), to show what it gains;
 - ``attnlab compile``: the same under ``torch.compile`` (inductor; compiled before timing);
 - ``attnlab int8``: `attnlab.inference.quantize` (every linear layer int8, activations quantized per call;
-  the engine `attnlab.inference.quantize.auto_engine` picks: attnlab's AVX2 kernel, `attnlab.nn.int8_gemm`,
+  the engine `attnlab.inference.quantize.auto_engine` picks: attnlab's AVX2 kernel, `attnlab.accel.int8_gemm`,
   on CPUs without AVX-512 or VNNI, oneDNN with AMX, else FBGEMM);
 - ``attnlab int8 fbgemm``: the same on PyTorch's FBGEMM products (``quantize(engine="x86")``), its peer;
 - ``HF``: transformers ``BertModel`` (SDPA attention) with the attnlab weights (`attnlab.io.to_hf`);
@@ -76,6 +76,7 @@ if os.environ.get(WORKER_ENV := "ATTNLAB_BENCH_WORKER") is None:
 import torch  # noqa: E402
 from torch import Tensor  # noqa: E402
 
+from attnlab.accel import optimize  # noqa: E402
 from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import Encoder, get_preset  # noqa: E402
 
@@ -159,6 +160,7 @@ class Engines:
             from safetensors.torch import load_file
 
             self.model.load_state_dict(load_file(self.weights))
+            optimize(self.model)  # attnlab's CPU fast paths (attnlab.accel), as `predict` and `serve` run it
         self.compile_ = compile_
         self.spinning = spinning  # ONNX Runtime's intra-op spinning (its default is on)
         self.sessions: dict[int, dict[str, object]] = {}
@@ -174,6 +176,8 @@ class Engines:
         export_onnx(self.model, self.onnx_dir, int8=True)
         self.export_s = time.perf_counter() - start
         save_file({k: v.contiguous() for k, v in self.model.state_dict().items()}, self.weights)
+        # exported plain (the export records the architecture by exact class), then attnlab's CPU fast paths
+        optimize(self.model)
 
     @functools.cached_property
     def hf(self) -> torch.nn.Module:
@@ -206,7 +210,7 @@ class Engines:
 
     def modules(self, batch: dict[str, torch.Tensor]) -> Tensor:
         """attnlab eager with the fused encoder-layer path off."""
-        from attnlab.nn.fused_layer import fused_layers
+        from attnlab.accel.fused_layer import fused_layers
 
         with fused_layers(False):
             return self.model(**batch).last_hidden_state

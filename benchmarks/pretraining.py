@@ -46,9 +46,9 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import torch  # noqa: E402
 
+from attnlab.accel import optimize, set_cpu_gemm  # noqa: E402
 from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import EncoderForPreTraining, count_parameters, get_preset  # noqa: E402
-from attnlab.nn.linear import set_cpu_gemm  # noqa: E402
 from attnlab.pretraining import MaskedLMPreTrainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,7 +93,7 @@ def build_pair(preset: str, dropout: float, device: torch.device):
 
     torch.manual_seed(0)
     config = get_preset(preset, hidden_dropout=dropout, attention_dropout=dropout)
-    ours = EncoderForPreTraining.from_config(config, pair_head=True)
+    ours = optimize(EncoderForPreTraining.from_config(config, pair_head=True), "training")  # --cpu-gemm
     hf_config, state = to_hf(ours, family="bert")
     hf_config = {k: v for k, v in hf_config.items() if k not in ("architectures", "dtype")}
     theirs = transformers.BertForPreTraining(transformers.BertConfig(**hf_config, attn_implementation="sdpa"))

@@ -76,9 +76,9 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
+from attnlab.accel import cpu_gemm, optimize, set_cpu_gemm  # noqa: E402
 from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import EncoderConfig, EncoderForPreTraining, EncoderForSequenceClassification  # noqa: E402
-from attnlab.nn.linear import cpu_gemm, set_cpu_gemm  # noqa: E402
 from attnlab.pretraining.masked_lm import MaskedLMPreTrainer  # noqa: E402
 from attnlab.train import linear_schedule, param_groups  # noqa: E402
 
@@ -330,7 +330,7 @@ def build_mlm(sizes: Sizes, seed: int = 0, perturb: bool = False) -> Pair:
     import transformers
 
     torch.manual_seed(seed)
-    ours = EncoderForPreTraining.from_config(encoder_config(sizes, add_pooler=False))
+    ours = optimize(EncoderForPreTraining.from_config(encoder_config(sizes, add_pooler=False)), "training")
     if perturb:
         _perturb(ours, seed)
     hf_config, state = to_hf(ours, family="bert")
@@ -359,6 +359,7 @@ def build_cls(sizes: Sizes, seed: int = 0, perturb: bool = False) -> Pair:
 
     torch.manual_seed(seed)
     ours = EncoderForSequenceClassification.from_config(encoder_config(sizes), num_labels=sizes.labels)
+    optimize(ours, "training")  # --cpu-gemm: oneDNN's products where chosen
     if perturb:
         _perturb(ours, seed)
     hf_config, state = to_hf(ours.encoder, family="bert")  # BertModel keys, pooler included
@@ -414,7 +415,7 @@ def build_mt(
     )  # fmt: skip
     cfg = dataclasses.replace(config_from_marian(hc.to_dict()), label_smoothing=label_smoothing)
     torch.manual_seed(seed)
-    ours = build_model(cfg)
+    ours = optimize(build_model(cfg), "training")
     if perturb:
         _perturb(ours, seed)
     hf = transformers.MarianMTModel(hc)

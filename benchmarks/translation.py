@@ -36,7 +36,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from attnlab.nn.linear import set_cpu_gemm  # noqa: E402
+from attnlab.accel import optimize, set_cpu_gemm  # noqa: E402
 from attnlab.translation import Seq2SeqConfig, beam_search, build_model  # noqa: E402
 from attnlab.translation.marian import state_dict_to_marian  # noqa: E402
 
@@ -60,7 +60,7 @@ def make_pair(args: argparse.Namespace):
         forced_eos_token_id=None, bos_token_id=None,
     )  # fmt: skip
     torch.manual_seed(0)
-    ours = build_model(cfg)
+    ours = optimize(build_model(cfg))  # the CPU fast paths, as `attnlab translate` runs it
     hf = MarianMTModel(hc)
     result = hf.load_state_dict(state_dict_to_marian(ours.state_dict(), cfg), strict=False)
     assert all("embed_positions" in k for k in result.missing_keys), result.missing_keys

@@ -1,5 +1,6 @@
 """What the tests of an encoder layer's inference paths share (test_fused_layer, test_flat_layer): a tiny
-encoder with LayerNorms away from identity, a padded batch, a call counter, and both paths' outputs."""
+encoder with LayerNorms away from identity, optimized for inference (attnlab.accel.optimize), a padded batch,
+a call counter, and both paths' outputs."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import dataclasses
 import pytest
 import torch
 
+from attnlab.accel import fused_layers, optimize
 from attnlab.models import Encoder, EncoderConfig
-from attnlab.nn.fused_layer import fused_layers
 
 TINY = EncoderConfig(
     vocab_size=99, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=48,
@@ -24,7 +25,7 @@ def model(**changes: object) -> Encoder:
         for name, p in m.named_parameters():
             if "norm" in name:
                 p.add_(torch.randn_like(p) * 0.2)
-    return m
+    return optimize(m)
 
 
 def inputs(b: int = 3, t: int = 11) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,5 +1,5 @@
 """The decoding step's fast path: products of a few rows in the weight layout chosen by shape
-(attnlab.nn.linear.small_rows / small_product) and the stacked query/key/value projection
+(attnlab.accel.linear.small_rows / small_product) and the stacked query/key/value projection
 (nn.buffered_attention.BufferedSelfAttention) give the three-product, F.linear results, and their cached
 copies follow the parameters when those change."""
 
@@ -9,18 +9,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import attnlab.nn.derived as derived
-import attnlab.nn.linear as linear_module
+import attnlab.accel.derived as derived
+import attnlab.accel.linear as linear_module
+from attnlab.accel import few_row_gemm, optimize
+from attnlab.accel.linear import FastLinear, GenerationHead, column_major_copy, small_product, small_rows
 from attnlab.generation import generate
 from attnlab.models.gpt import build_gpt
 from attnlab.models.gpt_presets import get_gpt_preset
-from attnlab.nn import few_row_gemm
-from attnlab.nn.linear import Linear, column_major_copy, small_product, small_rows
 
 
 @pytest.fixture(params=["kernel", "blas"])
 def products(request, monkeypatch):
-    """Each few-row product path: attnlab's kernel (attnlab.nn.few_row_gemm) and PyTorch's BLAS layouts."""
+    """Each few-row product path: attnlab's kernel (attnlab.accel.few_row_gemm) and PyTorch's BLAS layouts."""
     if request.param == "kernel":
         if not few_row_gemm.available():
             pytest.skip(f"the few-row kernel is not available: {few_row_gemm.unavailable_reason()}")
@@ -36,7 +36,7 @@ def blas_only(monkeypatch):
 
 def test_small_rows_path_equals_f_linear_and_follows_the_weight(products):
     torch.manual_seed(0)
-    layer = Linear(48, 40)
+    layer = FastLinear(48, 40)
     x = torch.randn(1, 1, 48)
     with torch.no_grad():
         assert small_rows(x, layer.weight)
@@ -61,14 +61,14 @@ def test_small_product_equals_f_linear_in_every_layout(n, k, shape, bias, stream
         monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
         monkeypatch.setattr(linear_module, "INTEL_MKL", False)  # the transposed form on any CPU
     torch.manual_seed(n + k + len(shape))
-    layer = Linear(k, n, bias=bias)
+    layer = FastLinear(k, n, bias=bias)
     x = torch.randn(*shape, k)
     want = F.linear(x, layer.weight, layer.bias)
     with torch.no_grad():
         got = small_product(layer, x, layer.weight, layer.bias)
         assert got.shape == want.shape
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(layer(x), want, rtol=1e-5, atol=1e-5)  # Linear takes this path
+        torch.testing.assert_close(layer(x), want, rtol=1e-5, atol=1e-5)  # FastLinear takes this path
         # the column-major result of 3-8 rows feeds the next product and elementwise ops correctly
         after, want_after = F.gelu(got) @ layer.weight, F.gelu(want) @ layer.weight
         torch.testing.assert_close(after, want_after, rtol=1e-4, atol=1e-4)
@@ -79,7 +79,7 @@ def test_streamed_few_row_product_takes_the_transposed_form_except_on_intel(inte
     blas_only(monkeypatch)
     monkeypatch.setattr(linear_module, "STREAMED_WEIGHT", 0)
     monkeypatch.setattr(linear_module, "INTEL_MKL", intel)
-    layer = Linear(32, 96)
+    layer = FastLinear(32, 96)
     x = torch.randn(8, 32)
     with torch.no_grad():
         got = small_product(layer, x, layer.weight, layer.bias)
@@ -105,7 +105,7 @@ def test_no_column_major_copy_of_a_weight_above_the_cap(monkeypatch):
     blas_only(monkeypatch)
     monkeypatch.setattr(linear_module, "INTEL_MKL", False)  # on Intel MKL's plain product takes 1-2 rows
     monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 96 * 32 - 1)
-    layer = Linear(32, 96)
+    layer = FastLinear(32, 96)
     x = torch.randn(1, 32)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias))
@@ -121,7 +121,7 @@ def test_no_column_major_copy_on_intel(monkeypatch):
     """On Intel CPUs one or two rows take MKL's plain x @ W^T: the same values, and no copy of the weight."""
     blas_only(monkeypatch)
     monkeypatch.setattr(linear_module, "INTEL_MKL", True)
-    layer = Linear(32, 96)
+    layer = FastLinear(32, 96)
     for rows in (1, 2):
         x = torch.randn(rows, 32)
         with torch.no_grad():
@@ -143,7 +143,7 @@ def test_batched_decoding_equals_the_uncached_model_at_every_batch_size_up_to_th
     torch.manual_seed(0)
     # vocabulary 300 > width 128: the output layer is a wide product
     cfg = get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)
-    model = build_gpt(cfg).eval()
+    model = optimize(build_gpt(cfg).eval())
     for b in (1, 2, 3, 8):
         prompt = torch.randint(0, 300, (b, 4))
         cached = generate(model, prompt, max_new_tokens=10, ignore_eos=True).sequences
@@ -154,7 +154,7 @@ def test_batched_decoding_equals_the_uncached_model_at_every_batch_size_up_to_th
 def test_generation_after_a_training_step_uses_the_new_weights(products):
     torch.manual_seed(0)
     cfg = get_gpt_preset("gpt-char-tiny", vocab_size=50, num_layers=2, max_positions=48)
-    model = build_gpt(cfg)
+    model = optimize(build_gpt(cfg))
     prompt = torch.randint(0, 50, (2, 5))
     for _ in range(2):
         cached = generate(model, prompt, max_new_tokens=12, ignore_eos=True).sequences
@@ -176,7 +176,9 @@ def test_decoding_builds_its_derived_weights_once(products, monkeypatch):
     # step
     monkeypatch.setattr(linear_module, "INTEL_MKL", False)
     torch.manual_seed(0)
-    model = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)).eval()
+    cfg = get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)
+    model = optimize(build_gpt(cfg))
+    model.eval()
     prompt = torch.randint(0, 300, (1, 4))
     generate(model, prompt, max_new_tokens=3, ignore_eos=True)
 
@@ -194,7 +196,7 @@ def test_decoding_builds_its_derived_weights_once(products, monkeypatch):
 def test_no_panels_of_a_weight_above_the_cap(products, monkeypatch):
     monkeypatch.setattr(linear_module, "INTEL_MKL", False)
     monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 96 * 32 - 1)
-    layer = Linear(32, 96)
+    layer = FastLinear(32, 96)
     x = torch.randn(3, 32)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
@@ -206,27 +208,32 @@ def test_no_panels_of_a_weight_above_the_cap(products, monkeypatch):
 
 
 def test_a_generations_output_layer_may_copy_above_the_cap(products, monkeypatch):
-    # the output layer of a generation takes MAX_GENERATION_COPY for the kernel's panels; the same layer
-    # called alone keeps MAX_COPIED_WEIGHT (here below its 300 x 128 weight)
+    # a GPT's output layer (GenerationHead: generation repeats it) takes MAX_GENERATION_COPY for the kernel's
+    # panels; another layer of its size keeps MAX_COPIED_WEIGHT (here below the 300 x 128 weight)
     monkeypatch.setattr(linear_module, "INTEL_MKL", False)
     monkeypatch.setattr(linear_module, "MAX_COPIED_WEIGHT", 300 * 128 - 1)
     torch.manual_seed(0)
-    model = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=1, max_positions=64)).eval()
+    cfg = get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=1, max_positions=64)
+    model = optimize(build_gpt(cfg))
+    model.eval()
     head = model.lm_head
+    assert type(head) is GenerationHead
+    other = FastLinear(128, 300, bias=False)
     with torch.no_grad():
-        head(torch.randn(1, 1, 128))
-    assert not derived._CACHE.get(head)
+        other(torch.randn(1, 1, 128))
+    assert not derived._CACHE.get(other)
     prompt = torch.randint(0, 300, (2, 4))
     got = generate(model, prompt, max_new_tokens=5, ignore_eos=True).sequences
     # the kernel's panels; without the kernel MKL's column-major copy keeps the common cap: none
     made = set(derived._CACHE.get(head, {}))
-    assert made == ({"_weight_t_panels"} if products == "kernel" else set())
+    # the kernel's panels and the product bound on them
+    assert made == ({"_weight_t_panels", "_weight_t_fn"} if products == "kernel" else set())
     assert got == generate(model, prompt, max_new_tokens=5, ignore_eos=True, use_cache=False).sequences
 
 
 def test_the_kernel_is_taken_whatever_the_cpu_vendor(products, monkeypatch):
     monkeypatch.setattr(linear_module, "INTEL_MKL", True)
-    layer = Linear(32, 96)
+    layer = FastLinear(32, 96)
     with torch.no_grad():
         layer(torch.randn(4, 32))
     assert ("_weight_t_panels" in derived._CACHE.get(layer, {})) == (products == "kernel")

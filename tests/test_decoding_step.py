@@ -1,5 +1,5 @@
-"""A decoding step's layers as one function each (attnlab.nn.decoding_step, held by
-models.decoder.DecoderCache): bit-identical to the module calls, made once per cache, and left out wherever
+"""A decoding step's layers as one function each (attnlab.accel.decoding_step, held by
+its StepCache): bit-identical to the module calls, made once per cache, and left out wherever
 the modules must run."""
 
 from __future__ import annotations
@@ -11,19 +11,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import attnlab.nn.linear as linear_module
+import attnlab.accel.linear as linear_module
+from attnlab.accel import few_row_gemm, optimize
+from attnlab.accel.decoding_step import LayerStep, StepCache, plain_decoder_layer
+from attnlab.accel.fused_layer import fused_layers
+from attnlab.accel.linear import FastLinear, small_product, small_product_fn
 from attnlab.generation import generate
-from attnlab.models.decoder import DecoderCache
 from attnlab.models.gpt import build_gpt
 from attnlab.models.gpt_presets import get_gpt_preset
-from attnlab.nn import few_row_gemm
-from attnlab.nn.decoding_step import LayerStep, plain_decoder_layer
-from attnlab.nn.fused_layer import fused_layers
-from attnlab.nn.linear import Linear, small_product, small_product_fn
 
 
 def use_layout(layout: str, monkeypatch) -> None:
-    """Make `small_product` pick ``layout``: "kernel" (attnlab.nn.few_row_gemm), "streamed", "copies" or
+    """Make `small_product` pick ``layout``: "kernel" (attnlab.accel.few_row_gemm), "streamed", "copies" or
     "intel" (PyTorch's layouts, the kernel off)."""
     monkeypatch.setattr(linear_module, "INTEL_MKL", layout == "intel")
     if layout == "kernel":
@@ -39,7 +38,7 @@ def _model(norm_first: bool = True, activation: str = "gelu_tanh", **overrides):
     torch.manual_seed(0)
     cfg = get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64, **overrides)
     cfg = dataclasses.replace(cfg, norm_first=norm_first, activation=activation)
-    return build_gpt(cfg).eval()
+    return optimize(build_gpt(cfg).eval())
 
 
 def _count_step_calls(monkeypatch) -> list[int]:
@@ -55,7 +54,7 @@ def _count_step_calls(monkeypatch) -> list[int]:
     return calls
 
 
-def _step_logits(model, prompt, mask, steps: int, fast: bool) -> tuple[list[torch.Tensor], DecoderCache]:
+def _step_logits(model, prompt, mask, steps: int, fast: bool) -> tuple[list[torch.Tensor], StepCache]:
     """The prompt's call, then ``steps`` one-token calls (the argmax fed back), each call's logits."""
     cache = model.new_cache()
     out, ids, full_mask = [], prompt, mask
@@ -122,12 +121,11 @@ def test_a_deep_copy_of_the_cache_keeps_the_keys_and_values_and_remakes_its_step
         model(torch.randint(1, 300, (1, 3)), cache=cache)
         model(torch.tensor([[5]]), cache=cache)
         copied = copy.deepcopy(cache)
-        assert isinstance(copied, DecoderCache) and copied.steps == {} and 1 in cache.steps
-        assert copied.heads == {} and 1 in cache.heads  # the output layer's product: remade too
+        assert isinstance(copied, StepCache) and copied.steps == {} and 1 in cache.steps
         assert torch.equal(copied[0]["self"]["key"], cache[0]["self"]["key"])
         a = model(torch.tensor([[6]]), cache=cache).logits
         b = model(torch.tensor([[6]]), cache=copied).logits
-    assert torch.equal(a, b) and copied.steps[1] is not None and 1 in copied.heads
+    assert torch.equal(a, b) and copied.steps[1] is not None
 
 
 def test_steps_are_made_once_per_cache_and_number_of_rows():
@@ -157,14 +155,14 @@ def test_generation_is_unchanged_greedy_sampled_and_beam():
 
 
 def test_beam_search_makes_steps_for_the_rows_left_when_a_sentence_ends(monkeypatch):
-    made: list[DecoderCache] = []
-    init = DecoderCache.__init__
+    made: list[StepCache] = []
+    init = StepCache.__init__
 
     def recording_init(self, layers):
         init(self, layers)
         made.append(self)
 
-    monkeypatch.setattr(DecoderCache, "__init__", recording_init)
+    monkeypatch.setattr(StepCache, "__init__", recording_init)
     model = _model()
     torch.manual_seed(0)
     prompt = torch.randint(1, 300, (2, 4))
@@ -219,7 +217,8 @@ def test_plain_decoder_layer_refuses_other_layers():
     layer = model.decoder.layers[0]
     assert plain_decoder_layer(layer.self_attn, layer.feed_forward)
     assert not plain_decoder_layer(layer.feed_forward, layer.self_attn)
-    local = build_gpt(dataclasses.replace(model.config, attention="local", attention_window=4)).eval()
+    local = optimize(build_gpt(dataclasses.replace(model.config, attention="local", attention_window=4)))
+    local.eval()
     lay = local.decoder.layers[0]
     assert not plain_decoder_layer(lay.self_attn, lay.feed_forward)
     mixed = _model()
@@ -234,14 +233,14 @@ def test_translation_decoding_keeps_its_modules():
 
     torch.manual_seed(0)
     cfg = Seq2SeqConfig(vocab_size=40, d_model=32, d_ff=64, num_heads=2, num_layers=1, dropout=0.0)
-    model = build_model(cfg).eval()
+    model = optimize(build_model(cfg)).eval()
     src = torch.randint(4, 40, (1, 5))
     cache = model.new_cache()
     with torch.inference_mode():
         memory = model.encode(src, torch.ones_like(src))
         model.decode(torch.tensor([[2]]), memory, torch.ones_like(src), cache=cache)
         model.decode(torch.tensor([[7]]), memory, torch.ones_like(src), cache=cache, offset=1)
-    assert isinstance(cache, DecoderCache) and cache.steps == {}
+    assert isinstance(cache, StepCache) and cache.steps == {}
     assert "key" in cache[0]["cross"]  # the modules ran: the encoder-decoder keys are cached
 
 
@@ -251,7 +250,7 @@ def test_translation_decoding_keeps_its_modules():
 def test_small_product_fn_computes_small_product(rows, n, k, layout, monkeypatch):
     use_layout(layout, monkeypatch)
     torch.manual_seed(rows)
-    layer = Linear(k, n)
+    layer = FastLinear(k, n)
     x = torch.randn(rows, 1, k)
     with torch.no_grad():
         fn = small_product_fn(layer, layer.weight, layer.bias, rows)
@@ -267,7 +266,7 @@ def test_a_hook_on_the_output_layer_keeps_the_module():
     with torch.inference_mode():
         model(torch.tensor([[5, 6]]), cache=cache)
         model(torch.tensor([[7]]), cache=cache)
-    assert seen == [(1, 2, 300), (1, 1, 300)] and cache.heads == {}
+    assert seen == [(1, 2, 300), (1, 1, 300)]
     assert 1 in cache.steps  # the layers' steps are unaffected
 
 

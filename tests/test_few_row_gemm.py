@@ -1,6 +1,6 @@
-"""attnlab.nn.few_row_gemm: the few-row product kernel against F.linear, its invariances (a row's result does
-not depend on the other rows or the thread count), its input checks, and how it is built, cached, checked
-and refused."""
+"""attnlab.accel.few_row_gemm: the few-row product kernel against F.linear, its invariances (a row's result
+does not depend on the other rows or the thread count), its input checks, and how it is built, cached,
+checked and refused."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.nn import few_row_gemm
-from attnlab.nn.derived import _CACHE as derived_cache
-from attnlab.nn.derived import derived
-from attnlab.nn.linear import Linear
+from attnlab.accel import few_row_gemm, optimize
+from attnlab.accel.derived import _CACHE as derived_cache
+from attnlab.accel.derived import derived
+from attnlab.accel.linear import FastLinear
 
 needs_kernel = pytest.mark.skipif(
     not few_row_gemm.available(),
@@ -134,7 +134,7 @@ def test_wrong_inputs_are_refused_before_the_kernel_reads_them():
 
 @needs_kernel
 def test_panels_follow_the_weight_and_are_never_saved():
-    layer = Linear(16, 20)
+    layer = FastLinear(16, 20)
     x = torch.randn(2, 16)
     with torch.no_grad():
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
@@ -154,7 +154,9 @@ def test_decoding_with_the_kernel_matches_pytorchs_products(monkeypatch):
     from attnlab.models.gpt_presets import get_gpt_preset
 
     torch.manual_seed(0)
-    model = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)).eval()
+    cfg = get_gpt_preset("gpt-char-tiny", vocab_size=300, num_layers=2, max_positions=64)
+    model = optimize(build_gpt(cfg))
+    model.eval()
     prompt = torch.randint(0, 300, (3, 5))
 
     def step_logits():  # the prompt, then 6 greedy steps of 3 rows each, through the key/value cache
@@ -249,7 +251,7 @@ def test_a_failure_warns_once_and_the_products_fall_back(fresh, monkeypatch):
     with pytest.warns(few_row_gemm.FewRowGemmWarning, match="panel product kernel is not used"):
         assert not few_row_gemm.available()
     assert "no C++ compiler" in few_row_gemm.unavailable_reason()
-    layer = Linear(16, 40)
+    layer = FastLinear(16, 40)
     x = torch.randn(2, 16)
     with torch.no_grad():  # small_product falls back to PyTorch's products
         torch.testing.assert_close(layer(x), F.linear(x, layer.weight, layer.bias), rtol=1e-5, atol=1e-5)
@@ -301,7 +303,7 @@ def test_empty_sizes(n, k, lead):
 
 @needs_kernel
 def test_default_dtype_and_device_do_not_reach_the_kernel():
-    layer = Linear(16, 40)
+    layer = FastLinear(16, 40)
     x = torch.randn(2, 16)
     want = F.linear(x, layer.weight, layer.bias)
     with torch.no_grad():
@@ -322,7 +324,7 @@ def test_default_dtype_and_device_do_not_reach_the_kernel():
 
 
 def test_autocast_vmap_and_negative_views_keep_pytorchs_results():
-    layer = Linear(16, 40)
+    layer = FastLinear(16, 40)
     x = torch.randn(2, 16)
     with torch.no_grad():
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -373,7 +375,7 @@ def test_attention_refuses_bad_shapes():
 @pytest.mark.parametrize("post_ln", [True, False])
 def test_merged_product_equals_the_residual_merge_and_follows_the_norm(post_ln):
     torch.manual_seed(5)
-    proj, norm = Linear(24, 40), torch.nn.LayerNorm(40, eps=1e-6)
+    proj, norm = FastLinear(24, 40), torch.nn.LayerNorm(40, eps=1e-6)
     with torch.no_grad():
         norm.weight.normal_()
         norm.bias.normal_()

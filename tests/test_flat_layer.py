@@ -1,4 +1,4 @@
-"""`attnlab.nn.fused_layer.flat_encoder_layer`: an encoder layer the fused kernel cannot take (int8, other
+"""`attnlab.accel.fused_layer.flat_encoder_layer`: an encoder layer the fused kernel cannot take (int8, other
 activations) computed in one function, bit-identical to the module calls; `packed_encoder_layer` on attnlab's
 kernel products, bit-identical too but for the exact GELU, which it applies in the first feed-forward
 product's epilogue (within float32 rounding)."""
@@ -10,7 +10,7 @@ import pytest
 import torch
 from encoder_layers import both, inputs
 
-import attnlab.nn.fused_layer as fused_layer
+import attnlab.accel.fused_layer as fused_layer
 from attnlab.inference import quantize
 from attnlab.models import Encoder
 
@@ -58,7 +58,7 @@ class Spy(encoder_layers.Spy):
 
 
 def _int8_engines() -> list[str]:
-    from attnlab.nn import int8_gemm
+    from attnlab.accel import int8_gemm
 
     supported = torch.backends.quantized.supported_engines
     fbgemm = [e for e in ("x86", "fbgemm") if e in supported][:1]
@@ -91,7 +91,7 @@ def test_float_layers_the_kernel_lacks_take_the_flat_path(monkeypatch: pytest.Mo
 
 def test_float_layers_on_onednn_products_take_the_flat_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """On CPUs where attnlab's float32 products run on oneDNN the kernel is off (it would use MKL's)."""
-    from attnlab.nn.linear import cpu_gemm, set_cpu_gemm
+    from attnlab.accel import cpu_gemm, set_cpu_gemm
 
     before = cpu_gemm()
     set_cpu_gemm("onednn")
@@ -157,10 +157,10 @@ class PackedSpy(encoder_layers.Spy):
 
 
 class KernelSpy(encoder_layers.Spy):
-    """Counts the products `Linear` sent to attnlab's kernel."""
+    """Counts the products `FastLinear` sent to attnlab's kernel."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from attnlab.nn import few_row_gemm
+        from attnlab.accel import few_row_gemm
 
         super().__init__(monkeypatch, few_row_gemm, "_call")  # what every bound product calls
 
@@ -171,7 +171,7 @@ def test_kernel_products_take_the_flat_path(monkeypatch: pytest.MonkeyPatch, cha
     """The modules and the packed path run the same kernel products: bit-identical where the GELU and the
     merges are not fused (another activation, `MERGED_PRODUCTS` off), within float32 rounding where they
     are; and within float32 rounding of PyTorch's fused kernel on MKL's products."""
-    from attnlab.nn import few_row_gemm
+    from attnlab.accel import few_row_gemm
 
     m = model(**changes)
     ids, mask = inputs()
@@ -204,7 +204,7 @@ def test_kernel_products_take_the_flat_path(monkeypatch: pytest.MonkeyPatch, cha
 
 @packed_here
 def test_more_rows_than_packed_rows_keep_pytorchs_products(monkeypatch: pytest.MonkeyPatch) -> None:
-    from attnlab.nn import linear
+    from attnlab.accel import linear
 
     m = model()
     ids, mask = inputs()  # 3 x 11 = 33 rows
@@ -223,9 +223,9 @@ def test_more_rows_than_packed_rows_keep_pytorchs_products(monkeypatch: pytest.M
 
 @packed_here
 def test_wrapped_projections_and_a_stacked_projection(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A projection that is not attnlab's `Linear` (a wrapper, an adapter) keeps its layer off the packed
+    """A projection that is not a `FastLinear` (a wrapper, an adapter) keeps its layer off the packed
     path; a single query/key/value projection (`MultiHeadAttention.qkv`) is taken as it is."""
-    from attnlab.nn.linear import Linear
+    from attnlab.accel.linear import FastLinear
 
     m = model()
     ids, mask = inputs()
@@ -240,7 +240,7 @@ def test_wrapped_projections_and_a_stacked_projection(monkeypatch: pytest.Monkey
 
     m.feed_forward[1].layer.down = Wrapped(m.feed_forward[1].layer.down)
     attn = m.attention[2].layer
-    attn.qkv = Linear(32, 96).eval()
+    attn.qkv = FastLinear(32, 96).eval()
     with torch.no_grad():
         attn.qkv.weight.copy_(torch.cat([attn.query.weight, attn.key.weight, attn.value.weight]) * 0.5)
         attn.qkv.bias.copy_(torch.cat([attn.query.bias, attn.key.bias, attn.value.bias]))
@@ -345,7 +345,7 @@ def test_int8_layers_on_attnlabs_kernel_apply_the_gelu_in_the_product(
     """attnlab's int8 engine: the flat path, with GELU(up(x)) as one product where the activation is the
     exact GELU; the outputs then differ from the module calls' where an activation 4e-7 away lands in the
     next product's other quantization step (a few in a thousand, of one step each)."""
-    from attnlab.nn import int8_gemm
+    from attnlab.accel import int8_gemm
 
     if "attnlab" not in _int8_engines():
         pytest.skip(f"attnlab's int8 kernel is not available: {int8_gemm.unavailable_reason()}")
@@ -374,7 +374,7 @@ def test_attention_on_attnlabs_kernel(monkeypatch: pytest.MonkeyPatch, int8: str
     """With the kernel's attention on (the default), the packed path (float32) and the flat path (int8 with
     a stacked projection) take it for a padding mask and for none, and stay within float32 rounding of the
     module calls; a visibility matrix (B, 1, T, T) keeps PyTorch's attention."""
-    from attnlab.nn import few_row_gemm, int8_gemm
+    from attnlab.accel import few_row_gemm, int8_gemm
 
     if not few_row_gemm.available():
         pytest.skip(f"the kernel is not available: {few_row_gemm.unavailable_reason()}")

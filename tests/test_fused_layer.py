@@ -1,4 +1,4 @@
-"""The fused inference path of an encoder layer (attnlab.nn.fused_layer) against the module calls."""
+"""The fused inference path of an encoder layer (attnlab.accel.fused_layer) against the module calls."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 import torch
 from encoder_layers import both, inputs, model
 
-import attnlab.nn.derived as derived
-import attnlab.nn.fused_layer as fused_layer
-from attnlab.nn.fused_layer import (
+import attnlab.accel.derived as derived
+import attnlab.accel.fused_layer as fused_layer
+from attnlab.accel.fused_layer import (
     clear_fused_weights,
     fused_encoder_layer,
     fused_layers,

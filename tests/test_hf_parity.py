@@ -24,6 +24,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from attnlab.accel import optimize  # noqa: E402
 from attnlab.io import CheckpointError  # noqa: E402
 from attnlab.io.format import read_safetensors  # noqa: E402
 from attnlab.io.hf_encoders import load_hf, save_hf  # noqa: E402
@@ -523,13 +524,14 @@ def test_dtype_on_the_way_in_and_out(tmp_path: Path) -> None:
 def test_bert_base_sized_parity(direction: str, gemm: str, tmp_path: Path) -> None:
     """bert-base shapes (12 x 768, V = 30522), MLM + NSP, both directions, T = 128 with padding.
 
-    Both sides sum in another order than HF: with HF's own matmul (``default``) attnlab's inference runs
-    each layer through PyTorch's fused encoder-layer kernel (one stacked query/key/value product,
-    attnlab.nn.fused_layer), and oneDNN (attnlab.nn.linear) blocks its products differently. 12 layers and
-    a 30k-way decoder then differ by about 1e-6 of the logits' scale (on an Intel Xeon with AVX-512 the
-    fused path's MLM logits were 1.1e-5 apart), hence the relative term for both.
+    The model is optimized for inference (attnlab.accel.optimize), as `predict` runs it. Both sides sum in
+    another order than HF: with HF's own matmul (``default``) attnlab's inference runs each layer through
+    PyTorch's fused encoder-layer kernel (one stacked query/key/value product, attnlab.accel.fused_layer),
+    and oneDNN (attnlab.accel.onednn_linear) blocks its products differently. 12 layers and a 30k-way
+    decoder then differ by about 1e-6 of the logits' scale (on an Intel Xeon with AVX-512 the fused path's
+    MLM logits were 1.1e-5 apart), hence the relative term for both.
     """
-    from attnlab.nn.linear import cpu_gemm, set_cpu_gemm
+    from attnlab.accel import cpu_gemm, set_cpu_gemm
 
     before = cpu_gemm()
     set_cpu_gemm(gemm)
@@ -561,4 +563,5 @@ def _bert_base_sized_parity(direction: str, tmp_path: Path, rtol: float) -> None
     segments = torch.zeros_like(ids)
     segments[:, 64:] = 1
     batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": segments}
+    optimize(ours)  # attnlab's CPU inference paths, as `predict` runs them
     _assert_same(_our_outputs(ours, batch), _hf_outputs(hf_model, batch), f"bert-base {direction}", rtol)

@@ -1,4 +1,4 @@
-"""attnlab's int8 path (attnlab.inference.quantize): every linear layer, attnlab's `Linear` included (which
+"""attnlab's int8 path (attnlab.inference.quantize): every linear layer, `FastLinear` included (which
 torch.ao's dynamic quantization skips), becomes an `Int8Linear`; outputs stay close to float32; the tied word
 embedding is left float32; the pipelines run on a quantized model."""
 
@@ -8,10 +8,11 @@ import pytest
 import torch
 from torch import nn
 
+from attnlab.accel import optimize
+from attnlab.accel.linear import FastLinear
 from attnlab.inference import Int8Linear, quantize
 from attnlab.inference.quantize import cpu_has_vnni
 from attnlab.models import EncoderForPreTraining, EncoderForSequenceClassification, get_preset
-from attnlab.nn.linear import Linear
 
 pytestmark = [
     pytest.mark.skipif(
@@ -28,7 +29,7 @@ def test_int8_linear_close_to_float(reduce_range):
         # activations: the reason reduce_range exists and why None (the default) picks it on such CPUs
         pytest.skip("full-range int8 activations need VNNI; this CPU has none")
     torch.manual_seed(0)
-    layer = Linear(64, 48)
+    layer = FastLinear(64, 48)
     x = torch.randn(3, 7, 64)
     q = Int8Linear.from_float(layer, reduce_range=reduce_range)
     ref, got = layer(x), q(x)
@@ -46,10 +47,11 @@ def test_quantize_replaces_every_linear_and_keeps_outputs_close():
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.02)
+    optimize(model)  # as `predict` runs it: every nn.Linear a FastLinear
     linears = sum(isinstance(m, nn.Linear) for m in model.modules())
-    # what torch.ao's quantize_dynamic catches: only exact nn.Linear, none of attnlab's layers
+    # what torch.ao's quantize_dynamic catches: only exact nn.Linear, none of an optimized model's layers
     ao = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
-    assert sum(isinstance(m, Linear) for m in ao.modules()) == linears
+    assert sum(isinstance(m, FastLinear) for m in ao.modules()) == linears
     q = quantize(model)
     assert sum(isinstance(m, nn.Linear) for m in q.modules()) == 0
     assert linears == 4 * 6 + 1 + 1
@@ -57,7 +59,7 @@ def test_quantize_replaces_every_linear_and_keeps_outputs_close():
     assert sum(isinstance(m, Int8Linear) for m in q.modules()) == linears + 4
     stacked = q.encoder.attention[0].layer.qkv
     assert isinstance(stacked, Int8Linear) and (stacked.in_features, stacked.out_features) == (256, 768)
-    assert isinstance(model.classifier, Linear)  # a copy: the float model is untouched
+    assert isinstance(model.classifier, FastLinear)  # a copy: the float model is untouched
     ids = torch.randint(0, 200, (4, 32))
     mask = torch.ones_like(ids)
     mask[0, 20:] = 0
@@ -105,7 +107,7 @@ def test_auto_engine_takes_onednn_with_amx_int8_and_attnlabs_kernel_on_plain_avx
 
 @pytest.mark.parametrize("engine", ["x86", "onednn", "attnlab"])
 def test_quantize_packs_for_the_engine_asked_and_restores_the_global_one(engine):
-    from attnlab.nn import int8_gemm
+    from attnlab.accel import int8_gemm
 
     if engine == "attnlab" and not int8_gemm.available():
         pytest.skip(f"attnlab's int8 kernel is not available: {int8_gemm.unavailable_reason()}")
@@ -146,7 +148,7 @@ def test_stacked_qkv_equals_the_three_int8_projections():
 
 
 def test_the_attnlab_engine_refuses_clearly_where_its_kernel_is_missing(monkeypatch):
-    from attnlab.nn import int8_gemm
+    from attnlab.accel import int8_gemm
 
     monkeypatch.setattr(int8_gemm, "available", lambda: False)
     monkeypatch.setattr(int8_gemm, "unavailable_reason", lambda: "ATTNLAB_INT8_GEMM=off")

@@ -1,5 +1,5 @@
-"""attnlab.nn.int8_gemm: the int8 product kernel against its quantization computed in float64 and against the
-float product, its invariances (a row's result does not depend on the other rows or the thread count), its
+"""attnlab.accel.int8_gemm: the int8 product kernel against its quantization computed in float64 and against
+the float product, its invariances (a row's result does not depend on the other rows or the thread count), its
 input checks, and how it is loaded and refused (the build itself is few_row_gemm's, tested there)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import kernel_cache
 import pytest
 import torch
 
-from attnlab.nn import few_row_gemm, int8_gemm
+from attnlab.accel import few_row_gemm, int8_gemm
 
 needs_kernel = pytest.mark.skipif(
     not int8_gemm.available(), reason=f"the int8 kernel is not available: {int8_gemm.unavailable_reason()}"

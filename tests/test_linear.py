@@ -1,4 +1,5 @@
-"""attnlab.nn.Linear: the oneDNN float32 CPU path computes F.linear's function and gradients."""
+"""attnlab.accel.onednn_linear and FastLinear: the oneDNN float32 CPU path computes F.linear's function and
+gradients."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab.nn import linear as lin_mod
-from attnlab.nn.linear import MIN_MACS, Linear, cpu_gemm, linear, set_cpu_gemm
+from attnlab.accel import linear as lin_mod
+from attnlab.accel import onednn_linear
+from attnlab.accel.linear import FastLinear
+from attnlab.accel.onednn_linear import MIN_MACS, cpu_gemm, linear, set_cpu_gemm
 
-needs_onednn = pytest.mark.skipif(lin_mod._OP is None, reason="this PyTorch build has no oneDNN linear")
+needs_onednn = pytest.mark.skipif(onednn_linear._OP is None, reason="this PyTorch build has no oneDNN linear")
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +43,7 @@ def test_onednn_path_matches_f_linear_forward_and_backward(shape, bias, transpos
     x = torch.randn(*shape, generator=g).requires_grad_()
     w = torch.randn(640, shape[-1], generator=g).requires_grad_()
     b = torch.randn(640, generator=g).requires_grad_() if bias else None
-    assert lin_mod._use_onednn(x, w)
+    assert onednn_linear._use_onednn(x, w)
     up = torch.randn(*shape[:-1], 640, generator=g)
     if transposed_grad:  # a non-contiguous upstream gradient, as after a transpose
         up = up.transpose(0, 1).contiguous().transpose(0, 1)
@@ -73,38 +76,38 @@ def test_path_selection() -> None:
     big_x, big_w = torch.randn(64, 512), torch.randn(512, 512)
     assert big_x.numel() * big_w.shape[0] >= MIN_MACS
     set_cpu_gemm("default")
-    assert cpu_gemm() == "default" and not lin_mod._use_onednn(big_x, big_w)
+    assert cpu_gemm() == "default" and not onednn_linear._use_onednn(big_x, big_w)
     set_cpu_gemm("onednn")
-    if lin_mod._OP is None:
+    if onednn_linear._OP is None:
         assert cpu_gemm() == "default"
         return
-    assert lin_mod._use_onednn(big_x, big_w)
-    assert not lin_mod._use_onednn(torch.randn(4, 32), torch.randn(32, 32))  # too small to pay off
-    assert not lin_mod._use_onednn(big_x.double(), big_w.double())
+    assert onednn_linear._use_onednn(big_x, big_w)
+    assert not onednn_linear._use_onednn(torch.randn(4, 32), torch.randn(32, 32))  # too small to pay off
+    assert not onednn_linear._use_onednn(big_x.double(), big_w.double())
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not lin_mod._use_onednn(big_x, big_w)
+        assert not onednn_linear._use_onednn(big_x, big_w)
         assert linear(big_x, big_w).dtype == torch.bfloat16  # autocast still applies
-    traced = torch.jit.trace(Linear(512, 512), big_x)  # a traced graph keeps the portable aten::linear
+    traced = torch.jit.trace(FastLinear(512, 512), big_x)  # a traced graph keeps the portable aten::linear
     assert "mkldnn" not in str(traced.graph) and "linear" in str(traced.graph)
     with pytest.raises(ValueError, match="'auto', 'onednn' or 'default'"):
         set_cpu_gemm("mkl")
 
 
 def test_auto_picks_onednn_only_with_avx512_off_intel() -> None:
-    assert lin_mod.auto_cpu_gemm("AVX512", "AuthenticAMD") == "onednn"
-    assert lin_mod.auto_cpu_gemm("AVX512", "") == "onednn"  # vendor unknown: by the instruction set
-    assert lin_mod.auto_cpu_gemm("AVX512", "GenuineIntel") == "default"  # MKL's own CPUs
-    assert lin_mod.auto_cpu_gemm("AMX", "GenuineIntel") == "default"
-    assert lin_mod.auto_cpu_gemm("AVX2", "AuthenticAMD") == "default"
-    assert lin_mod.auto_cpu_gemm("DEFAULT", "AuthenticAMD") == "default"
+    assert onednn_linear.auto_cpu_gemm("AVX512", "AuthenticAMD") == "onednn"
+    assert onednn_linear.auto_cpu_gemm("AVX512", "") == "onednn"  # vendor unknown: by the instruction set
+    assert onednn_linear.auto_cpu_gemm("AVX512", "GenuineIntel") == "default"  # MKL's own CPUs
+    assert onednn_linear.auto_cpu_gemm("AMX", "GenuineIntel") == "default"
+    assert onednn_linear.auto_cpu_gemm("AVX2", "AuthenticAMD") == "default"
+    assert onednn_linear.auto_cpu_gemm("DEFAULT", "AuthenticAMD") == "default"
     set_cpu_gemm("auto")
-    expected = lin_mod.auto_cpu_gemm() if lin_mod._OP is not None else "default"
+    expected = onednn_linear.auto_cpu_gemm() if onednn_linear._OP is not None else "default"
     assert cpu_gemm() == expected
 
 
 def test_linear_module_is_an_nn_linear_with_the_same_state_dict() -> None:
     torch.manual_seed(0)
-    ours = Linear(16, 8)
+    ours = FastLinear(16, 8)
     torch.manual_seed(0)
     plain = nn.Linear(16, 8)
     assert isinstance(ours, nn.Linear)
@@ -120,7 +123,7 @@ def test_a_wrong_environment_value_is_named() -> None:
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-c", "import attnlab.nn"], capture_output=True, text=True,
+        [sys.executable, "-c", "import attnlab.accel"], capture_output=True, text=True,
         env={**os.environ, "ATTNLAB_CPU_GEMM": "mkl"},
     )  # fmt: skip
     assert proc.returncode != 0
@@ -148,13 +151,13 @@ def _packed_here() -> bool:
 
 @pytest.mark.skipif(not _packed_here(), reason="attnlab's kernel does not take these products here")
 def test_inference_products_of_up_to_packed_rows_run_on_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    from attnlab.nn import few_row_gemm
+    from attnlab.accel import few_row_gemm
 
     calls = []
     real = few_row_gemm._call  # what every bound product calls
     monkeypatch.setattr(few_row_gemm, "_call", lambda *a, **kw: calls.append(a) or real(*a, **kw))
     torch.manual_seed(0)
-    layer = Linear(40, 24)
+    layer = FastLinear(40, 24)
     x = torch.randn(4, 25, 40)  # 100 rows
     with torch.no_grad():
         got = layer(x)
@@ -179,6 +182,6 @@ def test_inference_products_of_up_to_packed_rows_run_on_the_kernel(monkeypatch: 
         layer(x)
     assert len(calls) == 1
     with torch.inference_mode():  # a weight with no version counter: no kept panels, MKL's product
-        made_here = Linear(40, 24)
+        made_here = FastLinear(40, 24)
         torch.testing.assert_close(made_here(x), F.linear(x, made_here.weight, made_here.bias))
     assert len(calls) == 1

@@ -1,7 +1,7 @@
-"""`attnlab.nn.unpadded`: inside `skip_padding` an encoder's layers run on a padded batch's real tokens only.
-The real positions' outputs equal the padded batch's (within float32 rounding: the products see other
-row counts), the padded positions are zeros, and outside the block, or where a layer cannot take the path,
-nothing changes. Pipelines run inside the block and answer as before."""
+"""`attnlab.accel.unpadded`: inside `skip_padding` an optimized encoder's layers run on a padded batch's
+real tokens only. The real positions' outputs equal the padded batch's (within float32 rounding: the products
+see other row counts), the padded positions are zeros, and outside the block, or where a layer cannot take
+the path, nothing changes. Pipelines run inside the block and answer as before."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ import torch
 from encoder_layers import inputs
 from test_flat_layer import LAYER_KINDS, _int8_engines, packed_here
 
-import attnlab.nn.fused_layer as fused_layer
+import attnlab.accel.fused_layer as fused_layer
+from attnlab.accel.fused_encoder import FusedEncoder
+from attnlab.accel.fused_layer import fused_layers
+from attnlab.accel.unpadded import Rows, skip_padding, skipping_padding
 from attnlab.inference import quantize
 from attnlab.models import Encoder
-from attnlab.nn.fused_layer import fused_layers
-from attnlab.nn.unpadded import Rows, skip_padding, skipping_padding
 
 
 def run(m: Encoder, ids: torch.Tensor, mask: torch.Tensor | None, **kwargs: object) -> torch.Tensor:
@@ -132,6 +133,7 @@ def test_fill_mask_pipeline_answers_as_on_the_padded_batch() -> None:
     torch.manual_seed(0)
     config = dataclasses.replace(encoder_layers.TINY, vocab_size=len(vocab))
     pipe = FillMaskPipeline(EncoderForPreTraining.from_config(config), bert_wordpiece(vocab), batch_size=8)
+    assert type(pipe.model.encoder) is FusedEncoder  # the pipeline optimized its model (attnlab.accel)
     texts = ["the cat [MASK] on the mat", "a [MASK] dog", "the big red house ran far [MASK] away", "[MASK]"]
     batched = pipe(texts, top_k=3)
     alone = [pipe(t, top_k=3) for t in texts]

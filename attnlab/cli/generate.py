@@ -106,10 +106,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def load_model_and_tokenizer(directory: str) -> tuple[Any, Any]:
+    from attnlab.accel import optimize
     from attnlab.io import load
     from attnlab.tokenizers.files import load_tokenizer
 
-    model = load(directory, expect=("gpt2", "transfo_xl"))
+    model = optimize(load(directory, expect=("gpt2", "transfo_xl")))  # the CPU fast paths of decoding
     try:
         tokenizer = load_tokenizer(directory)
     except (OSError, ValueError) as e:
@@ -120,10 +121,11 @@ def load_model_and_tokenizer(directory: str) -> tuple[Any, Any]:
 
 
 def load_transfo_xl_and_tokenizer(directory: str) -> tuple[Any, Any]:
+    from attnlab.accel import optimize
     from attnlab.io import load
     from attnlab.tokenizers.files import load_tokenizer
 
-    model = load(directory, expect="transfo_xl")
+    model = optimize(load(directory, expect="transfo_xl"))  # its products on the fast layouts (attnlab.accel)
     try:
         tokenizer = load_tokenizer(directory)
     except (OSError, ValueError) as e:

@@ -96,7 +96,7 @@ def run_serve(args: argparse.Namespace) -> int:
         timeout_s=args.timeout_s, api_key=args.api_key or os.environ.get("ATTNLAB_API_KEY") or None,
         backend=args.backend,
     )  # fmt: skip
-    from attnlab.nn.linear import set_cpu_gemm
+    from attnlab.accel import set_cpu_gemm
 
     set_cpu_gemm(args.cpu_gemm, "--cpu-gemm")
     from attnlab.inference.allocator import bound_kernel_caches, keep_freed_memory

@@ -314,6 +314,7 @@ VALID_SENTENCES = 200  # validation pairs translated at the end of translate-tra
 def print_what_it_learned(model_dir: Any, src_valid: str, tgt_valid: str) -> None:
     """What the trained model can do: BLEU on the first `VALID_SENTENCES` validation pairs with the
     paper's beam search, and two of its translations beside the references."""
+    from attnlab.accel import optimize
     from attnlab.io import load
     from attnlab.metrics.bleu import corpus_bleu
     from attnlab.tokenizers import load_tokenizer
@@ -325,6 +326,7 @@ def print_what_it_learned(model_dir: Any, src_valid: str, tgt_valid: str) -> Non
     if not source:
         return
     model, tokenizer = load(model_dir, expect="marian"), load_tokenizer(model_dir)
+    optimize(model)  # the CPU fast paths of decoding (attnlab.accel)
     hypotheses = translate_texts(model, tokenizer, source, beam_size=4, alpha=0.6)
     bleu = corpus_bleu(hypotheses, reference)
     print(f"validation BLEU on the first {len(source)} pairs of {src_valid} (beam 4): {bleu.score:.2f}")
@@ -333,6 +335,7 @@ def print_what_it_learned(model_dir: Any, src_valid: str, tgt_valid: str) -> Non
 
 
 def run_translate(args: argparse.Namespace) -> int:
+    from attnlab.accel import optimize
     from attnlab.io import load
     from attnlab.tokenizers import load_tokenizer
     from attnlab.translation.recipe import translate_texts
@@ -345,6 +348,7 @@ def run_translate(args: argparse.Namespace) -> int:
     lines = _read(args.input, "--input") if args.input else read_stdin().splitlines()
     model = load(directory, device=args.device, expect="marian")
     tokenizer = load_tokenizer(directory)
+    optimize(model)  # the CPU fast paths of decoding (attnlab.accel)
     outputs = translate_texts(
         model, tokenizer, lines, beam_size=args.beam, alpha=args.alpha,
         max_length_offset=args.max_length_offset, batch_size=args.batch_size,

@@ -6,8 +6,8 @@
 - `onnx_runner.OnnxRunner`: runs such a directory on ONNX Runtime with the call the pipelines make on a
   torch model (``runner(input_ids=..., attention_mask=..., token_type_ids=...)`` -> an output with the same
   field names), so ``pipeline(task, directory, backend="onnxruntime")`` and the server use it unchanged.
-- `quantize.quantize`: attnlab's own int8 path: every linear layer (attnlab's `Linear` is not caught by
-  ``torch.ao``'s dynamic quantization) becomes an int8 dynamically quantized linear.
+- `quantize.quantize`: attnlab's own int8 path: every linear layer (an optimized model's `FastLinear` is not
+  caught by ``torch.ao``'s dynamic quantization) becomes an int8 dynamically quantized linear.
 - `allocator.keep_freed_memory`: glibc keeps freed blocks for the next forward instead of unmapping them
   (large batches' tensors were faulted in afresh every forward); `allocator.bound_kernel_caches`: oneDNN's
   per-shape kernel caches capped; `attnlab serve` and `predict` call both.

@@ -14,6 +14,8 @@ import os
 import torch
 from torch import nn
 
+from attnlab.accel import optimize
+
 BACKENDS = ("torch", "onnxruntime")
 
 
@@ -42,7 +44,7 @@ def load_encoder(
         from attnlab.inference.quantize import quantize
 
         model = quantize(model, inplace=True)
-    return model
+    return optimize(model)  # the CPU fast paths (attnlab.accel), after quantize: int8 layers stay
 
 
 __all__ = ["BACKENDS", "check_engine", "load_encoder"]

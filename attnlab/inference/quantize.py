@@ -1,14 +1,14 @@
 """int8 dynamic quantization of attnlab's linear layers, for CPU inference.
 
-``torch.ao.quantization.quantize_dynamic`` swaps modules whose type is exactly ``nn.Linear``; attnlab's
-`attnlab.nn.linear.Linear` (the oneDNN-backed subclass every model uses) is not, so it leaves almost all of a
-model in float32 (the issue measured 81 ms against 83 ms fp32 for bert-base). `quantize` swaps every
-``nn.Linear`` (subclasses included) for `Int8Linear`:
+``torch.ao.quantization.quantize_dynamic`` swaps modules whose type is exactly ``nn.Linear``; an
+optimized model's `attnlab.accel.linear.FastLinear` (the subclass `attnlab.accel.optimize` swaps in) is not,
+so it leaves almost all of such a model in float32 (measured 81 ms against 83 ms fp32 for bert-base).
+`quantize` swaps every ``nn.Linear`` (subclasses included) for `Int8Linear`:
 
 - weights: int8, symmetric, one scale per output channel (row), ``scale = max|w_row| / 127``;
 - activations: quantized on the fly per call, the product accumulated in int32 and the bias added in float32.
   Three engines (`auto_engine` picks one by the CPU):
-  - ``attnlab``: attnlab's AVX2 kernel (`attnlab.nn.int8_gemm`), 7 bits with a scale and zero point per row
+  - ``attnlab``: attnlab's AVX2 kernel (`attnlab.accel.int8_gemm`), 7 bits with a scale and zero point per row
     (token), the quantization inside the product; for CPUs with AVX2 but neither AVX-512 nor VNNI, where
     it is faster and more accurate than FBGEMM's (see that module);
   - ``x86`` / ``fbgemm``: FBGEMM's ``torch.ops.quantized.linear_dynamic``, uint8 with one scale and zero
@@ -31,8 +31,8 @@ import warnings
 import torch
 from torch import Tensor, nn
 
+from attnlab.accel import int8_gemm
 from attnlab.cpu import cpu_flags
-from attnlab.nn import int8_gemm
 from attnlab.nn.attention import MultiHeadAttention
 
 ENGINES = ("attnlab", "x86", "fbgemm", "onednn")
@@ -47,7 +47,7 @@ def auto_engine(
     flags: frozenset[str] | None = None, engines: list[str] | None = None, kernel: bool | None = None
 ) -> str:
     """The engine `quantize` packs for: ``onednn`` where the CPU has AMX's int8 tiles (``amx_int8``) and the
-    build has it; ``attnlab`` (`attnlab.nn.int8_gemm`) where the CPU has neither AVX-512 nor VNNI and the
+    build has it; ``attnlab`` (`attnlab.accel.int8_gemm`) where the CPU has neither AVX-512 nor VNNI and the
     kernel is available; else PyTorch's current engine (``x86``: FBGEMM's kernels, which use AVX-512 and
     VNNI where the CPU has them).
     Measured on an Intel Xeon with AMX (2026-11-28, one thread, bert-mini int8, the same relative error
@@ -110,7 +110,7 @@ class Int8Linear(nn.Module):
     def gelu_product(self):
         """``x -> F.gelu(self(x))`` in one call, the GELU in the product's epilogue (within 4e-7 of
         PyTorch's), where the weights are on attnlab's kernel; None on FBGEMM's and oneDNN's. For
-        `attnlab.nn.fused_layer.flat_encoder_layer`."""
+        `attnlab.accel.fused_layer.flat_encoder_layer`."""
         if not isinstance(self._packed, int8_gemm.Int8Weight):
             return None
         return self._gelu
@@ -159,7 +159,8 @@ def _stacked_int8(attn: MultiHeadAttention, reduce_range: bool | None, engine: s
 def quantize(
     model: nn.Module, reduce_range: bool | None = None, inplace: bool = False, engine: str | None = None
 ) -> nn.Module:
-    """``model`` with every ``nn.Linear`` (attnlab's `Linear` included) replaced by `Int8Linear`.
+    """``model`` with every ``nn.Linear`` (`attnlab.accel.optimize`'s subclasses included) replaced by
+    `Int8Linear`.
 
     Self-attention layers also get their query, key and value as one stacked product
     (`MultiHeadAttention.qkv`). A copy unless ``inplace``; the result is in eval mode, on the CPU, for

@@ -48,7 +48,10 @@ def architecture_of(model: nn.Module) -> tuple[str, dict[str, Any]]:
     None as False). ``save_pretrained`` checks the result by rebuilding the model on the meta device.
     """
     archs = ARCHITECTURES
-    names = [name for name, cls in archs.items() if type(model) is cls]
+    # the model's class, else the nearest registered base: a class that only re-routes the computation
+    # (attnlab.accel's FusedEncoder) saves as the architecture it computes
+    registered = next((c for c in type(model).__mro__ if c in archs.values()), None)
+    names = [name for name, cls in archs.items() if cls is registered]
     if not names:
         raise TypeError(
             f"{type(model).__name__} is not a registered architecture; "

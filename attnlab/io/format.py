@@ -204,7 +204,7 @@ def write_model_files(
     """``model.safetensors`` (``tensors``, tied aliases already left out) and ``config.json`` (attnlab's
     format fields, ``architecture``, ``tied`` = ``aliases``, ``config``; after ``hf_fields`` when the
     directory takes HF's layout) into ``directory``, each atomically; the caller writes the manifest. For
-    the decoder directories (`attnlab.io.causal_lm`, `attnlab.io.transfo_xl`); encoders: `save_pretrained`."""
+    the decoder directories (`io.families.gpt2`, `io.families.transfo_xl`); encoders: `io.families.bert`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     write_safetensors_atomic(dict(tensors), directory / WEIGHTS_NAME, metadata={"format": "pt"})
@@ -223,7 +223,7 @@ def write_model_files(
     return directory
 
 
-CAUSAL_LM_ARCHITECTURE = "GPT"  # attnlab.io.causal_lm's directories (config.json "architecture")
+CAUSAL_LM_ARCHITECTURE = "GPT"  # attnlab.io.families.gpt2.s directories (config.json "architecture")
 
 
 def written_by_attnlab(raw: Mapping[str, Any]) -> bool:

@@ -83,7 +83,7 @@ def _family(model_type: Any, source: str) -> Family:
     if model_type in ("gpt2", "openai-gpt"):  # causal LMs: attnlab.io.hf_gpt2 reads them
         raise CheckpointError(
             f"{source}: holds a HF {model_type} causal language model, not an encoder; use "
-            "`attnlab generate` or `attnlab perplexity` with it (attnlab.io.causal_lm.load_causal_lm)"
+            "`attnlab generate` or `attnlab perplexity` with it (attnlab.io.load)"
         )
     if model_type not in FAMILIES:
         raise CheckpointError(

@@ -21,43 +21,18 @@ the memory once (attnlab.nn.MultiHeadAttention). `reorder_cache` keeps or reorde
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable
-
 from torch import Tensor, nn
 
-from attnlab.nn import linear as nn_linear
 from attnlab.nn.buffered_attention import BufferedSelfAttention
-from attnlab.nn.decoding_step import LayerStep, decoding_steps
-from attnlab.nn.fused_layer import fast_path_allowed
 from attnlab.nn.residual import Residual
 
 __all__ = [
-    "BufferedSelfAttention", "Cache", "Decoder", "DecoderCache", "DecoderLayer", "LayerCache", "cache_length",
+    "BufferedSelfAttention", "Cache", "Decoder", "DecoderLayer", "LayerCache", "cache_length",
     "reorder_cache",
 ]  # fmt: skip
 
 LayerCache = dict[str, dict]  # {"self": {"key", "value"}, "cross": {"key", "value"}}
 Cache = list[LayerCache]  # one per layer
-
-
-class DecoderCache(list):
-    """A `Cache` (one `LayerCache` per layer) that also holds, once made, the stack's decoding steps by number
-    of rows (`attnlab.nn.decoding_step`; None where the layers are not plain) and the output layer's product
-    by number of rows (``heads``: `attnlab.models.gpt.GPT`): made at the first step that can take them and
-    kept for this cache's generation."""
-
-    def __init__(self, layers: int) -> None:
-        super().__init__({"self": {}, "cross": {}} for _ in range(layers))
-        self.steps: dict[int, list[LayerStep] | None] = {}
-        self.heads: dict[int, tuple[Tensor, Callable[[Tensor], Tensor]]] = {}  # rows: (weight, product)
-
-    def __deepcopy__(self, memo: dict) -> DecoderCache:
-        """A copy of the cached keys and values without the steps and heads (they refer to the model's
-        modules, which a deep copy would copy too): the copy makes its own at its first step."""
-        copied = DecoderCache(0)
-        copied.extend(copy.deepcopy(list(self), memo))
-        return copied
 
 
 class DecoderLayer(nn.Module):
@@ -108,40 +83,13 @@ class Decoder(nn.Module):
         memory_mask: Tensor | None = None,
         cache: Cache | None = None,
     ) -> Tensor:
-        """(B, T, H) -> (B, T, H); ``cache`` from `new_cache` (one entry per layer) or None.
-
-        A decoding step of a few rows in CPU inference runs each plain layer as one function
-        (`attnlab.nn.decoding_step`, bit-identical), made once per cache (`DecoderCache`)."""
-        steps = self._decoding_steps(x, cache) if memory is None else None
-        if steps is not None:
-            for step, layer_cache in zip(steps, cache, strict=True):  # type: ignore[arg-type]
-                x = step(x, self_mask, layer_cache["self"])
-        else:
-            for i, layer in enumerate(self.layers):
-                x = layer(x, self_mask, memory, memory_mask, cache[i] if cache is not None else None)
+        """(B, T, H) -> (B, T, H); ``cache`` from `new_cache` (one entry per layer) or None."""
+        for i, layer in enumerate(self.layers):
+            x = layer(x, self_mask, memory, memory_mask, cache[i] if cache is not None else None)
         return self.final_norm(x) if self.final_norm is not None else x
 
-    def _decoding_steps(self, x: Tensor, cache: Cache | None) -> list[LayerStep] | None:
-        """The cache's decoding steps for ``x`` (B, T, H) where the call allows them, else None."""
-        # fast_path_allowed first: it refuses tracing before the size test could guard symbolic sizes
-        if not isinstance(cache, DecoderCache) or not fast_path_allowed(x):
-            return None
-        rows = x.shape[0] * x.shape[1]
-        if rows > nn_linear.SMALL_ROWS:
-            return None
-        if rows not in cache.steps:
-            plain = all(
-                type(layer) is DecoderLayer
-                and layer.cross_attn is None
-                and not (layer.training or layer._forward_hooks or layer._forward_pre_hooks)
-                for layer in self.layers
-            )
-            pairs = [(layer.self_attn, layer.feed_forward) for layer in self.layers]
-            cache.steps[rows] = decoding_steps(pairs, rows) if plain else None
-        return cache.steps[rows]
-
-    def new_cache(self) -> DecoderCache:
-        return DecoderCache(len(self.layers))
+    def new_cache(self) -> Cache:
+        return [{"self": {}, "cross": {}} for _ in self.layers]
 
 
 def cache_length(cache: Cache | None) -> int:

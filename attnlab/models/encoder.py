@@ -19,13 +19,6 @@ from attnlab.nn.activations import get_activation
 from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.embeddings import Embeddings
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.fused_layer import (
-    fast_encoder_layer,
-    fast_path_allowed,
-    padding_for_fused,
-    unpadded_rows,
-)
-from attnlab.nn.linear import Linear
 from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.masks import to_additive
 from attnlab.nn.residual import Residual
@@ -50,7 +43,7 @@ class Pooler(nn.Module):
 
     def __init__(self, hidden_size: int, activation: str = "tanh") -> None:
         super().__init__()
-        self.dense = Linear(hidden_size, hidden_size)
+        self.dense = nn.Linear(hidden_size, hidden_size)
         self.activation = nn.Tanh() if activation == "tanh" else get_activation(activation)
 
     def forward(self, hidden: Tensor) -> Tensor:
@@ -75,7 +68,7 @@ def init_bert_weights(module: nn.Module, std: float) -> None:
 
 def _can_read_values(t: Tensor) -> bool:
     """Whether value checks (which read tensor data back to Python) may run: not on the meta device
-    (no data) and not while ``torch.compile`` traces (they would break the graph). On an accelerator
+    (no data) and not while ``torch.compile`` traces (they would break the graph). On a GPU
     they cost one small synchronisation per forward."""
     return t.device.type != "meta" and not torch.compiler.is_compiling()
 
@@ -248,18 +241,25 @@ class Encoder(nn.Module):
             return to_additive(keep[:, None, :, :], dtype)  # (B, 1, T_q, T_k)
         return to_additive(keep[:, None, None, :], dtype)
 
-    @staticmethod
-    def _fused_padding(
-        attention_mask: Tensor | None, x: Tensor, mask: Tensor | None, output_attentions: bool
-    ) -> tuple[bool, Tensor | None]:
-        """Whether layers may take a fast inference path (`fast_encoder_layer`: the fused kernel or the flat
-        function), and the kernel's key-padding mask ((B, T), True = padding; None without padding). Not
-        with attention maps asked for, nor a (B, T, T) mask."""
-        if output_attentions or not fast_path_allowed(x):
-            return False, None
-        if mask is None:
-            return True, None
-        return padding_for_fused(_visible(attention_mask))
+    def run_layers(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        attention_mask: Tensor | None,
+        hidden_states: list[Tensor] | None,
+        attentions: list[Tensor | None] | None,
+    ) -> Tensor:
+        """The layers in `layer_plan` order over ``x`` (B, T, H) -> (B, T, H), each layer's output appended to
+        ``hidden_states`` and its attention probabilities to ``attentions`` where they are lists (asked for).
+        ``mask`` is `attention_bias`'s additive mask, ``attention_mask`` the caller's (B, T) or (B, T, T)."""
+        for a, f in self.layer_plan:
+            x, probs = self.attention[a](x, mask=mask, need_weights=attentions is not None)
+            x = self.feed_forward[f](x)
+            if hidden_states is not None:
+                hidden_states.append(x)
+            if attentions is not None:
+                attentions.append(probs)
+        return x
 
     def forward(
         self,
@@ -286,25 +286,7 @@ class Encoder(nn.Module):
         mask = self.attention_bias(attention_mask, x.dtype)  # (B, 1, 1, T) or None
         hidden_states: list[Tensor] | None = [x] if output_hidden_states else None
         attentions: list[Tensor] | None = [] if output_attentions else None
-        fuse, padding = self._fused_padding(attention_mask, x, mask, output_attentions)
-        layers = [(self.attention[a], self.feed_forward[f]) for a, f in self.layer_plan]
-        rows = unpadded_rows(layers, x, padding) if fuse and hidden_states is None else None
-        if rows is not None:  # inside skip_padding: the real tokens only (attnlab.nn.unpadded)
-            x = rows.gather(x)  # (1, N, H)
-            for attention, feed_forward in layers:
-                x = fast_encoder_layer(attention, feed_forward, x, padding, mask, rows)
-            layers, x = [], rows.scatter(x)  # (B, T, H), zeros at the padding
-        for attention, feed_forward in layers:
-            fused = fast_encoder_layer(attention, feed_forward, x, padding, mask) if fuse else None
-            if fused is not None:  # CPU inference: one kernel or one call a layer (attnlab.nn.fused_layer)
-                x, probs = fused, None
-            else:
-                x, probs = attention(x, mask=mask, need_weights=output_attentions)
-                x = feed_forward(x)
-            if hidden_states is not None:
-                hidden_states.append(x)
-            if attentions is not None:
-                attentions.append(probs)
+        x = self.run_layers(x, mask, attention_mask, hidden_states, attentions)
         if self.final_norm is not None:
             x = self.final_norm(x)
             if hidden_states is not None:  # as HF 5's pre-LN classes (RoBERTa-PreLayerNorm, GPT-2): the

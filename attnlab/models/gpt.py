@@ -29,12 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.models.decoder import Cache, Decoder, DecoderCache, DecoderLayer, cache_length
+from attnlab.models.decoder import Cache, Decoder, DecoderLayer, cache_length
 from attnlab.nn.activations import ACTIVATIONS
 from attnlab.nn.buffered_attention import BufferedSelfAttention
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.fused_layer import _untouched, fast_path_allowed
-from attnlab.nn.linear import MAX_GENERATION_COPY, SMALL_ROWS, Linear, small_product_fn
 from attnlab.nn.local_attention import LocalSelfAttention
 from attnlab.nn.lsh_attention import LSHSelfAttention
 from attnlab.nn.masks import causal_mask, padding_mask, to_additive
@@ -184,7 +182,7 @@ class GPT(nn.Module):
         super().__init__()
         self.embed = embed
         self.decoder = decoder
-        self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = embed.word.weight  # tied (Radford et al. 2018, eq. 2: h_n W_e^T)
         self.config = config
@@ -245,37 +243,13 @@ class GPT(nn.Module):
             mask = None if attention_mask is None else to_additive(padding_mask(attention_mask), x.dtype)
         else:
             mask = self.self_mask(t, past, attention_mask, x)
-        logits = self._output(self.decoder(x, mask, cache=cache), cache)  # (B, T, V)
+        logits = self.lm_head(self.decoder(x, mask, cache=cache))  # (B, T, V)
         if labels is None:
             return CausalLMOutput(logits)
         loss = F.cross_entropy(
             logits[:, :-1].reshape(-1, logits.size(-1)).float(), labels[:, 1:].reshape(-1), ignore_index=-100
         )
         return CausalLMOutput(logits, loss)
-
-    def _output(self, h: Tensor, cache: Cache | None) -> Tensor:
-        """The output layer, (B, T, H) -> (B, T, V). In a decoding step of a few rows in CPU inference its
-        product is resolved once for the cache's generation (`attnlab.nn.linear.small_product_fn`), and the
-        copy of its weight for the faster layout may be as large as `MAX_GENERATION_COPY` (GPT-2's output
-        layer is): a generation repeats this product at every token, where a one-off call of the layer keeps
-        the smaller cap. The same product as ``self.lm_head(h)`` up to float32 summation order."""
-        head = self.lm_head
-        if (
-            isinstance(cache, DecoderCache)
-            and fast_path_allowed(h)
-            and type(head) is Linear  # not int8 (`attnlab.inference.quantize`) nor a wrapper
-            and _untouched(head)
-            and head.weight.dtype == torch.float32
-            and head.weight.device.type == "cpu"
-        ):
-            rows = h.shape[0] * h.shape[1]
-            if rows <= SMALL_ROWS:
-                made = cache.heads.get(rows)
-                if made is None or made[0] is not head.weight:  # (the layer's weight replaced: made anew)
-                    fn = small_product_fn(head, head.weight, head.bias, rows, max_copy=MAX_GENERATION_COPY)
-                    made = cache.heads[rows] = (head.weight, fn)
-                return made[1](h)
-        return head(h)
 
 
 def build_gpt(config: GPTConfig) -> GPT:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.models.config import EncoderConfig
 from attnlab.nn.activations import get_activation
-from attnlab.nn.linear import Linear
 
 
 class MaskedLMHead(nn.Module):

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.models.gpt import CausalLMOutput
 from attnlab.nn.activations import ACTIVATIONS
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.linear import Linear
 from attnlab.nn.lsh_attention import LocalSelfAttention, LSHSelfAttention
 from attnlab.nn.residual import Residual
 from attnlab.nn.reversible import ReversibleStack

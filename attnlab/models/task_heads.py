@@ -31,11 +31,11 @@ from typing import Any, TypeVar
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.models.config import EncoderConfig
 from attnlab.models.encoder import Encoder
 from attnlab.models.pretraining import IGNORE_INDEX, EncoderWithHeads, _init_head, masked_lm_loss
-from attnlab.nn.linear import Linear
 from attnlab.nn.pooling import POOLINGS, masked_mean
 
 

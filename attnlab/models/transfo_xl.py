@@ -35,12 +35,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.models.decoder import Decoder, DecoderLayer
 from attnlab.models.gpt import CausalLMOutput
 from attnlab.nn.activations import ACTIVATIONS
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.linear import Linear
 from attnlab.nn.masks import causal_mask, to_additive
 from attnlab.nn.relative_attention import RelativeMultiHeadAttention
 from attnlab.nn.residual import Residual

@@ -37,13 +37,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.models.decoder import DecoderLayer
 from attnlab.nn.act import AdaptiveComputationTime
 from attnlab.nn.attention import MultiHeadAttention
 from attnlab.nn.embeddings import sinusoidal_table
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.linear import Linear
 from attnlab.nn.residual import Residual
 
 

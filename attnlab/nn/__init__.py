@@ -5,7 +5,6 @@ from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attentio
 from attnlab.nn.embeddings import POSITION_EMBEDDINGS, Embeddings, offset_position_ids, sinusoidal_table
 from attnlab.nn.feedforward import FeedForward
 from attnlab.nn.highway import Highway
-from attnlab.nn.linear import Linear, cpu_gemm, set_cpu_gemm
 from attnlab.nn.masks import causal_mask, combine_masks, padding_mask, to_additive
 from attnlab.nn.residual import Residual
 from attnlab.nn.scalar_mix import ScalarMix
@@ -16,19 +15,16 @@ __all__ = [
     "Embeddings",
     "FeedForward",
     "Highway",
-    "Linear",
     "MultiHeadAttention",
     "Residual",
     "ScalarMix",
     "SigmoidGELU",
     "causal_mask",
     "combine_masks",
-    "cpu_gemm",
     "get_activation",
     "offset_position_ids",
     "padding_mask",
     "scaled_dot_product_attention",
-    "set_cpu_gemm",
     "sinusoidal_table",
     "to_additive",
 ]

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-
-from attnlab.nn.linear import Linear
+from torch.nn import Linear
 
 
 @dataclass

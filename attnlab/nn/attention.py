@@ -22,8 +22,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn import Linear
 
-from attnlab.nn.linear import Linear
 from attnlab.nn.masks import to_additive
 
 

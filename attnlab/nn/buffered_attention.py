@@ -8,8 +8,6 @@ from __future__ import annotations
 from torch import Tensor
 
 from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attention
-from attnlab.nn.derived import stacked_qkv
-from attnlab.nn.linear import small_product, small_rows
 
 
 class BufferedSelfAttention(MultiHeadAttention):
@@ -20,34 +18,11 @@ class BufferedSelfAttention(MultiHeadAttention):
     ``key_buffer``/``value_buffer`` (B, N, capacity, D), doubled when full, and ``key``/``value`` are views
     of their first T_past + T positions, so a step writes only its own keys/values (`append`). Same
     parameters, same results; cross-attention and uncached calls are the base class's.
-
-    One decoding step (`attnlab.nn.linear.small_rows`: a few rows, no gradient) runs the query, key and
-    value projections as one product on their weights stacked, (3H, H) (GPT-2's ``c_attn``): one call
-    instead of three (a third of a small model's step time was the calls' overhead), in the layout
-    `attnlab.nn.linear.small_product` picks for its shape. The stacked copy (`attnlab.nn.derived.stacked_qkv`,
-    shared with the fused encoder layer) is rebuilt when any of them changes or moves; at one or
-    two rows `small_product` keeps a column-major copy of it too (not on Intel CPUs, where MKL's plain product
-    is as fast), so decoding holds the q/k/v weights up to three times (gpt-bpe-small: two copies of 10.6 MB
-    beside its 56 MB). Other calls (training, the prompt) take the three projections.
-    `attnlab.nn.decoding_step` computes the same step without the module calls.
     """
 
     def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, H) -> q, k, v (B, N, T, D)."""
-        weight = getattr(self.query, "weight", None)  # none on int8 layers (`attnlab.inference.quantize`)
-        if not isinstance(weight, Tensor) or not small_rows(x, weight):  # training, the prompt: 3 products
-            return self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
-        weight, bias = stacked_qkv(self)
-        return self.split_qkv(small_product(self, x, weight, bias, "_qkv_t"))
-
-    def split_qkv(self, qkv: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """The stacked product's output (B, T, 3H) -> q, k, v (B, N, T, D)."""
-        b, t, _ = qkv.shape
-        q, k, v = qkv.reshape(b, t, 3, self.num_heads, self.head_dim).unbind(2)  # each (B, T, N, D)
-        # A product of 3-8 rows comes back column-major; SDPA's fused CPU kernel wants each head's D
-        # features adjacent (else its math path, 2.5x slower), so the query is copied (B x H floats); the
-        # keys and values are copied into the cache anyway.
-        return q.transpose(1, 2).contiguous(), k.transpose(1, 2), v.transpose(1, 2)
+        """x (B, T, H) -> q, k, v (B, N, T, D): the three projections."""
+        return self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
 
     @staticmethod
     def append(cache: dict, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:

@@ -9,8 +9,7 @@ import math
 
 import torch
 from torch import Tensor, nn
-
-from attnlab.nn.linear import Linear
+from torch.nn import Linear
 
 POSITION_EMBEDDINGS = ("learned", "sinusoidal")
 

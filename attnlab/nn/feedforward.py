@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.nn.activations import get_activation
-from attnlab.nn.linear import Linear
 
 
 class FeedForward(nn.Module):

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
-
-from attnlab.nn.linear import Linear
+from torch.nn import Linear
 
 GATE_BIAS_INIT = -2.0
 

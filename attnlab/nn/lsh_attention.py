@@ -40,9 +40,9 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.nn.attention import HeadedAttention, MultiHeadAttention
-from attnlab.nn.linear import Linear
 
 MASKED = -1e9  # future keys (HF's float32 mask value)
 SELF = -1e5  # a token's own key, used only when nothing else is visible

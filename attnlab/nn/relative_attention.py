@@ -34,9 +34,9 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.nn.attention import MultiHeadAttention, _prepare_mask, scaled_dot_product_attention
-from attnlab.nn.linear import Linear
 
 
 def relative_sinusoids(

@@ -27,6 +27,7 @@ from typing import Any
 import regex
 import torch
 
+from attnlab.accel import optimize
 from attnlab.models.elmo.bilm import ElmoBiLM, count_parameters
 from attnlab.models.elmo.chars import BOS_TOKEN, EOS_TOKEN, word_char_ids
 from attnlab.models.elmo.config import ElmoConfig, get_preset
@@ -300,6 +301,7 @@ def pretrain_elmo(
     callbacks = []
     if recipe.minutes is not None:
         callbacks.append(_plan_from_step_time(recipe.minutes * 60.0, log))
+    optimize(model, "training")  # oneDNN's products where they are faster (attnlab.accel)
     trainer = Trainer(
         model, tconfig, SentenceDataset(train), eval_data=eval_batches, collate_fn=collate,
         metric_fn=PerplexityMetric(), callbacks=callbacks, run_id=run_id,

@@ -48,6 +48,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from attnlab.accel import optimize
 from attnlab.atomic import write_json_atomic
 from attnlab.data import (
     MaskedDataset,
@@ -854,6 +855,7 @@ def pretrain(
         stage_dir = out / "train" / f"stage-{k + 1}" if multi else out / "train"
         cfg = dataclasses.replace(base, output_dir=stage_dir, max_steps=plan["max_steps"])
         previous_trainer = trainer
+        optimize(model, "training")  # oneDNN's products where they are faster (attnlab.accel)
         trainer = Trainer(
             model, cfg, prepared.pop(k) if k in prepared else loader(k), eval_data=eval_loader,
             metric_fn=metric, callbacks=callbacks,

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.models import EncoderForPreTraining, init_bert_weights
 from attnlab.models.pretraining import IGNORE_INDEX
 from attnlab.nn.activations import get_activation
-from attnlab.nn.linear import Linear
 from attnlab.pretraining.masked_lm import gathered_mlm_loss
 
 

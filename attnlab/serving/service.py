@@ -417,6 +417,10 @@ def load_service(
     else:
         model = load_encoder(d, backend=backend, threads=threads, int8=int8)
         tokenizer, counter, kind = load_tokenizer(d), load_tokenizer(d), "encoder"
+    if kind != "encoder":  # (load_encoder optimized the encoders already)
+        from attnlab.accel import optimize
+
+        optimize(model)  # the CPU fast paths of decoding
     return ModelService(d, kind, model.eval(), tokenizer, counter, int8=int8)
 
 

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from attnlab import metrics as M
+from attnlab.accel import optimize
 from attnlab.atomic import write_json_atomic
 from attnlab.io import load
 from attnlab.tasks.feature_builder import FeatureBuilder, TaskFeatures, batches_of
@@ -245,7 +246,7 @@ def evaluate_directory(
     With ``output_dir``: ``eval_results.json`` (the metrics) and, for QA, the official ``predictions.json``
     (+ ``null_odds.json`` for SQuAD 2.0, whose metrics include the dev-tuned ``best_f1_thresh``)."""
     spec = get_task(task) if isinstance(task, str) else task
-    model = load(model_dir, device=device)
+    model = optimize(load(model_dir, device=device))  # the CPU inference paths, as predict's (accel)
     tokenizer = load_tokenizer(model_dir)
     labels = data_labels(spec, getattr(model, "options", {}).get("labels"))
     regression = getattr(model, "options", {}).get("num_labels") == 1

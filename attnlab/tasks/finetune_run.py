@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from torch import nn
 
+from attnlab.accel import optimize
 from attnlab.atomic import write_json_atomic
 from attnlab.io import save
 from attnlab.io.format import read_json
@@ -220,8 +221,10 @@ def run_once(
     best_dir = output_dir / "best" if cfg.keep_best else None
     keeper = BestKeeper(model, source.tokenizer, spec.metric, best_dir, output_dir / "history.json", run_id)
     evaluator.on_result = keeper
+    trained = (extra_loss or TaskLossOnly()).wrap(model)
+    optimize(trained, "training")  # oneDNN's products where they are faster (attnlab.accel)
     trainer = Trainer(
-        (extra_loss or TaskLossOnly()).wrap(model),
+        trained,
         trainer_config(spec, source, cfg, learning_rate, seed, output_dir, steps_per_epoch),
         dataset,
         eval_data=_eval_batches(evaluator, features, cfg.eval_batch_size, pad),

@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.accel import optimize, skip_padding
 from attnlab.models import Encoder
 from attnlab.nn.pooling import POOLINGS, masked_mean
-from attnlab.nn.unpadded import skip_padding
 from attnlab.tasks.examples import QAExample
 from attnlab.tasks.features import PAD_TOKENS, qa_features, special_id
 from attnlab.tasks.qa_postprocess import QAWindow, postprocess_example
@@ -85,7 +85,10 @@ class Pipeline:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.device = resolve_device(device)
+        # an attnlab model takes the CPU fast paths (attnlab.accel), re-classed in place (not an OnnxRunner)
         self.model = model.to(self.device).eval()
+        if isinstance(self.model, nn.Module):
+            optimize(self.model)
         self.tokenizer = tokenizer
         self.config = model.config
         self.batch_size = batch_size
@@ -152,7 +155,7 @@ class Pipeline:
 
     @torch.no_grad()
     def _forward(self, encodings: Sequence[Encoding], **kwargs: Any) -> Any:
-        with skip_padding():  # the pipelines read real positions only (attnlab.nn.unpadded)
+        with skip_padding():  # the pipelines read real positions only (attnlab.accel.unpadded)
             output = self.model(**self._tensors(encodings), **kwargs)
         # finite weights (checked at load) can still give NaN/Inf on some input; never print them as scores
         fields = vars(output).items() if hasattr(output, "__dict__") else ()

@@ -42,7 +42,6 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from attnlab.manifest import IntegrityError, new_run_id
-from attnlab.nn.derived import clear_derived_weights
 
 from .checkpoint import (
     CHECKPOINT_DIR,
@@ -614,9 +613,6 @@ class Trainer:
         finally:
             model.train(was_training)
             set_rng_state(saved_rng)
-            # the weight copies the no-grad products made (`attnlab.nn.linear.packed_rows`) are stale at the
-            # next optimizer step: freed now, not held through training
-            clear_derived_weights(model)
         if examples == 0:
             raise ValueError("Trainer.evaluate: the evaluation data yielded no batch")
         results: dict[str, float] = {}

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.models.decoder import Cache, Decoder, DecoderLayer
 from attnlab.nn import FeedForward, MultiHeadAttention, Residual, causal_mask, padding_mask, sinusoidal_table
-from attnlab.nn.linear import Linear
 from attnlab.nn.masks import to_additive
 
 from .config import Seq2SeqConfig

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from attnlab.accel import optimize
 from attnlab.atomic import write_json_atomic
 from attnlab.io import save
 from attnlab.manifest import MANIFEST_NAME, IntegrityError, add_to_manifest, verify_directory
@@ -279,6 +280,7 @@ def train_translation(
         tconfig = dataclasses.replace(tconfig, max_steps=plan.max_steps, warmup=plan.warmup)
         callbacks = plan.callbacks
         write_json_atomic({"max_steps": plan.max_steps, "warmup": plan.warmup}, plan_path)
+    optimize(model, "training")  # oneDNN's products where they are faster (attnlab.accel)
     trainer = Trainer(
         model, tconfig, loader, eval_data=eval_batches, run_id=run_dir.run_id, callbacks=callbacks
     )

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.models.elmo.char_cnn import CharCNN
 from attnlab.models.elmo.config import ElmoConfig
 from attnlab.models.elmo.lstm import BiLSTMStack
-from attnlab.nn.linear import Linear
 
 
 class WordSoftmax(nn.Module):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.nn import Linear
 
 from attnlab.models.elmo.config import CHAR_VOCAB_SIZE, ElmoConfig
 from attnlab.nn.highway import Highway
-from attnlab.nn.linear import Linear
 
 _ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 

@@ -2,7 +2,7 @@
 
 Two kinds today: the stacked query/key/value weight (`stacked_qkv`: one product instead of three, for the
 fused encoder layer and a decoding step) and a weight stored column-major
-(`attnlab.nn.linear.column_major_copy`: the layout MKL reads fastest for one or two rows).
+(`attnlab.accel.linear.column_major_copy`: the layout MKL reads fastest for one or two rows).
 
 `derived` keeps each result beside its module in a ``WeakKeyDictionary``: the entry goes with the module,
 and deepcopy, pickling, ``torch.save`` and the state dict never see it. An entry holds its source tensors

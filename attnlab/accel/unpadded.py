@@ -8,7 +8,7 @@ by arrival eight at a time, hold 1.34 padded tokens per real one.
 
 `Rows` is where the real tokens are in the (B, T) batch. `attnlab.models.Encoder` gathers them, (B, T, H) ->
 (1, N, H), runs every layer on those N rows, and scatters the result back at the end; only the attention
-itself needs the (B, T) layout, and `attnlab.nn.fused_layer.packed_encoder_layer` scatters its stacked
+itself needs the (B, T) layout, and `attnlab.accel.fused_layer.packed_encoder_layer` scatters its stacked
 query/key/value into it and gathers the attention's output back (two copies of N rows a layer, against
 products over B * T rows). PyTorch's ``nn.TransformerEncoder`` does the same on its inference fast path with
 nested tensors; like it, the padded positions of the output are zeros, not what the module calls compute
@@ -16,7 +16,7 @@ there (values no caller should read: the padded queries' attention over the real
 
 So it is opt-in: a caller that reads the real positions only -- the pipelines (`attnlab.tasks.pipelines`),
 hence ``attnlab serve`` and ``attnlab predict`` -- runs its forward inside `skip_padding`. The encoder takes
-the path where every layer takes the packed path (`attnlab.nn.fused_layer.unpadded_rows`) and no per-layer
+the path where every layer takes the packed path (`attnlab.accel.fused_layer.unpadded_rows`) and no per-layer
 hidden states are asked for; elsewhere nothing changes.
 """
 

@@ -47,9 +47,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.accel.derived import derived
 from attnlab.atomic import atomic_path
 from attnlab.cpu import cpu_flags
-from attnlab.nn.derived import derived
 
 __all__ = [
     "FewRowGemmWarning", "attention", "available", "cached_product_fn", "load_library", "panels", "product",
@@ -252,7 +252,7 @@ def cached_merge_fn(
     weight, bias)`` (pre-LN): no separate add and LayerNorm passes, and one OpenMP region instead of three.
     ``norm`` an ``nn.LayerNorm`` over the last dimension with weight and bias. Its own LayerNorm (two
     passes in float32): within 1e-6 of PyTorch's. Kept beside ``holder`` until one of the tensors changes
-    (a new ``norm.eps`` is not seen: `attnlab.nn.derived.clear_derived_weights` after changing it); the
+    (a new ``norm.eps`` is not seen: `attnlab.accel.derived.clear_derived_weights` after changing it); the
     panels are the ones `product_fn` uses under the same ``name``. RuntimeError where the kernel is not
     `available`."""
     fn = _kernel()
@@ -402,10 +402,10 @@ def _pack(weight: Tensor) -> Tensor:
 
 
 def panels(holder: nn.Module, weight: Tensor, name: str = "_weight") -> Tensor:
-    """``weight``'s panels, kept beside ``holder`` by `attnlab.nn.derived.derived` (rebuilt when the weight
+    """``weight``'s panels, kept beside ``holder`` by `attnlab.accel.derived.derived` (rebuilt when the weight
     changes; never saved). Like the column-major copy it replaces, it doubles the memory of those weights.
     A write that bypasses the weight's version counter (through ``.data`` or a NumPy view) is not seen:
-    call `attnlab.nn.derived.clear_derived_weights` after one, as for every derived weight."""
+    call `attnlab.accel.derived.clear_derived_weights` after one, as for every derived weight."""
     return derived(holder, name + "_panels", (weight,), lambda: _pack(weight))
 
 
@@ -436,7 +436,7 @@ def _call(
 def rows_input(x: Tensor, k: int, n: int, what: str) -> Tensor:
     """``x`` (..., K) as a kernel reads it -- float32 on the CPU, contiguous, its values in its memory (a
     negated or zero tensor materialised) -- or ValueError naming ``what``: the C++ side trusts the sizes and
-    would read outside the tensor. For this module's products and `attnlab.nn.int8_gemm`'s."""
+    would read outside the tensor. For this module's products and `attnlab.accel.int8_gemm`'s."""
     if x.dtype is not torch.float32 or not x.is_cpu or x.dim() == 0 or x.shape[-1] != k:
         raise ValueError(f"{what}: x {tuple(x.shape)} {x.dtype} {x.device} against a ({n}, {k}) weight "
                          "(float32 CPU input expected)")  # fmt: skip
@@ -481,7 +481,7 @@ def cached_product_fn(
     holder: nn.Module, weight: Tensor, bias: Tensor | None, name: str = "_weight", act: int = 0
 ) -> Callable[[Tensor], Tensor]:
     """`product_fn`, itself kept beside ``holder`` until ``weight`` or ``bias`` changes (one cache lookup
-    instead of the panels' lookup and the checks of every call): for `attnlab.nn.linear.Linear`, called at
+    instead of the panels' lookup and the checks of every call): for `attnlab.accel.linear.Linear`, called at
     every product. The panels are the ones `product_fn` uses under the same ``name``."""
     sources = (weight,) if bias is None else (weight, bias)
     key = name + ("_gelu_fn" if act else "_fn")

@@ -9,7 +9,7 @@
 //   reads the weight once, in order, and keeps every partial sum in a register.
 // - With more rows (an encoder's 128-4096 tokens) MKL packs the weight again at every call; this kernel's
 //   copy is packed once. Whole encoder forwards with these products took 0.70-0.97x the time of PyTorch's
-//   fused encoder layer on MKL's on that machine (bert-mini and bert-base, T=128; attnlab/nn/linear.py).
+//   fused encoder layer on MKL's on that machine (bert-mini and bert-base, T=128; attnlab/accel/linear.py).
 //
 // Layout. W (N, K) is copied into panels of 8 output columns (the last one zero-padded):
 //     P[p][k][j] = W[8p + j][k],   p < ceil(N / 8), k < K, j < 8

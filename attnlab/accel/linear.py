@@ -1,56 +1,35 @@
-"""``Linear``: ``nn.Linear`` whose large float32 CPU matmuls run on oneDNN instead of MKL.
+"""``FastLinear``: ``nn.Linear`` whose no-gradient CPU products run in the fastest layout for their rows.
 
-Why: PyTorch's x86 builds send a float32 ``F.linear`` on the CPU to MKL's sgemm. On non-Intel CPUs (this
-project's machines are AMD EPYC with AVX-512) MKL takes a generic code path: measured 140-230 GFLOPS on 2
-cores for BERT- and Transformer-shaped products, where oneDNN, which ships in the same PyTorch build and
-is what ``torch.compile``'s CPU backend calls, reaches 450-520 GFLOPS (``benchmarks/gemm.py``). Both are
-IEEE float32 with float32 accumulation; results differ only by summation order (about 1e-7 relative).
+Products of at most `SMALL_ROWS` rows without a gradient (a decoding step) take `small_product`: the
+few-row kernel of `attnlab.accel.few_row_gemm` where it can be built, else the layout MKL streams fastest.
+Products of up to `PACKED_ROWS` rows without a gradient (an encoder's tokens in inference) take that kernel
+too on CPUs not made by Intel (`packed_rows`): its copy of the weight is packed once, where MKL packs the
+weight again at every call. Every other product is `attnlab.accel.onednn_linear.linear` (oneDNN or
+``F.linear``).
 
-`linear` takes the oneDNN path (``torch.ops.mkldnn._linear_pointwise``, forward and both backward
-products through a custom autograd function) when all of these hold, and is ``F.linear`` otherwise:
-
-- the tensors are float32 on the CPU, no autocast is active (autocast's bf16 matmuls already use oneDNN),
-  and neither ``torch.compile`` (inductor picks its own kernels) nor ``torch.jit.trace`` is tracing;
-- the product has at least ``2**20`` multiply-adds (below that oneDNN's ~8 us call overhead loses);
-- PyTorch was built with oneDNN and has the operator (a private one, so its presence is checked);
-- the choice is ``onednn``: ``ATTNLAB_CPU_GEMM`` (or `set_cpu_gemm`) is ``onednn``, or ``auto`` (the
-  default) on a CPU with AVX-512 that is not Intel's. On AVX2-only CPUs (the later sessions' AMD EPYC
-  without AVX-512) oneDNN's float32 kernels are the slower ones: ``benchmarks/gemm.py --threads 1``
-  measured oneDNN / MKL 0.42-1.19 over the same shapes, 0.42-0.68 for the backward products. On Intel CPUs
-  MKL takes its own fast path: on an Intel Xeon with AVX-512 and AMX (2026-11-28, one thread) oneDNN / MKL
-  was 0.87-1.02 forward and 0.38-0.95 backward, and bert-mini's B=1 forward took 10.0 ms on oneDNN
-  against 8.0 ms on MKL. So ``auto`` keeps ``F.linear`` on both. The choice is a function of the
-  machine, so a run resumed on the same machine computes exactly as before.
-
-Products of at most `SMALL_ROWS` rows without a gradient (a decoding step) take `small_product` instead: the
-few-row kernel of `attnlab.nn.few_row_gemm` where it can be built, else the layout MKL streams fastest.
-`Linear`'s products of up to `PACKED_ROWS` rows without a gradient (an encoder's tokens in inference) take
-that kernel too on CPUs not made by Intel (`packed_rows`): its copy of the weight is packed once, where MKL
-packs the weight again at every call.
-
-The module keeps ``nn.Linear``'s parameters, names and initialisation, so checkpoints and HF key mappings
-are unchanged and ``isinstance(m, nn.Linear)`` still holds.
+The module keeps ``nn.Linear``'s parameters, names and initialisation (`attnlab.accel.optimize` re-classes
+a model's ``nn.Linear`` layers to it in place), so checkpoints and HF key mappings are unchanged and
+``isinstance(m, nn.Linear)`` still holds.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.autograd.function import once_differentiable
 
+import attnlab.accel.few_row_gemm as few_row_gemm
+import attnlab.accel.onednn_linear as gemm
+from attnlab.accel.derived import derived
+from attnlab.accel.onednn_linear import linear
 from attnlab.cpu import cpu_vendor
-from attnlab.nn import few_row_gemm
-from attnlab.nn.derived import derived
 
-__all__ = ["Linear", "linear", "set_cpu_gemm", "cpu_gemm", "auto_cpu_gemm", "small_rows", "small_product",
-           "small_product_fn", "packed_rows", "packed_weight", "column_major_copy"]
+__all__ = ["FastLinear", "GenerationHead", "small_rows", "small_product", "small_product_fn", "packed_rows",
+           "packed_weight", "column_major_copy"]
 
-MIN_MACS = 1 << 20  # M * K * N below which F.linear is faster (oneDNN's per-call overhead)
 # Rows (M) at or below which a no-grad product picks its weight layout by shape (`small_product`: decoding)
 SMALL_ROWS = 8
 # Weight elements (1 MiB of float32) from which `small_product` treats a weight as streamed from memory
@@ -58,122 +37,25 @@ STREAMED_WEIGHT = 1 << 18
 # Weight elements (64 MiB of float32) above which `small_product` keeps no column-major copy: the copy would
 # double a large output layer (BERT's 30,522 x 768 head for one short fill-mask request, GPT-2's 50,257 x 768)
 MAX_COPIED_WEIGHT = 1 << 24
-# Rows (M) up to which a no-grad product of `Linear` runs on the kernel's panels (`packed_rows`):
+# Rows (M) up to which a no-grad product of `FastLinear` runs on the kernel's panels (`packed_rows`):
 # B=32 x T=128, the largest shape measured (benchmarks/inference.py)
 PACKED_ROWS = 4096
 # The cap instead of `MAX_COPIED_WEIGHT` (256 MiB of float32) for the output layer of a generation, which
-# repeats its product at every token (`attnlab.models.gpt.GPT`): GPT-2's output layer (38.6 M elements) and
+# repeats its product at every token (`GenerationHead`): GPT-2's output layer (38.6 M elements) and
 # gpt2-large's (64.3 M) are copied for the few-row kernel, gpt2-xl's (80.4 M) is not
 MAX_GENERATION_COPY = 1 << 26
-
-
-def _onednn_op():
-    if not torch.backends.mkldnn.is_available():
-        return None
-    return getattr(torch.ops.mkldnn, "_linear_pointwise", None) if hasattr(torch.ops, "mkldnn") else None
-
-
-_OP = _onednn_op()
-_ENABLED = False
-
-
-def auto_cpu_gemm(capability: str | None = None, vendor: str | None = None) -> str:
-    """What ``"auto"`` picks: ``"onednn"`` on a CPU whose PyTorch kernels run AVX-512 (or newer) and that is
-    not Intel's (MKL's own), else ``"default"`` (see the module docstring). ``capability`` is what
-    ``torch.backends.cpu.get_cpu_capability()`` returns, ``vendor`` what `attnlab.cpu.cpu_vendor` does."""
-    cap = torch.backends.cpu.get_cpu_capability() if capability is None else capability
-    vendor = cpu_vendor() if vendor is None else vendor
-    wide = cap.upper().startswith(("AVX512", "AMX"))
-    return "onednn" if wide and vendor != "GenuineIntel" else "default"
-
-
-def set_cpu_gemm(kind: str, what: str = "set_cpu_gemm: kind") -> None:
-    """``"auto"`` (the default: oneDNN where a CPU not made by Intel has AVX-512), ``"onednn"`` or
-    ``"default"`` (PyTorch's ``F.linear``)."""
-    global _ENABLED
-    if kind not in ("auto", "onednn", "default"):
-        raise ValueError(f"{what} must be 'auto', 'onednn' or 'default', got {kind!r}")
-    if kind == "auto":
-        kind = auto_cpu_gemm()
-    _ENABLED = kind == "onednn" and _OP is not None
-
-
-set_cpu_gemm(os.environ.get("ATTNLAB_CPU_GEMM", "auto").lower(), "environment variable ATTNLAB_CPU_GEMM")
-
 # MKL on its own vendor's CPUs: `small_product` keeps the plain product at 1-8 rows there
 INTEL_MKL = cpu_vendor() == "GenuineIntel"
-
-
-def cpu_gemm() -> str:
-    """Which float32 CPU matmul `linear` uses now: ``"onednn"`` or ``"default"``."""
-    return "onednn" if _ENABLED else "default"
-
-
-def _mm(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """``x @ weight.T + bias`` on oneDNN; ``x`` (..., K), ``weight`` (N, K), either may be a strided view."""
-    return _OP(x, weight, bias, "none", [], "")  # type: ignore[misc]
-
-
-class _OneDNNLinear(torch.autograd.Function):
-    """y = x W^T + b with the two backward products on oneDNN too:
-    dx = dy W (as ``linear(dy, W^T)``), dW = dy^T x (as ``linear(dy^T, x^T)``), db = sum of dy."""
-
-    @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:  # type: ignore[override]
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        return _mm(x, weight, bias)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
-        x, weight = ctx.saved_tensors
-        grad_x = grad_w = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_x = _mm(grad, weight.t(), None)  # (..., N) @ (N, K) -> (..., K)
-        g2 = grad.reshape(-1, grad.shape[-1])  # (M, N)
-        if ctx.needs_input_grad[1]:
-            grad_w = _mm(g2.t(), x.reshape(-1, x.shape[-1]).t(), None)  # (N, M) @ (M, K) -> (N, K)
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_b = g2.sum(0)
-        return grad_x, grad_w, grad_b
-
-
-def _use_onednn(x: Tensor, weight: Tensor) -> bool:
-    return (
-        _ENABLED
-        # first: while tracing, the size test below would put a guard on the symbolic batch and sequence
-        # sizes (torch.export then refuses dynamic axes: "Expected op to be '==', got <= for 16/9 <= batch")
-        and not torch.compiler.is_compiling()
-        and not torch.jit.is_tracing()  # traced or exported graphs keep the portable aten::linear
-        and x.device.type == "cpu"
-        and x.dtype == torch.float32
-        and weight.dtype == torch.float32
-        and x.dim() >= 2
-        and x.numel() * weight.shape[0] >= MIN_MACS  # (M * K) * N
-        and not torch.is_autocast_enabled("cpu")
-    )
-
-
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``F.linear(x, weight, bias)``: x (..., K), weight (N, K), bias (N,) -> (..., N); see the module doc."""
-    if not _use_onednn(x, weight):
-        return F.linear(x, weight, bias)
-    if torch.is_grad_enabled() and (
-        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
-    ):
-        return _OneDNNLinear.apply(x, weight, bias)
-    return _mm(x, weight, bias)
 
 
 def small_rows(x: Tensor, weight: Tensor) -> bool:
     """True for a product of at most `SMALL_ROWS` rows, float32 on the CPU, with no gradient recorded: one
     step of decoding (a row per sequence). `small_product` then picks the weight's layout by shape."""
-    return _kernel_product(x, weight) and x.numel() <= SMALL_ROWS * weight.shape[1]
+    return kernel_product(x, weight) and x.numel() <= SMALL_ROWS * weight.shape[1]
 
 
 def packed_rows(x: Tensor, weight: Tensor) -> bool:
-    """True for a product of at most `PACKED_ROWS` rows that `Linear` sends to the kernel's panels: no
+    """True for a product of at most `PACKED_ROWS` rows that `FastLinear` sends to the kernel's panels: no
     gradient, float32 on the CPU, a weight of at most `MAX_COPIED_WEIGHT` elements, PyTorch's own product
     chosen (`cpu_gemm` ``"default"``: with AVX-512, oneDNN's are faster), a CPU not made by Intel (MKL takes
     its own fast path there; the kernel is not measured against it at these sizes), a weight not made under
@@ -186,26 +68,26 @@ def packed_rows(x: Tensor, weight: Tensor) -> bool:
     (2 threads) and 0.96x (1 thread), B=32 0.97x and 0.93x; bert-base B=1 0.70x and 0.95x. Outputs within
     2e-6 of the fused kernel's."""
     return (
-        _kernel_product(x, weight) and x.numel() <= PACKED_ROWS * weight.shape[1] and packed_weight(weight)
+        kernel_product(x, weight) and x.numel() <= PACKED_ROWS * weight.shape[1] and packed_weight(weight)
     )
 
 
 def packed_weight(weight: Tensor) -> bool:
     """`packed_rows`'s tests of the weight and the machine (for a caller that checked the input). A weight
     made under ``torch.inference_mode`` has no version counter, so its panels could not be kept
-    (`attnlab.nn.derived`): it keeps MKL's product rather than packing a copy at every call."""
+    (`attnlab.accel.derived`): it keeps MKL's product rather than packing a copy at every call."""
     return (
         weight.dtype == torch.float32
         and weight.device.type == "cpu"
         and weight.numel() <= MAX_COPIED_WEIGHT
-        and not _ENABLED
+        and gemm.cpu_gemm() == "default"
         and not INTEL_MKL
         and not weight.is_inference()
         and few_row_gemm.available()
     )
 
 
-def _kernel_product(x: Tensor, weight: Tensor) -> bool:
+def kernel_product(x: Tensor, weight: Tensor) -> bool:
     """Whether a product could leave PyTorch's: no gradient recorded, float32 on the CPU, nothing tracing or
     transforming it (the row count is the caller's test)."""
     return (
@@ -233,7 +115,7 @@ def small_product(
     few rows read the whole weight, so the step is bound by how well the product streams it.
 
     First choice, for a weight of at most `MAX_COPIED_WEIGHT` elements: attnlab's few-row kernel
-    (`attnlab.nn.few_row_gemm`), on a panel copy of the weight kept on ``holder`` under ``name +
+    (`attnlab.accel.few_row_gemm`), on a panel copy of the weight kept on ``holder`` under ``name +
     "_panels"``, where it can be built (x86-64 with AVX2 and FMA, a C++ compiler). It reads the weight at
     1.0-2.3x the speed of PyTorch's fastest layout below on the later sessions' AMD EPYC (one thread, weights
     streamed, ``benchmarks/gemm.py --small-rows``; 0.75-1.0x for a small weight that stays in cache, where
@@ -289,7 +171,7 @@ def small_product_fn(
 ) -> Callable[[Tensor], Tensor]:
     """`small_product`'s product for inputs of ``rows`` rows, its layout chosen and its weight copy taken
     now: ``fn(x)`` computes exactly what ``small_product(holder, x, weight, bias, name)`` does, without
-    choosing again (for a caller that repeats one product step after step: `attnlab.nn.decoding_step`).
+    choosing again (for a caller that repeats one product step after step: `attnlab.accel.decoding_step`).
     ``max_copy`` replaces `MAX_COPIED_WEIGHT`, the largest weight (elements) copied into the kernel's panels.
     A later change of the weight is not seen by ``fn`` (it may hold a copy): make a new one."""
     n, k = weight.shape
@@ -316,23 +198,42 @@ def _transposed_product(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tenso
 
 def column_major_copy(holder: nn.Module, weight: Tensor, name: str = "_weight_t") -> Tensor:
     """``weight`` (N, K) stored column-major: the (N, K) transpose of a contiguous (K, N) copy, kept beside
-    ``holder`` under ``name`` by `attnlab.nn.derived.derived` (rebuilt when the weight is another tensor,
+    ``holder`` under ``name`` by `attnlab.accel.derived.derived` (rebuilt when the weight is another tensor,
     changes in place or gets new data; never saved). It doubles the memory of the weights that decoding
     reads this way."""
     return derived(holder, name, (weight,), lambda: weight.detach().t().contiguous().t())
 
 
-class Linear(nn.Linear):
+class FastLinear(nn.Linear):
     """``nn.Linear`` computed by `linear` (same parameters, state-dict keys and initialisation); one decoding
     step's few rows go through `small_product`, an inference product of up to `PACKED_ROWS` rows through the
     kernel's panels where `packed_rows` holds."""
 
     def forward(self, x: Tensor) -> Tensor:
         weight = self.weight
-        if _kernel_product(x, weight):  # `small_rows` and `packed_rows`, their common tests made once
+        if kernel_product(x, weight):  # `small_rows` and `packed_rows`, their common tests made once
             k = weight.shape[1]
             if x.numel() <= SMALL_ROWS * k:
                 return small_product(self, x, weight, self.bias)
             if x.numel() <= PACKED_ROWS * k and packed_weight(weight):
                 return few_row_gemm.cached_product_fn(self, weight, self.bias, "_weight_t")(x)
         return linear(x, weight, self.bias)
+
+
+class GenerationHead(FastLinear):
+    """A language model's output layer: a generation repeats its product at every token, so its few-row
+    products copy a weight of up to `MAX_GENERATION_COPY` elements into the kernel's panels, where other
+    layers keep `MAX_COPIED_WEIGHT` (GPT-2's 38.6 M-element output layer is copied). The same product as
+    `FastLinear`'s up to float32 summation order."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        weight = self.weight
+        n, k = weight.shape
+        if (
+            n * k <= MAX_GENERATION_COPY
+            and kernel_product(x, weight)
+            and x.numel() <= SMALL_ROWS * k
+            and few_row_gemm.available()
+        ):
+            return few_row_gemm.cached_product_fn(self, weight, self.bias, "_weight_t")(x)
+        return super().forward(x)

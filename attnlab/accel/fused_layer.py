@@ -16,7 +16,7 @@ modules``).
   global module hooks set), no gradient is recorded (``torch.no_grad`` or ``torch.inference_mode``), no
   autocast is active, and nothing traces the model (``torch.compile``, ``torch.export`` and the ONNX export
   see the modules);
-- the input is float32 on the CPU, and `attnlab.nn.linear` uses PyTorch's own float32 product there (on
+- the input is float32 on the CPU, and `attnlab.accel.linear` uses PyTorch's own float32 product there (on
   CPUs with AVX-512 it sends large products to oneDNN, which the fused kernel would not use);
 - the attention is exactly `MultiHeadAttention` (not a local, relative or LSH variant) with biases, the
   feed-forward is `FeedForward` with the exact GELU or ReLU, both residuals have the same placement
@@ -26,18 +26,19 @@ modules``).
 
 Where the kernel does not apply but the pair is still the plain layer in eval mode (int8 projections from
 `attnlab.inference.quantize`, an activation the kernel lacks, oneDNN products), `flat_encoder_layer`
-computes it in one function with the modules' own operations. `fast_encoder_layer`, which `Encoder.forward`
-calls per layer, picks `packed_encoder_layer` (below), else the kernel, else that function, else None.
+computes it in one function with the modules' own operations. `fast_encoder_layer`, which
+`attnlab.accel.fused_encoder.FusedEncoder` calls per layer, picks `packed_encoder_layer` (below), else the
+kernel, else that function, else None.
 
-Where the layer's products run on attnlab's own kernel (`attnlab.nn.linear.packed_rows`: inference on a CPU
+Where the layer's products run on attnlab's own kernel (`attnlab.accel.linear.packed_rows`: inference on a CPU
 not made by Intel, up to 4,096 rows), `packed_encoder_layer` comes first: the fused kernel would compute its
 products with MKL, which packs each weight again at every call.
 
-The fused query/key/value weight is `attnlab.nn.derived.stacked_qkv`: built once and kept (outside the
+The fused query/key/value weight is `attnlab.accel.derived.stacked_qkv`: built once and kept (outside the
 module: deepcopy, pickling and ``torch.save`` never see it) until one of its three weights or biases changes:
 a new tensor, or an in-place update such as an optimizer step, ``load_state_dict`` or ``.to()``. Writes that
 bypass the version counter (through ``.data`` or a NumPy view) are not seen; call `clear_fused_weights` (the
-same as `attnlab.nn.derived.clear_derived_weights`) after them. `fused_layers`
+same as `attnlab.accel.derived.clear_derived_weights`) after them. `fused_layers`
 turns the path off in a ``with`` block (tests compare both paths; benchmarks time the module calls).
 """
 
@@ -52,13 +53,14 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from attnlab.nn import few_row_gemm
+import attnlab.accel.few_row_gemm as few_row_gemm
+from attnlab.accel.derived import clear_derived_weights, derived, stacked_qkv
+from attnlab.accel.linear import MAX_COPIED_WEIGHT, FastLinear, packed_rows
+from attnlab.accel.onednn_linear import cpu_gemm
+from attnlab.accel.unpadded import Rows, skipping_padding
 from attnlab.nn.attention import MultiHeadAttention, scaled_dot_product_attention
-from attnlab.nn.derived import clear_derived_weights, derived, stacked_qkv
 from attnlab.nn.feedforward import FeedForward
-from attnlab.nn.linear import MAX_COPIED_WEIGHT, Linear, cpu_gemm, packed_rows
 from attnlab.nn.residual import Residual
-from attnlab.nn.unpadded import Rows, skipping_padding
 
 __all__ = [
     "clear_fused_weights", "fast_encoder_layer", "fast_path_allowed", "flat_encoder_layer",
@@ -91,7 +93,7 @@ def fused_layers(enabled: bool) -> Iterator[None]:
             _LOCAL.enabled = before
 
 
-# The cached weights live in attnlab.nn.derived; this name is kept for the callers that know it.
+# The cached weights live in attnlab.accel.derived; this name is kept for the callers that know it.
 clear_fused_weights = clear_derived_weights
 
 
@@ -103,7 +105,7 @@ def _activation_is_gelu(ffn: FeedForward) -> bool | None:
     return False if type(act) is nn.ReLU else None
 
 
-def _untouched(module: nn.Module) -> bool:
+def untouched(module: nn.Module) -> bool:
     """Whether ``module`` and its children are in eval mode (no dropout, Monte Carlo dropout included) and
     carry no forward hooks (the kernel would skip them: feature taps, pruning's and weight norm's hooks)."""
     # Walks the children itself: ``module.modules()`` (a generator with a memo of visited modules) is most of
@@ -129,8 +131,8 @@ def _plain(attention: nn.Module, feed_forward: nn.Module) -> bool:
     # layers are asked at every forward.
     return (
         all(isinstance(p, nn.Linear) and p.bias is not None for p in projections)  # not int8, with biases
-        and _untouched(attention)
-        and _untouched(feed_forward)
+        and untouched(attention)
+        and untouched(feed_forward)
         and _activation_is_gelu(ffn) is not None
         and attention.norm_first == feed_forward.norm_first
         and attention.norm.eps == feed_forward.norm.eps
@@ -204,8 +206,8 @@ def _flat(attention: nn.Module, feed_forward: nn.Module) -> bool:
         and type(feed_forward) is Residual
         and type(attention.layer) is MultiHeadAttention
         and type(feed_forward.layer) is FeedForward
-        and _untouched(attention)
-        and _untouched(feed_forward)
+        and untouched(attention)
+        and untouched(feed_forward)
     )
 
 
@@ -227,7 +229,7 @@ def flat_encoder_layer(
     (`_gelu_product`, within 4e-7 of PyTorch's); where the query/key/value are one stacked projection and
     `_kernel_attention` holds, the attention runs on attnlab's kernel (`few_row_gemm.attention`).
 
-    ``rows`` (`attnlab.nn.unpadded`): ``x`` is (1, N, H), a padded batch's real tokens only; the query, key
+    ``rows`` (`attnlab.accel.unpadded`): ``x`` is (1, N, H), a padded batch's real tokens only; the query, key
     and value products are stacked (N, 3H) for `_attend`, which runs the attention in the (B, T) layout.
     """
     attn = attention.layer
@@ -264,7 +266,7 @@ def packed_encoder_layer(
 ) -> Tensor:
     """`flat_encoder_layer` for layers whose products run on attnlab's kernel (`_packed`), with each product
     bound once and kept beside the layer (`_packed_plan`) and one product for the stacked
-    query, key and value (`attnlab.nn.derived.stacked_qkv`): the kernel computes each output column on its
+    query, key and value (`attnlab.accel.derived.stacked_qkv`): the kernel computes each output column on its
     own, so the stacked product's columns are the three products' bit for bit. Outputs equal the module
     calls' (``torch.equal``; tests/test_flat_layer.py) but for three deliberate differences, each within
     float32 rounding: each sub-layer's output product, residual add and LayerNorm run as one kernel call
@@ -280,7 +282,7 @@ def packed_encoder_layer(
     stacked query/key/value weight is kept beside its panels, two copies of those three weights besides the
     panels of the output and feed-forward weights.
 
-    ``rows`` (`attnlab.nn.unpadded`): ``x`` is (1, N, H), a padded batch's real tokens only, and the
+    ``rows`` (`attnlab.accel.unpadded`): ``x`` is (1, N, H), a padded batch's real tokens only, and the
     attention runs in the batch's (B, T) layout (`_attend`)."""
     attn, ffn = attention.layer, feed_forward.layer
     gelu = _activation_is_gelu(ffn)
@@ -309,7 +311,7 @@ def _packed_plan(
     attention: Residual, feed_forward: Residual, attn: MultiHeadAttention, ffn: FeedForward, gelu: bool | None
 ) -> _PackedPlan:
     """The layer's bound products, kept beside ``attention`` until one of the tensors they read changes
-    (`attnlab.nn.derived`: a new tensor or an in-place update), or the GELU or `MERGED_PRODUCTS` setting:
+    (`attnlab.accel.derived`: a new tensor or an in-place update), or the GELU or `MERGED_PRODUCTS` setting:
     one cache lookup a layer instead of four, each with its own checks (about 45 us a layer)."""
     stacked = attn.qkv is not None  # one (3H, H) projection already
     projections = (attn.qkv,) if stacked else (attn.query, attn.key, attn.value)
@@ -334,7 +336,7 @@ def _packed_plan(
 MERGED_PRODUCTS = True  # tests turn it off to compare the rest of the packed path bit for bit
 
 
-def _merged(residual: Residual, projection: Linear) -> tuple[Callable, bool]:
+def _merged(residual: Residual, projection: FastLinear) -> tuple[Callable, bool]:
     """``(fn, True)`` with ``fn(h, x) = residual.merge(x, projection(h))`` -- ``norm(x + projection(h))``
     post-LN, ``x + projection(h)`` pre-LN -- as one kernel call (`few_row_gemm.cached_merge_fn`: no
     separate add and LayerNorm passes) where the norm is a plain LayerNorm with weight and bias; else
@@ -399,8 +401,8 @@ def _qkv_product(attn: MultiHeadAttention):
 
 def _packed(attention: nn.Module, feed_forward: nn.Module, x: Tensor) -> bool:
     """Whether the layer's products all run on the kernel's panels, as the module calls' would
-    (`attnlab.nn.linear.packed_rows` for the input, `packed_weight` for every weight): every projection an
-    attnlab `Linear` (not int8, not wrapped); the stacked query/key/value of at most `MAX_COPIED_WEIGHT`
+    (`attnlab.accel.linear.packed_rows` for the input, `packed_weight` for every weight): every projection a
+    `FastLinear` (not int8, not wrapped); the stacked query/key/value of at most `MAX_COPIED_WEIGHT`
     elements, its three biases all present or all absent (`derived.stacked_qkv` stacks them so). Then
     `packed_encoder_layer` is the faster path: the fused kernel would take MKL's products."""
     # Asked for every layer at every forward: plain loops, each attribute read once (about 15 us a layer).
@@ -412,7 +414,7 @@ def _packed(attention: nn.Module, feed_forward: nn.Module, x: Tensor) -> bool:
     projections = (attn.query, attn.key, attn.value) if separate else (qkv,)
     projections += (attn.output, ffn.up, ffn.down)
     for p in projections:
-        if type(p) is not Linear:  # first: int8 layers leave here
+        if type(p) is not FastLinear:  # first: int8 layers leave here
             return False
     weights = [p.weight for p in projections]
     if separate:
@@ -458,7 +460,7 @@ def unpadded_rows(
     layers: list[tuple[nn.Module, nn.Module]], x: Tensor, padding: Tensor | None
 ) -> Rows | None:
     """Where the real tokens of ``x`` (B, T, H) are, for an encoder whose every layer (the (attention,
-    feed-forward) pairs ``layers``) then runs on them alone (`attnlab.nn.unpadded`): inside `skip_padding`,
+    feed-forward) pairs ``layers``) then runs on them alone (`attnlab.accel.unpadded`): inside `skip_padding`,
     with padding (``padding`` (B, T) True = padded, from `padding_for_fused`) and every layer on the packed
     path or the flat function (not PyTorch's fused kernel, which takes the padded batch: float32 products
     on MKL, Intel's CPUs). Else None: the layers run on the padded batch."""

@@ -7,7 +7,7 @@ takes 0.65-0.85x its time at bert-mini's shapes and is more accurate (a scale an
 instead of one per tensor). The quantization and the layout are described in the C++ file; the integer sums
 are exact, so a row's result does not depend on the other rows of the call or on the thread count.
 
-Built, cached, checked and switched off (``ATTNLAB_INT8_GEMM=off``) as `attnlab.nn.few_row_gemm`'s kernel
+Built, cached, checked and switched off (``ATTNLAB_INT8_GEMM=off``) as `attnlab.accel.few_row_gemm`'s kernel
 is (`few_row_gemm.load_library`); its check compares the products on random data with the same quantization
 computed in float64. `attnlab.inference.quantize` uses it where `available` (its ``attnlab`` engine).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.nn.few_row_gemm import GELU, load_library, rows_input, versioned_library, warn_unless_loaded
+from attnlab.accel.few_row_gemm import GELU, load_library, rows_input, versioned_library, warn_unless_loaded
 
 __all__ = ["Int8GemmWarning", "Int8Weight", "available", "pack", "product", "quantize_rows_reference",
            "unavailable_reason"]
