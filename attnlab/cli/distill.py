@@ -102,6 +102,7 @@ def run_distill(args: argparse.Namespace) -> int:
 
     from attnlab.cli.pretrain import check_overrides, collect_overrides, print_result
     from attnlab.pretraining.budget import budget_for, for_budget
+    from attnlab.pretraining.corpus import corpus_documents, files_key, prepare_corpus
     from attnlab.pretraining.distillation import (
         DISTILBERT,
         DistillationConfig,
@@ -111,7 +112,7 @@ def run_distill(args: argparse.Namespace) -> int:
         load_teacher,
         student_config,
     )
-    from attnlab.pretraining.run import corpus_documents, files_key, prepare_corpus, pretrain
+    from attnlab.pretraining.run import pretrain
     from attnlab.tokenizers import load_tokenizer
     from attnlab.train import set_seed, setup_distributed
     from attnlab.train.distributed import barrier

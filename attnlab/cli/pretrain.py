@@ -232,15 +232,11 @@ def run_pretrain(args: argparse.Namespace) -> int:
     from attnlab.pretraining import builtin_corpus
     from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
     from attnlab.pretraining.causal_lm import causal_documents
+    from attnlab.pretraining.corpus import corpus_documents, files_key, prepare_corpus
+    from attnlab.pretraining.model import masked_lm_of
     from attnlab.pretraining.recipes import get_recipe
-    from attnlab.pretraining.run import (
-        corpus_documents,
-        files_key,
-        masked_lm_of,
-        prepare_corpus,
-        pretrain,
-        train_or_load_tokenizer,
-    )
+    from attnlab.pretraining.run import pretrain
+    from attnlab.pretraining.tokenizer import train_or_load_tokenizer
     from attnlab.tokenizers import load_tokenizer
     from attnlab.train import setup_distributed
     from attnlab.train.distributed import barrier

@@ -5,7 +5,7 @@ preset with the tokenizer's vocabulary and end-of-text id (`gpt_config`), the da
 stream cut into blocks (`attnlab.data.blocks`), held-out figures are next-token loss, perplexity and accuracy
 (`CausalLMMetric`), and the saved model is a causal-LM directory `attnlab generate` reads
 (`save_causal_lm_run`).
-The shards, trainer, checkpoints, resume, time budgets and DDP are `attnlab.pretraining.run`'s.
+The shards, trainer, checkpoints, resume, time budgets and DDP are `attnlab.pretraining.run`'s steps'.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def causal_documents(paths: list[Any], fmt: str, piece_chars: int = 16_384) -> A
     shards' concatenated tokens are the text as written. Format ``text``: each file read as it is (line
     breaks kept; a masked LM's reader joins wrapped lines into paragraphs), cut at the first blank line after
     every ``piece_chars`` characters, so that one book (Tiny Shakespeare is one file) yields documents to
-    hold some out (`attnlab.pretraining.run.split_rule`); the pieces are joined by end-of-text like any
+    hold some out (`attnlab.pretraining.corpus.split_rule`); the pieces are joined by end-of-text like any
     documents. The other formats (attnlab.data.corpus): their sentences, one per line."""
     from attnlab.data import list_files, read_documents
     from attnlab.data.corpus import as_sentences
