@@ -366,7 +366,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     if causal:
         print_causal_result(result, heldout)
         return 0
-    print_result(result, preset, minutes)
+    print_result(result, preset, minutes, paper=args.paper)
     if builtin:
         print_demo(masked_lm_of(result.model), tokenizer)
     return 0
@@ -442,9 +442,10 @@ def _hf_note(model_dir: Path, out: Path) -> str:
     return f"HF layout: {out / 'hf'}; " if (out / "hf").is_dir() else ""
 
 
-def print_result(result: Any, preset: str, minutes: float | None) -> None:
+def print_result(result: Any, preset: str, minutes: float | None, *, paper: bool = False) -> None:
     """What the model can do: held-out MLM accuracy and perplexity beside the unigram guess, and a plain
-    word when the run learned little more than token frequencies."""
+    word when the run learned little more than token frequencies (unless its plan already said the budget
+    was too small; ``paper``: the command refuses --max-steps, so only --minutes is advised)."""
     m = result.eval_metrics
     out = result.output_dir
     hf = _hf_note(result.model_dir, out)
@@ -463,13 +464,17 @@ def print_result(result: Any, preset: str, minutes: float | None) -> None:
         + f", over {int(m.get('eval_mlm_tokens', 0)):,} masked held-out tokens (15% masked)"
     )
     print(f"model: {result.model_dir}  ({hf}logs and loss_curve.png: {out / 'train'})")
-    if base_acc is not None and (accuracy < base_acc + LEARNED_MARGIN or perplexity > 0.5 * base_ppl):
+    learned_little = base_acc is not None and (
+        accuracy < base_acc + LEARNED_MARGIN or perplexity > 0.5 * base_ppl
+    )
+    if learned_little and not getattr(result, "too_few_steps", False):
         smaller = "" if preset == "bert-tiny" else " or a smaller model (--preset bert-tiny)"
+        more = "--minutes" if paper else "--minutes, --max-steps"
         print(
             f"warning: this model learned little beyond token frequencies: {100 * accuracy:.1f}% against "
             f"{100 * base_acc:.1f}% for always guessing the most frequent token, perplexity {perplexity:.0f} "
             f"against {base_ppl:.0f}. {result.steps} steps are too few for {preset}; give it more steps "
-            f"(--minutes, --max-steps){smaller}.",
+            f"({more}){smaller}.",
             file=sys.stderr,
         )
 

@@ -30,6 +30,8 @@ import torch
 from attnlab.models.elmo.bilm import ElmoBiLM, count_parameters
 from attnlab.models.elmo.chars import BOS_TOKEN, EOS_TOKEN, word_char_ids
 from attnlab.models.elmo.config import ElmoConfig, get_preset
+from attnlab.pretraining.plan import MIN_USEFUL_STEPS
+from attnlab.train.budget import fit_warmup
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -320,7 +322,7 @@ def pretrain_elmo(
 def _plan_from_step_time(seconds: float, log: Callable[[str], None]) -> Callable[[Any, dict], None]:
     """After 20 and 200 steps, set the run's length to what the remaining time allows, so the schedule ends
     when the time does (the trainer's max_minutes stops it in any case)."""
-    state = {"start": None}
+    state: dict[str, Any] = {"start": None, "warned": False}
 
     def callback(trainer: Any, record: dict) -> None:
         step = trainer.step
@@ -331,7 +333,14 @@ def _plan_from_step_time(seconds: float, log: Callable[[str], None]) -> Callable
             t0, s0 = state["start"]
             per_step = (time.monotonic() - t0) / max(1, step - s0)
             total = max(step + 1, int(seconds / per_step * 0.97))
-            trainer.set_total_steps(total)
             log(f"elmo: {per_step:.2f} s/step -> {total} steps in the budget")
+            if total < MIN_USEFUL_STEPS and not state["warned"]:  # said once, not at every re-plan
+                state["warned"] = True
+                log(
+                    f"warning: {total} steps are too few for the biLM to learn more than word frequencies; "
+                    f"give it more time (--minutes) than {seconds / 60:g} minutes"
+                )
+            fit_warmup(trainer, total, log)  # the warm-up scales to the steps that fit
+            trainer.set_total_steps(total)
 
     return callback
