@@ -88,3 +88,31 @@ def test_a_paper_recipe_planned_for_a_short_budget_scales_its_warm_up(monkeypatc
     assert plan.too_few_steps and sum("too few" in line for line in logged) == 1
     assert not any("--max-steps" in line for line in logged)
 
+
+
+def test_a_later_stage_left_no_probe_time_is_priced_not_timed(monkeypatch):
+    from attnlab.train import TrainerConfig, budget
+
+    timed: list[int] = []
+
+    def fake_time(model, optimizer, batches, accum, limit=None):
+        timed.append(batches[0]["input_ids"].size(1))
+        return 0.001 * batches[0]["input_ids"].size(1)
+
+    class Batches:
+        def __init__(self, length):
+            self.length = length
+
+        def iter_epoch(self, epoch=0):
+            for _ in range(3):
+                yield {"input_ids": torch.zeros(2, self.length, dtype=torch.long)}
+
+    monkeypatch.setattr(budget, "_time_steps", fake_time)
+    cfg = TrainerConfig(device="cpu", max_steps=10)
+    logged: list[str] = []
+    steps, costs = budget.estimate_stage_steps(
+        torch.nn.Linear(2, 2), [Batches(128), Batches(512)], [0.9, 0.1], cfg, 0.0, log=logged.append,
+        lengths=[128, 512],
+    )  # fmt: skip
+    assert 512 not in timed and costs == [0.128, 0.512]
+    assert any("no time left to time length 512" in line for line in logged)

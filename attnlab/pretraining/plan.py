@@ -104,7 +104,10 @@ def plan_run(
     prepared = {k: inputs.train_loader(k) for k in range(len(recipe.stages))}
     seconds = 60.0 * minutes - (time.monotonic() - started)
     fractions = [stage.fraction for stage in recipe.stages]
-    steps, costs = estimate_stage_steps(model, list(prepared.values()), fractions, tconfig, seconds, log=log)
+    lengths = [stage.max_length for stage in recipe.stages]
+    steps, costs = estimate_stage_steps(
+        model, list(prepared.values()), fractions, tconfig, seconds, log=log, lengths=lengths
+    )
     steps = min(all_gather_object(steps, ctx))  # every rank must run the same schedule
     log(f"{steps} steps of {tconfig.batch_size} sequences fit in {minutes:g} minutes here")
     too_few = steps < MIN_USEFUL_STEPS

@@ -245,6 +245,7 @@ def estimate_stage_steps(
     seconds: float,
     probe_steps: int = 6,
     log: Callable[[str], None] = print,
+    lengths: Sequence[int] | None = None,
 ) -> tuple[int, list[float]]:
     """Total optimizer steps N of a schedule in length stages (stage k: ``fractions[k]`` of the steps on
     ``loaders[k]``'s sequences) that fit in ``seconds``: each stage's step time t_k is measured on its own
@@ -255,11 +256,18 @@ def estimate_stage_steps(
     with the learning rate still high and the long stage cut short. The thread count is chosen on the
     first stage and kept for the others, which are timed on 2 steps (BERT-base's 512-token steps cost
     seconds each on a CPU). All the timing takes at most `PROBE_SHARE` of ``seconds``, shared between the
-    stages. Returns N and the stages' seconds a step."""
-    times = []  # the later (longer) stages are timed on 2 steps: their steps are few and cost the most
+    stages. A later stage left no time is not timed: with the stages' sequence ``lengths`` its step is
+    priced at the first stage's times the length ratio (a lower bound: attention grows faster), so that a
+    short budget never builds BERT-base's 512-token batches only to time them. Returns N and the stages'
+    seconds a step."""
+    times: list[float] = []  # later (longer) stages are timed on 2 steps: their steps are few and cost most
     deadline = time.perf_counter() + PROBE_SHARE * seconds
     for k, loader in enumerate(loaders):
         limit = max(0.0, deadline - time.perf_counter()) / (len(loaders) - k)
+        if k > 0 and limit <= 0.0 and lengths is not None:
+            times.append(times[0] * lengths[k] / lengths[0])
+            log(f"no time left to time length {lengths[k]}: priced at {times[-1]:.3f} s a step")
+            continue
         steps, first = (probe_steps, True) if k == 0 else (2, False)
         times.append(estimate_step_time(model, loader, tconfig, steps, log, first, limit=limit))
     per_step = sum(f * t for f, t in zip(fractions, times))
