@@ -22,6 +22,7 @@ an exact Marian form (pre-LN, learned positions, ...) keeps attnlab's own layout
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,9 @@ from torch import Tensor
 
 from attnlab import __version__
 
-from .config import ARCHITECTURE, Seq2SeqConfig
+from .config import ARCHITECTURE, Seq2SeqConfig, is_seq2seq_config
 from .marian import (
+    config_from_marian,
     config_to_marian,
     permute_residual,
     residual_permutation,
@@ -137,3 +139,18 @@ def _hf_files(tokenizer: Any, config: Seq2SeqConfig) -> dict[str, dict[str, Any]
             "max_length": config.max_positions,
         },
     }
+
+
+def load_config(path: str | os.PathLike) -> Seq2SeqConfig:
+    """A translation directory's ``config.json`` (`Seq2SeqConfig.load`); one HF transformers loaded and saved
+    again is read from its own MarianConfig fields, which say what the weights are now (a resized
+    vocabulary, say), as the MarianMT checkpoint it is, in Marian's feature order."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = None  # Seq2SeqConfig.load says what is wrong
+    resaved = isinstance(data, dict) and "transformers_version" in data and data.get("model_type") == "marian"
+    if resaved and is_seq2seq_config(data) and isinstance(data.get("config"), dict):
+        return config_from_marian(data)
+    return Seq2SeqConfig.load(path)
