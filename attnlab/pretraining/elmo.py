@@ -27,11 +27,17 @@ from typing import Any
 import regex
 import torch
 
+from attnlab.atomic import atomic_write, write_json_atomic
+from attnlab.data.corpus import read_documents
+from attnlab.io.checkpoint import read_json
+from attnlab.io.elmo import read_vocab, save_elmo
 from attnlab.models.elmo.bilm import ElmoBiLM, count_parameters
 from attnlab.models.elmo.chars import BOS_TOKEN, EOS_TOKEN, word_char_ids
 from attnlab.models.elmo.config import ElmoConfig, get_preset
 from attnlab.pretraining.plan import MIN_USEFUL_STEPS
+from attnlab.train import Trainer, TrainerConfig
 from attnlab.train.budget import fit_warmup
+from attnlab.train.checkpoint import latest_checkpoint
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -98,8 +104,6 @@ def read_sentences(
 ) -> tuple[list[list[str]], list[list[str]], dict[str, int]]:
     """``(train, heldout, counts)``: word lists; every ``heldout_every``-th document goes to held-out text
     (at least one document each side). Empty sentences are skipped and counted."""
-    from attnlab.data.corpus import read_documents
-
     documents: list[list[list[str]]] = []
     chars = empty = 0
     for doc in read_documents(paths, fmt):
@@ -241,10 +245,6 @@ def pretrain_elmo(
     log: Callable[[str], None] = print,
 ) -> ElmoPretrainResult:
     """Train, checkpoint (``out/train``), save ``out/model`` and return held-out perplexities."""
-    from attnlab.io.elmo import read_vocab, save_elmo
-    from attnlab.train import Trainer, TrainerConfig
-    from attnlab.train.checkpoint import latest_checkpoint
-
     torch.manual_seed(recipe.seed)
     started = time.monotonic()
     train, heldout, counts = read_sentences(paths, fmt, recipe.max_words, recipe.heldout_every, max_chars)
@@ -253,8 +253,6 @@ def pretrain_elmo(
         vocab = WordVocab(vocab_file.read_text(encoding="utf-8").splitlines())
     else:
         vocab = WordVocab.build(train, recipe.vocab_size, recipe.min_count)
-        from attnlab.atomic import atomic_write
-
         out.mkdir(parents=True, exist_ok=True)
         with atomic_write(vocab_file) as f:
             f.write("".join(f"{w}\n" for w in vocab.words))
@@ -271,8 +269,6 @@ def pretrain_elmo(
     config = model_config(recipe, len(vocab))
     config_file = out / "elmo_config.json"  # the run's model, so that a resume rebuilds the same one
     if resume and config_file.is_file():
-        from attnlab.io.checkpoint import read_json
-
         saved = ElmoConfig.from_dict(read_json(config_file))
         if saved.vocab_size != len(vocab):
             raise ValueError(
@@ -281,8 +277,6 @@ def pretrain_elmo(
             )
         config = saved
     else:
-        from attnlab.atomic import write_json_atomic
-
         write_json_atomic(config.to_dict(), config_file)
     model = ElmoBiLM(config)
     log(

@@ -31,6 +31,8 @@ import torch
 from torch import Tensor
 
 from attnlab import __version__
+from attnlab.io.checkpoint import read_json
+from attnlab.tokenizers.processors import TemplateProcessing
 
 from .config import ARCHITECTURE, Seq2SeqConfig, is_seq2seq_config
 from .marian import (
@@ -88,8 +90,6 @@ def attnlab_state(
 ) -> dict[str, Tensor]:
     """The weights of a translation directory under attnlab's names: as stored, or mapped back from Marian's
     when its ``config.json`` says so."""
-    from attnlab.io.checkpoint import read_json
-
     family = read_json(Path(config_path)).get("hf_family")
     if family is None:
         return tensors
@@ -107,8 +107,6 @@ def attnlab_state(
 def _with_source_template(tokenizer: Any, config: Seq2SeqConfig) -> Any:
     """A copy of ``tokenizer`` whose template ends a sentence with ``</s>`` (what the encoder was trained on),
     for HF's pipeline, which encodes with special tokens."""
-    from attnlab.tokenizers.processors import TemplateProcessing
-
     eos = tokenizer.id_to_token(config.eos_token_id)
     marked = copy.deepcopy(tokenizer)
     marked.post_processor = TemplateProcessing(f"$A {eos}", f"$A $B {eos}", [(eos, config.eos_token_id)])

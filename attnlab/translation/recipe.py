@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from attnlab.atomic import atomic_path, write_json_atomic
+from attnlab.io.checkpoint import check_finite, load_state_checked, write_safetensors_atomic
 from attnlab.manifest import MANIFEST_NAME, IntegrityError, add_to_manifest, verify_directory, write_manifest
 from attnlab.tokenizers import Tokenizer
 from attnlab.train import Trainer, TrainerConfig, list_checkpoints, save_model, set_seed
@@ -45,10 +46,13 @@ from .config import preset
 from .data import (
     TokenBatchLoader,
     encode_pairs,
+    encode_text,
     read_parallel,
     special_ids,
     train_joint_bpe,
 )
+from .decoding import translate_ids
+from .hf_layout import attnlab_state, load_config, marian_directory_files
 from .model import Seq2Seq, build_model
 from .plan import plan_for_minutes
 
@@ -180,8 +184,6 @@ def save_pretrained(
     embeddings; the paper's interleaved sinusoids through a reordering of the features) is written in
     Marian's layout, with attnlab's config beside Marian's fields and a ``tokenizer_config.json``, so
     ``transformers.AutoModelForSeq2SeqLM`` and ``AutoTokenizer`` load the directory as it is."""
-    from .hf_layout import marian_directory_files
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     files = marian_directory_files(model, tokenizer)
@@ -192,8 +194,6 @@ def save_pretrained(
         tokenizer.save(str(directory / TOKENIZER_FILE))
         write_manifest(directory, [CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE], run_id=run_id)
         return directory
-    from attnlab.io.checkpoint import write_safetensors_atomic
-
     config, tensors, hf_tokenizer, extra = files
     write_json_atomic(config, directory / CONFIG_FILE, indent=2)
     write_safetensors_atomic(
@@ -214,13 +214,9 @@ def load_pretrained(directory: str | Path, device: str | torch.device = "cpu") -
             raise FileNotFoundError(
                 f"{directory}: missing {name} (expected a directory written by translate-train)"
             )
-    verify_directory(directory)  # when it has a manifest (written by attnlab since issue 12)
-    from .hf_layout import attnlab_state, load_config
-
+    verify_directory(directory)  # when it has a manifest (every directory attnlab writes now has one)
     config = load_config(directory / CONFIG_FILE)
     model = build_model(config)
-    from attnlab.io.checkpoint import check_finite, load_state_checked
-
     tensors = read_model_file(directory / MODEL_FILE)
     check_finite(tensors, f"{directory} ({MODEL_FILE})")
     state = attnlab_state(tensors, directory / CONFIG_FILE, config)
@@ -481,9 +477,6 @@ def translate_texts(
     batch_size: int = 64,
 ) -> list[str]:
     """Translate sentences to detokenised text (``beam_size=1``: greedy). Empty inputs give empty outputs."""
-    from .data import encode_text
-    from .decoding import translate_ids
-
     keep = [i for i, t in enumerate(texts) if t.strip()]
     sources = encode_text(tokenizer, [texts[i].strip() for i in keep])
     limit = model.config.max_positions
