@@ -331,8 +331,8 @@ def _plan_from_step_time(seconds: float, log: Callable[[str], None]) -> Callable
             if total < MIN_USEFUL_STEPS and not state["warned"]:  # said once, not at every re-plan
                 state["warned"] = True
                 log(
-                    f"warning: {total} steps are too few for the biLM to learn more than word frequencies; "
-                    f"give it more time (--minutes) than {seconds / 60:g} minutes"
+                    f"warning: only {total} steps fit in {seconds / 60:g} minutes, too few for the biLM to "
+                    "learn much beyond word frequencies; give it more time (--minutes)"
                 )
             fit_warmup(trainer, total, log)  # the warm-up scales to the steps that fit
             trainer.set_total_steps(total)
