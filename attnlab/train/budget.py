@@ -102,16 +102,14 @@ def replan_steps(
     from its own measured step time, so that the learning-rate schedule ends when ``deadline``
     (time.monotonic) comes.
 
-    `estimate_steps` times a few steps of a copy of the model before training; on the books it overstated
-    the step time by 15-25% (the first steps of a process are slower), and 30-minute runs ended 6 minutes
-    early with the learning rate already at zero. The step time also changes during a run when other work
-    shares the cores: a single re-plan at 10% left 4-minute runs on a loaded machine stopped by the clock at
-    85% of their schedule, the learning rate still high. So at each re-plan step the time per step is
-    measured over the steps since the previous one (the first window starts at the end of the first step),
-    ``reserve`` of the time left is kept for the final evaluation and save, and `Trainer.set_total_steps`
-    moves the end. Every rank takes the smallest plan (one all-gather per re-plan step, where all ranks
-    are). ``on_change(trainer)`` is called after a change (to record it); ``clock`` is the time source
-    (``deadline`` is on its scale).
+    The probe before training misjudges the step time (the first steps of a process are slower, and other
+    work sharing the cores changes it during a run; measured in docs/pretraining_budget.md, "Re-planning").
+    So at each re-plan step the time per step is measured over the steps since the previous one (the first
+    window starts at the end of the first step), ``reserve`` of the time left is kept for the final
+    evaluation and save, a warm-up longer than the new plan is scaled to it (`fit_warmup`), and
+    `Trainer.set_total_steps` moves the end. Every rank takes the smallest plan (one all-gather per re-plan
+    step, where all ranks are). ``on_change(trainer)`` is called after a change (to record it); ``clock`` is
+    the time source (``deadline`` is on its scale).
 
     With ``stages`` (a schedule in length stages, e.g. BERT's 90% at 128 / 10% at 512 tokens) the measured
     step time is the current stage's; the later stages' are scaled by their cost ratios measured before
