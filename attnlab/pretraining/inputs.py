@@ -40,6 +40,8 @@ from attnlab.train.distributed import DistributedContext
 # 2019, 3.1), whatever the recipe trains with.
 EVAL_MASK_RATE = 0.15
 
+Collate = Callable[[list[dict[str, Any]]], dict[str, torch.Tensor]]  # examples -> a batch of tensors
+
 
 class BatchFilter:
     """The collator, then drop the fields the model does not take (picklable, for loader workers)."""
@@ -121,9 +123,10 @@ def heldout_set(
 
 class RunInputs:
     """The loaders, metric and baseline of one run (see the module docstring); subclasses say how the
-    training data of a stage and the held-out set are cut."""
+    training data of a stage and the held-out set are cut, and how batches are collated."""
 
     shuffle = True
+    collate: Collate
 
     def __init__(
         self,
@@ -135,9 +138,8 @@ class RunInputs:
         ctx: DistributedContext,
         *,
         seed: int,
-        collate: Callable[[list[dict[str, Any]]], dict[str, torch.Tensor]],
     ) -> None:
-        self.recipe, self.tokenizer, self.seed, self.ctx, self.collate = recipe, tokenizer, seed, ctx, collate
+        self.recipe, self.tokenizer, self.seed, self.ctx = recipe, tokenizer, seed, ctx
         self.train_corpus, self.heldout_corpus, self.tconfig = train_corpus, heldout_corpus, tconfig
         self.longest = max(s.max_length for s in recipe.stages)
 
@@ -183,7 +185,8 @@ class MaskedInputs(RunInputs):
 
     def __init__(self, *args: Any, drop: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.collate = BatchFilter(PretrainingCollator(SpecialIds.from_tokenizer(self.tokenizer).pad), drop)
+        pad = SpecialIds.from_tokenizer(self.tokenizer).pad
+        self.collate = BatchFilter(PretrainingCollator(pad), drop)
 
     def train_data(self, stage: int) -> torch.utils.data.Dataset:
         return masked_dataset(self.recipe, self.train_corpus, self.tokenizer, stage, seed=self.seed)
@@ -205,6 +208,8 @@ class MaskedInputs(RunInputs):
 class CausalInputs(RunInputs):
     """A GPT's blocks of the token stream, shuffled; held out: the first blocks, cut at offset 0."""
 
+    collate: Collate = BlockCollator()
+
     def train_data(self, stage: int) -> torch.utils.data.Dataset:
         length = self.recipe.stages[stage].max_length
         return TokenBlocks(self.train_corpus, length, eos_id_of(self.tokenizer), seed=self.seed)
@@ -219,6 +224,7 @@ class SegmentInputs(RunInputs):
     (`attnlab.data.streams`); held out: the first segments of the held-out stream's parallel streams."""
 
     shuffle = False
+    collate: Collate = SegmentCollator()
 
     def train_data(self, stage: int) -> torch.utils.data.Dataset:
         streams = self.tconfig.batch_size * self.ctx.world_size
@@ -250,8 +256,8 @@ def inputs_for(
     whether batches carry them)."""
     args = (recipe, tokenizer, train_corpus, heldout_corpus, tconfig, ctx)
     if recipe.segment_recurrence:
-        return SegmentInputs(*args, seed=seed, collate=SegmentCollator())
+        return SegmentInputs(*args, seed=seed)
     if recipe.objective == "clm":
-        return CausalInputs(*args, seed=seed, collate=BlockCollator())
+        return CausalInputs(*args, seed=seed)
     drop = [] if config.type_vocab_size > 0 else ["token_type_ids"]
-    return MaskedInputs(*args, seed=seed, collate=None, drop=drop)  # type: ignore[arg-type]
+    return MaskedInputs(*args, seed=seed, drop=drop)
