@@ -36,7 +36,7 @@ What it does:
    ``tokenizer.json`` read by ``transformers.PreTrainedTokenizerFast``. A ``TrainerCallback`` keeps the
    clock (evaluation excluded), evaluates at the start and about every ``--eval-seconds`` of training,
    and stops after HF_MINUTES.
-3. Both are scored on the attnlab run's own held-out set (`attnlab.pretraining.run.heldout_set` rebuilt from
+3. Both are scored on the attnlab run's own held-out set (`pretraining.inputs.heldout_set` rebuilt from
    ``run.json``: the same sequences and masked positions; the number of masked tokens is checked against
    attnlab's log). HF's model is given segment ids of 0 there, as in its training: its segment embedding 1
    was never trained.
@@ -98,7 +98,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-ONE_THREAD = "one thread is faster here"  # what attnlab.pretraining.run.estimate_steps logs when it switches
+ONE_THREAD = "one thread is faster here"  # what attnlab.train.budget.estimate_steps logs when it switches
 
 Curve = list[tuple[float, float]]  # (training seconds, held-out MLM accuracy), by time
 
@@ -284,7 +284,7 @@ def rebuild_recipe(run: dict[str, Any]):
 def heldout_batches(out: Path, run: dict[str, Any], examples: int, seed: int) -> list[dict[str, Any]]:
     """The attnlab run's held-out evaluation set, collated as the run collates it."""
     from attnlab.data import PretrainingCollator, ShardedCorpus, SpecialIds
-    from attnlab.pretraining.run import heldout_set
+    from attnlab.pretraining.inputs import heldout_set
     from attnlab.tokenizers import load_tokenizer
 
     tokenizer = load_tokenizer(out / "attnlab" / "tokenizer")

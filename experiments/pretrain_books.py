@@ -61,14 +61,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from attnlab.data import read_documents
     from attnlab.pretraining import get_recipe
+    from attnlab.pretraining.corpus import files_key, prepare_corpus
     from attnlab.pretraining.fill_mask import fill_mask, format_predictions, mask_token_of
-    from attnlab.pretraining.run import (
-        files_key,
-        masked_lm_of,
-        prepare_corpus,
-        pretrain,
-        train_or_load_tokenizer,
-    )
+    from attnlab.pretraining.model import masked_lm_of
+    from attnlab.pretraining.run import pretrain
+    from attnlab.pretraining.tokenizer import train_or_load_tokenizer
 
     t0 = time.monotonic()
     data = Path(args.data)

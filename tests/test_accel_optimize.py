@@ -128,12 +128,12 @@ def test_only_exact_classes_are_swapped() -> None:
 
 
 def test_an_optimized_encoder_saves_and_exports_as_the_plain_one(tmp_path) -> None:
-    from attnlab.io import load_pretrained, save_pretrained, to_hf
+    from attnlab.io import load, save, to_hf
 
     torch.manual_seed(0)
     encoder = optimize(Encoder(TINY).eval())
-    save_pretrained(encoder, tmp_path)
-    loaded = load_pretrained(tmp_path)
+    save(encoder, tmp_path)
+    loaded = load(tmp_path)
     assert type(loaded) is Encoder  # loads plain; whoever runs it optimizes it again
     assert loaded.state_dict().keys() == encoder.state_dict().keys()
     assert to_hf(encoder, family="bert")[1].keys() == to_hf(loaded, family="bert")[1].keys()

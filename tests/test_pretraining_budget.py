@@ -18,8 +18,9 @@ from attnlab.pretraining.budget import (
     budget_for,
     for_budget,
 )
+from attnlab.pretraining.plan import size_warnings
 from attnlab.pretraining.recipes import RECIPES
-from attnlab.pretraining.run import replan_steps, size_warnings
+from attnlab.train.budget import replan_steps
 
 
 def test_budget_tiers_grow_with_the_minutes():
@@ -104,12 +105,11 @@ def test_replan_at_several_steps_follows_a_slower_machine(tmp_path):
 def test_a_schedule_in_length_stages_is_planned_on_each_stage_step_time(monkeypatch):
     """BERT's 90% of steps at 128 tokens and 10% at 512: the long steps cost more, and the plan counts them
     (timing the first stage alone planned every step as a short one, and the clock cut the run short)."""
-    from attnlab.pretraining import run
-    from attnlab.train import TrainerConfig
+    from attnlab.train import TrainerConfig, budget
 
     timed: list[int] = []
 
-    def fake_time(model, optimizer, batches, accum):  # 1 ms a token position
+    def fake_time(model, optimizer, batches, accum, limit=None):  # 1 ms a token position
         timed.append(batches[0]["input_ids"].size(1))
         return 0.001 * batches[0]["input_ids"].size(1)
 
@@ -121,11 +121,11 @@ def test_a_schedule_in_length_stages_is_planned_on_each_stage_step_time(monkeypa
             for _ in range(10):
                 yield {"input_ids": torch.zeros(2, self.length, dtype=torch.long)}
 
-    monkeypatch.setattr(run, "_time_steps", fake_time)
+    monkeypatch.setattr(budget, "_time_steps", fake_time)
     model, cfg = torch.nn.Linear(2, 2), TrainerConfig(device="cpu", max_steps=10)
-    one = run.estimate_stage_steps(model, [Batches(128)], [1.0], cfg, 100.0, log=lambda m: None)
+    one = budget.estimate_stage_steps(model, [Batches(128)], [1.0], cfg, 100.0, log=lambda m: None)
     logged: list[str] = []
-    two = run.estimate_stage_steps(
+    two = budget.estimate_stage_steps(
         model, [Batches(128), Batches(512)], [0.9, 0.1], cfg, 100.0, log=logged.append
     )
     assert one[0] == int(0.9 * 100.0 / 0.128) == 703 and one[1] == [0.128]
@@ -133,12 +133,12 @@ def test_a_schedule_in_length_stages_is_planned_on_each_stage_step_time(monkeypa
     assert 512 in timed and "0.128, 0.512" in logged[-1]
     # the plan fits the budget: 90% of the steps at 0.128 s and 10% at 0.512 s take 0.9 x 100 s at most
     assert round(0.9 * two[0]) * 0.128 + round(0.1 * two[0]) * 0.512 <= 90.0 + 1e-9
-    assert run.estimate_steps(model, Batches(128), cfg, 100.0, log=lambda m: None) == one[0]
+    assert budget.estimate_steps(model, Batches(128), cfg, 100.0, log=lambda m: None) == one[0]
 
 
 def _two_stages(fractions=(0.5, 0.5)):
     """A recipe of two length stages and its `StagePlan` with the second stage's steps 3x the first's."""
-    from attnlab.pretraining.run import StagePlan
+    from attnlab.train.budget import StagePlan
 
     recipe = RECIPES["bert"].override(stages=[{"max_length": 16, "fraction": fractions[0]},
                                              {"max_length": 64, "fraction": fractions[1]}])  # fmt: skip
@@ -159,7 +159,7 @@ def test_replan_in_a_stage_moves_the_schedule_and_the_stage_end(tmp_path):
     at step 10 shrinks the whole schedule to what fits and stops this stage at its new end."""
     _, plan = _two_stages()
     trainer = lm_trainer(tmp_path / "run", 100, save_every=0)
-    trainer.total_steps = 50  # the first stage of a 100-step schedule, as attnlab.pretraining.run builds it
+    trainer.total_steps = 50  # the first stage of a 100-step schedule, as pretraining.stages builds it
     now = {"clock": lambda: 2.0 * trainer.step}  # 2 s a step in the first stage
     changes: list[tuple[int, int]] = []
     callback = replan_steps(
@@ -195,7 +195,7 @@ def test_replan_in_a_stage_moves_the_schedule_and_the_stage_end(tmp_path):
 @pytest.mark.parametrize("preset", ["bert-tiny", "bert-mini", "albert-base"])
 def test_albert_recipe_trains_an_albert_shaped_model_at_any_size(preset):
     from attnlab.models import get_preset
-    from attnlab.pretraining.run import model_config
+    from attnlab.pretraining.model import model_config
 
     class Tok:  # what model_config reads of a tokenizer
         def get_vocab_size(self):

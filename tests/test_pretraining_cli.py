@@ -266,3 +266,22 @@ def test_a_warm_up_longer_than_the_planned_steps_is_a_clear_error(tmp_path, caps
     err = capsys.readouterr().err
     assert "50 warm-up steps do not fit in the 5 steps planned" in err and "--set warmup=0.05" in err
     assert "linear schedule" not in err
+
+
+def test_a_paper_run_that_learned_little_is_not_advised_an_option_paper_refuses(tmp_path, capsys):
+    """--paper refuses --max-steps, so the advice after a run that learned little names --minutes only."""
+    from types import SimpleNamespace
+
+    from attnlab.cli.pretrain import print_result
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    metrics = {"eval_mlm_accuracy": 0.05, "eval_mlm_perplexity": 900.0, "eval_unigram_accuracy": 0.05,
+               "eval_unigram_perplexity": 1000.0, "eval_mlm_tokens": 100.0}  # fmt: skip
+    result = SimpleNamespace(eval_metrics=metrics, output_dir=tmp_path, model_dir=tmp_path / "model", steps=3,
+                             seconds=18.0)  # fmt: skip
+    print_result(result, "bert-base", 0.3, paper=True)
+    err = capsys.readouterr().err
+    assert "learned little" in err and "--minutes" in err and "--max-steps" not in err
+    print_result(result, "bert-base", 0.3)
+    assert "--max-steps" in capsys.readouterr().err

@@ -19,14 +19,9 @@ from attnlab.io import load
 from attnlab.models import EncoderForPreTraining, ReplacedTokenDetection
 from attnlab.nn.embeddings import Embeddings
 from attnlab.pretraining import RECIPES, LengthStage, get_recipe
-from attnlab.pretraining.run import (
-    corpus_documents,
-    files_key,
-    prepare_corpus,
-    pretrain,
-    split_rule,
-    train_or_load_tokenizer,
-)
+from attnlab.pretraining.corpus import corpus_documents, files_key, prepare_corpus, split_rule
+from attnlab.pretraining.run import pretrain
+from attnlab.pretraining.tokenizer import train_or_load_tokenizer
 from attnlab.tokenizers.trainers import train_tokenizer
 
 TINY_MODEL = {
@@ -225,7 +220,7 @@ def test_two_length_stages_share_one_schedule(corpus_file, tmp_path):
 def test_a_longer_stage_can_start_from_copied_positions(corpus_file, tmp_path, monkeypatch):
     """stage_positions="copy": the positions a longer stage adds start as the earlier stage's (Longformer's
     start), once, when that stage starts; a run resumed before it copies at the same point, and ends equal."""
-    from attnlab.pretraining import run as run_module
+    from attnlab.pretraining import stages as run_module
 
     recipe = RECIPES["bert"].scaled_down(max_steps=4, batch_size=4, max_length=32, keep_stages=True)
     recipe = recipe.override(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_train_tiny import lm_trainer
 
-from attnlab.pretraining.run import replan_steps
+from attnlab.train.budget import replan_steps
 from attnlab.train.schedules import linear_warmup_decay_factor
 
 

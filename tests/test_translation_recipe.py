@@ -223,3 +223,27 @@ def test_trainer_resume_with_token_batches_is_exact(tmp_path) -> None:
     resumed = run(tmp_path / "b", 4, resume=True)
     for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_translate_train_logs_the_real_epoch_and_a_readable_model_line(tmp_path) -> None:
+    """log.jsonl's "epoch" counts the token batches read (it was 0.0 at every step); the model is described in
+    words, not as a Seq2SeqConfig(...) repr."""
+    import json
+
+    from attnlab.translation.recipe import train_translation
+
+    src, tgt = tmp_path / "a.en", tmp_path / "a.de"
+    src.write_text("".join(f"the dog {i} runs .\n" for i in range(12)), encoding="utf-8")
+    tgt.write_text("".join(f"der hund {i} läuft .\n" for i in range(12)), encoding="utf-8")
+    logged: list[str] = []
+    train_translation(
+        src, tgt, tmp_path / "out", preset_name="transformer-tiny", vocab_size=300, max_tokens=64,
+        max_steps=6, warmup=1, save_every=3, config_overrides={"num_layers": 1, "d_model": 32, "d_ff": 64,
+        "num_heads": 2}, trainer_overrides={"log_every": 1, "progress_bar": False, "device": "cpu"},
+        log=logged.append,
+    )  # fmt: skip
+    records = [json.loads(line) for line in (tmp_path / "out" / "log.jsonl").read_text().splitlines()]
+    epochs = [r["epoch"] for r in records if r.get("kind", "train") == "train" and "epoch" in r]
+    assert epochs and epochs[-1] > 0.0 and epochs == sorted(epochs)
+    model_line = next(line for line in logged if line.startswith("model:"))
+    assert "Seq2SeqConfig(" not in model_line and "1+1 layers, d_model 32" in model_line

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 DISTILL_OUTPUTS = ("train", "model", "hf")  # what a run writes in --output (data/ is a reusable cache)
 
@@ -100,10 +101,10 @@ def run_distill(args: argparse.Namespace) -> int:
     import dataclasses
     import os
 
-    from attnlab.cli.pretrain import check_overrides, collect_overrides, print_result
-    from attnlab.pretraining.budget import budget_for, for_budget
+    from attnlab.cli.overrides import check_overrides, collect_overrides
+    from attnlab.cli.pretrain import print_result
+    from attnlab.pretraining.corpus import corpus_documents, files_key, prepare_corpus
     from attnlab.pretraining.distillation import (
-        DISTILBERT,
         DistillationConfig,
         DistillationPreTrainer,
         build_student,
@@ -111,7 +112,7 @@ def run_distill(args: argparse.Namespace) -> int:
         load_teacher,
         student_config,
     )
-    from attnlab.pretraining.run import corpus_documents, files_key, prepare_corpus, pretrain
+    from attnlab.pretraining.run import pretrain
     from attnlab.tokenizers import load_tokenizer
     from attnlab.train import set_seed, setup_distributed
     from attnlab.train.distributed import barrier
@@ -135,27 +136,9 @@ def run_distill(args: argparse.Namespace) -> int:
     overrides = collect_overrides(args.config, args.set)
     ctx = setup_distributed(device=str(overrides["trainer"].get("device", "auto")))
     log = print if ctx.is_main else (lambda message: None)
-    recipe = DISTILBERT
     minutes = args.minutes
-    if args.paper:
-        if any(v is not None for v in (args.max_steps, args.batch_size, args.max_length)):
-            raise ValueError("--paper takes the paper's steps, batch and length; drop --max-steps, ...")
-    else:
-        budget = budget_for(minutes)
-        recipe = for_budget(
-            recipe, budget, max_steps=1000 if args.max_steps is None else args.max_steps,
-            batch_size=args.batch_size, max_length=args.max_length,
-        )  # fmt: skip
-        recipe = recipe.override(stage_positions="keep")  # the student's positions are the teacher's, trained
-    if overrides["masking"]:
-        overrides["recipe"]["masking"] = overrides["masking"]
-    recipe = recipe.override(**overrides["recipe"])
+    recipe = distill_recipe(args, overrides, teacher.config.max_sequence_length)
     longest = max(s.max_length for s in recipe.stages)
-    if longest > teacher.config.max_sequence_length:
-        raise ValueError(
-            f"sequences of {longest} tokens are longer than the teacher's "
-            f"{teacher.config.max_sequence_length} (--max-length)"
-        )
     auto_steps = minutes is not None and args.max_steps is None and "max_steps" not in overrides["recipe"]
     config = student_config(teacher.config, args.student_layers, preset=args.preset, dropout=recipe.dropout)
     if overrides["model"]:
@@ -205,5 +188,33 @@ def run_distill(args: argparse.Namespace) -> int:
         seed=args.seed, run_id=run_id, log=log, model=model,
     )  # fmt: skip
     if ctx.is_main:
-        print_result(result, args.preset or f"{config.num_layers}-layer student", minutes)
+        student = args.preset or f"{config.num_layers}-layer student"
+        print_result(result, student, minutes, paper=args.paper)
     return 0
+
+
+def distill_recipe(args: argparse.Namespace, overrides: dict[str, Any], teacher_length: int) -> Any:
+    """DistilBERT's recipe: the paper's with --paper, else its budget version for --minutes (the student's
+    positions kept: they are the teacher's, trained), then the overrides; no longer than the teacher reads."""
+    from attnlab.pretraining.budget import budget_for, for_budget
+    from attnlab.pretraining.distillation import DISTILBERT
+
+    recipe = DISTILBERT
+    if args.paper:
+        if any(v is not None for v in (args.max_steps, args.batch_size, args.max_length)):
+            raise ValueError("--paper takes the paper's steps, batch and length; drop --max-steps, ...")
+    else:
+        recipe = for_budget(
+            recipe, budget_for(args.minutes), max_steps=1000 if args.max_steps is None else args.max_steps,
+            batch_size=args.batch_size, max_length=args.max_length,
+        )  # fmt: skip
+        recipe = recipe.override(stage_positions="keep")
+    if overrides["masking"]:
+        overrides["recipe"]["masking"] = overrides["masking"]
+    recipe = recipe.override(**overrides["recipe"])
+    longest = max(s.max_length for s in recipe.stages)
+    if longest > teacher_length:
+        raise ValueError(
+            f"sequences of {longest} tokens are longer than the teacher's {teacher_length} (--max-length)"
+        )
+    return recipe

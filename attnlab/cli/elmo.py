@@ -132,7 +132,7 @@ def run_pretrain_elmo(args: argparse.Namespace) -> int:
     an ElmoConfig field, ``--set lr=V`` (and other ElmoRecipe fields) the recipe."""
     import dataclasses
 
-    from attnlab.cli.pretrain import collect_overrides
+    from attnlab.cli.overrides import collect_overrides
     from attnlab.data.corpus import FORMATS
     from attnlab.models.elmo.config import ElmoConfig, get_preset
     from attnlab.pretraining.elmo import ElmoRecipe, pretrain_elmo

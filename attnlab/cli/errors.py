@@ -15,26 +15,8 @@ import argparse
 import errno
 import os
 from pathlib import Path
-from types import TracebackType
 
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # .../attnlab
-
-
-def raised_in_attnlab(error: BaseException) -> bool:
-    """Whether the innermost frame that raised ``error`` is attnlab's code (not torch's, numpy's, ...):
-    attnlab raises ValueError/TypeError with messages meant for users; a library's ValueError deep inside a
-    computation is a bug to report with its traceback."""
-    tb: TracebackType | None = error.__traceback__
-    last = None
-    while tb is not None:
-        last = tb
-        tb = tb.tb_next
-    if last is None:
-        return False
-    try:
-        return Path(last.tb_frame.f_code.co_filename).resolve().is_relative_to(_PACKAGE_DIR)
-    except (OSError, ValueError):
-        return False
+from attnlab.errors import raised_in_attnlab
 
 
 def _output_dir(args: argparse.Namespace) -> Path | None:

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from attnlab.cli.elmo import run_pretrain_elmo
+from attnlab.cli.overrides import check_overrides, collect_overrides
 
 # The main job's fill-mask examples: idioms of docstrings whose answer a reader of the standard library's
 # documentation would give without hesitation, with that answer (chosen before any model saw them; none
@@ -36,17 +40,12 @@ DEMO_SENTENCES = (
     ("Return the [MASK] of bytes written to the file.", "number"),
     ("Parse the arguments given on the [MASK] line.", "command"),
 )
-SECTIONS = ("masking", "model", "trainer")
 PRETRAIN_OUTPUTS = ("train", "model", "generator", "hf", "tokenizer")  # what a run writes in --output
 # accuracy a run must add to the unigram guess before its result is called learning (5 points)
 LEARNED_MARGIN = 0.05
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from attnlab.cli.args import non_negative_int, positive_float, positive_int
-    from attnlab.data.corpus import FORMATS
-    from attnlab.pretraining.recipes import RECIPES, TOKENIZER_KINDS
-
     p = subparsers.add_parser(
         "pretrain",
         help="pre-train a BERT-family model (mlm, bert, roberta, albert, spanbert, electra recipes), a GPT "
@@ -59,6 +58,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "built-in corpus of the Python standard library's docstrings for --minutes (default 4), then "
         "fill-mask examples with the expected words.",
     )
+    for add_options in PRETRAIN_OPTIONS:
+        add_options(p)
+    p.set_defaults(func=run_pretrain)
+    register_fill_mask(subparsers)
+
+
+def _recipe_options(p: argparse.ArgumentParser) -> None:
+    """--recipe, --preset, --paper: which paper's recipe, at which size."""
+    from attnlab.pretraining.recipes import RECIPES
+
     p.add_argument(
         "--recipe",
         default="mlm",
@@ -71,10 +80,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="model preset (default: the budget's, e.g. bert-tiny up to 10 min; the recipe's with --paper)",
     )
+    p.add_argument("--paper", action="store_true", help="the paper's steps, batch and lengths (big machines)")
+
+
+def _data_options(p: argparse.ArgumentParser) -> None:
+    """The corpus and its preparation."""
+    from attnlab.cli.args import non_negative_int, positive_int
+    from attnlab.data.corpus import FORMATS
+
     p.add_argument(
         "--corpus", nargs="*", metavar="PATH", help="files or directories (default: built-in corpus)"
     )
     p.add_argument("--format", default="sentences", choices=FORMATS, help="corpus format (default sentences)")
+    p.add_argument(
+        "--workers", type=positive_int, help="tokenising processes for preparation (default: all cores)"
+    )
+    p.add_argument(
+        "--heldout-every", type=positive_int, default=20, help="hold out every N-th document (default 20)"
+    )
+    p.add_argument(
+        "--eval-examples", type=positive_int, default=1024, help="held-out sequences scored (default 1024)"
+    )
+    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _tokenizer_options(p: argparse.ArgumentParser) -> None:
+    """A given tokenizer, or the one trained on the corpus."""
+    from attnlab.cli.args import non_negative_int, positive_int
+    from attnlab.pretraining.recipes import TOKENIZER_KINDS
+
     p.add_argument(
         "--tokenizer", metavar="DIR", help="a tokenizer directory (default: train one on the corpus)"
     )
@@ -90,15 +125,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tokenizer-min-frequency", type=non_negative_int, help="trained tokenizer: drop rarer pairs/words"
     )
+
+
+def _override_options(p: argparse.ArgumentParser) -> None:
+    """--config and --set (see the module docstring)."""
     p.add_argument("--config", metavar="FILE.yaml", help="YAML overrides (see the module docstring)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="an override (repeatable)")
-    p.add_argument(
-        "--output-dir",
-        "--output",
-        dest="output",
-        metavar="DIR",
-        help="output directory (default runs/pretrain-RECIPE)",
-    )
+
+
+def _size_options(p: argparse.ArgumentParser) -> None:
+    """The time budget and the sizes it would otherwise choose."""
+    from attnlab.cli.args import positive_float, positive_int
+
     p.add_argument(
         "--minutes", type=positive_float, help="training time budget (default 4 for the built-in corpus)"
     )
@@ -110,24 +148,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="tokens per sequence, one length throughout (default: the budget's: 32 up to 20 min; 64, then "
         "128 in two stages, up to 60; 128 beyond)",
     )
-    p.add_argument("--paper", action="store_true", help="the paper's steps, batch and lengths (big machines)")
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    """The output directory, resume and overwrite, seed, progress."""
+
+    p.add_argument(
+        "--output-dir",
+        "--output",
+        dest="output",
+        metavar="DIR",
+        help="output directory (default runs/pretrain-RECIPE)",
+    )
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoints in --output")
     p.add_argument(
         "--overwrite",
         action="store_true",
         help="delete an earlier run's checkpoints in --output (built-in: always)",
     )
-    p.add_argument(
-        "--workers", type=positive_int, help="tokenising processes for preparation (default: all cores)"
-    )
-    p.add_argument(
-        "--heldout-every", type=positive_int, default=20, help="hold out every N-th document (default 20)"
-    )
-    p.add_argument(
-        "--eval-examples", type=positive_int, default=1024, help="held-out sequences scored (default 1024)"
-    )
-    p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _attention_options(p: argparse.ArgumentParser) -> None:
+    """The self-attention of causal LMs and Transformer-XL's memory."""
+    from attnlab.cli.args import non_negative_int, positive_int
+
     p.add_argument(
         "--attention", choices=("full", "local", "lsh"),
         help="self-attention: full, local = a sliding window, or lsh = Reformer's LSH attention (causal LMs: "
@@ -145,7 +189,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="transfo-xl: memory kept between segments, in tokens (default: the segment length, as the "
         "paper; 0: none)",
     )  # fmt: skip
-    p.set_defaults(func=run_pretrain)
+
+
+PRETRAIN_OPTIONS = (  # the option groups of attnlab pretrain, in --help's order
+    _recipe_options, _data_options, _tokenizer_options, _override_options, _size_options, _run_options,
+    _attention_options,
+)
+
+
+def register_fill_mask(subparsers: argparse._SubParsersAction) -> None:
+    from attnlab.cli.args import positive_int
 
     f = subparsers.add_parser(
         "fill-mask",
@@ -160,88 +213,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     f.set_defaults(func=run_fill_mask)
 
 
-_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+@dataclass
+class PretrainSettings:
+    """What ``attnlab pretrain``'s options resolve to before anything is read or written."""
 
-
-def _numbers(value: Any) -> Any:
-    """YAML 1.1 reads ``1e-3`` (no dot) as a string; take such strings as the numbers they spell."""
-    if isinstance(value, str) and _NUMBER.match(value.strip()):
-        return float(value)
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    return value
-
-
-def _parse_value(text: str) -> Any:
-    import yaml
-
-    try:
-        return _numbers(yaml.safe_load(text))
-    except yaml.YAMLError:
-        return text
-
-
-def collect_overrides(config_file: str | None, sets: list[str]) -> dict[str, dict[str, Any]]:
-    """``{"recipe": {...}, "masking": {...}, "model": {...}, "trainer": {...}}`` from a YAML file then
-    ``KEY=VALUE`` strings (later wins)."""
-    import yaml
-
-    out: dict[str, dict[str, Any]] = {"recipe": {}, "masking": {}, "model": {}, "trainer": {}}
-    if config_file:
-        path = Path(config_file)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such config file")
-        try:
-            data = _numbers(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-        except yaml.YAMLError as e:
-            raise ValueError(f"{path}: invalid YAML: {e}") from e
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
-        for key, value in data.items():
-            if key in SECTIONS:
-                if not isinstance(value, dict):
-                    raise ValueError(f"{path}: field {key!r}: expected a mapping of fields, got {value!r}")
-                out[key].update(value)
-            else:
-                out["recipe"][key] = value
-    for item in sets:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        section, dot, name = key.partition(".")
-        if dot and section in SECTIONS:
-            out[section][name] = _parse_value(value)
-        elif dot:
-            raise ValueError(f"--set {item!r}: unknown section {section!r}; valid: {', '.join(SECTIONS)}")
-        else:
-            out["recipe"][key] = _parse_value(value)
-    return out
+    recipe: Any
+    preset: str
+    minutes: float | None
+    auto_steps: bool  # max_steps planned from --minutes
+    builtin: bool  # no --corpus: the built-in corpus of stdlib docstrings
+    overrides: dict[str, dict[str, Any]]
+    trainer_overrides: dict[str, Any]
 
 
 def run_pretrain(args: argparse.Namespace) -> int:
     """Errors reach `attnlab.cli.main`: one line for a user's, ``--debug`` for the traceback."""
-    import os
-
     if args.recipe == "elmo":  # ELMo's biLM: character inputs, a word softmax, its own data path
-        from attnlab.cli.elmo import run_pretrain_elmo
-
         return run_pretrain_elmo(args)
-
-    from attnlab.pretraining import builtin_corpus
-    from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
-    from attnlab.pretraining.causal_lm import causal_documents
-    from attnlab.pretraining.recipes import get_recipe
-    from attnlab.pretraining.run import (
-        corpus_documents,
-        files_key,
-        masked_lm_of,
-        prepare_corpus,
-        pretrain,
-        train_or_load_tokenizer,
-    )
-    from attnlab.tokenizers import load_tokenizer
+    from attnlab.pretraining.model import masked_lm_of
+    from attnlab.pretraining.run import pretrain
     from attnlab.train import setup_distributed
     from attnlab.train.distributed import barrier
     from attnlab.train.run_dir import prepare_run_directory, read_run_file
@@ -250,6 +240,50 @@ def run_pretrain(args: argparse.Namespace) -> int:
     # one process unless launched by torchrun; NCCL or gloo by the device the trainer will use
     ctx = setup_distributed(device=str(overrides["trainer"].get("device", "auto")))
     log = print if ctx.is_main else (lambda message: None)
+    settings = pretrain_settings(args, overrides)
+    recipe, out = settings.recipe, Path(args.output or f"runs/pretrain-{settings.recipe.name}")
+    given_tokenizer = check_inputs(args, settings)  # before anything is written into --output
+
+    # one rule for run directories (attnlab.train.run_dir): another run's outputs are refused unless --resume
+    # or --overwrite; --overwrite removes them all, the old tokenizer too (the shard cache in data/ is keyed
+    # by corpus and tokenizer, so it is reused only when both are the same)
+    overwrite = args.overwrite or (settings.builtin and not args.resume)
+    if ctx.is_main:
+        prepare_run_directory(
+            out, "pretrain", PRETRAIN_OUTPUTS, resume=args.resume, overwrite=overwrite, log=log
+        )
+    barrier(ctx)
+    run_id = (read_run_file(out) or {}).get("run_id")
+    # under torchrun: rank 0 trains the tokenizer and prepares the shards, the others then reuse them
+    if ctx.is_main:
+        tokenizer, train_corpus, heldout = prepare_data(args, settings, out, given_tokenizer, log)
+    barrier(ctx)
+    if not ctx.is_main:
+        tokenizer, train_corpus, heldout = prepare_data(args, settings, out, given_tokenizer, log)
+    log(describe_run(settings))
+    result = pretrain(
+        recipe, tokenizer, train_corpus, heldout, out, preset=settings.preset,
+        model_overrides=settings.overrides["model"], trainer_overrides=settings.trainer_overrides,
+        minutes=settings.minutes, auto_steps=settings.auto_steps, resume=args.resume, overwrite=overwrite,
+        eval_examples=args.eval_examples, seed=args.seed, run_id=run_id, log=log,
+    )  # fmt: skip
+    if not ctx.is_main:
+        return 0
+    if recipe.objective == "clm":
+        print_causal_result(result, heldout)
+        return 0
+    print_result(result, settings.preset, settings.minutes, paper=args.paper)
+    if settings.builtin:
+        print_demo(masked_lm_of(result.model), tokenizer)
+    return 0
+
+
+def pretrain_settings(args: argparse.Namespace, overrides: dict[str, dict[str, Any]]) -> PretrainSettings:
+    """The recipe (the paper's with --paper; otherwise its budget version for --minutes), the preset, the
+    time plan and the overrides, from the options; the options that contradict each other are refused."""
+    from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
+    from attnlab.pretraining.recipes import get_recipe
+
     builtin = not args.corpus
     # --attention/--window/--global-tokens are model.attention/attention_window/global_tokens
     for flag, field in (("attention", "attention"), ("window", "attention_window"), ("global_tokens",) * 2,
@@ -265,15 +299,14 @@ def run_pretrain(args: argparse.Namespace) -> int:
                 f"--mem-len is Transformer-XL's memory (--recipe transfo-xl), not {recipe.name}'s"
             )
         overrides["model"]["mem_len"] = args.mem_len
-    causal = recipe.objective == "clm"
     minutes = args.minutes if args.minutes is not None else (4.0 if builtin else None)
+    budget = None
     if args.paper:
         if any(v is not None for v in (args.max_steps, args.batch_size, args.max_length)):
             raise ValueError(
                 "--paper takes the paper's steps, batch and lengths; drop --max-steps, --batch-size "
                 "and --max-length"
             )
-        budget = None
     else:
         # the sizes and optimisation that learn most in the time given (attnlab.pretraining.budget)
         budget = budget_for(minutes, recipe.objective, recurrent=recipe.segment_recurrence)
@@ -282,157 +315,90 @@ def run_pretrain(args: argparse.Namespace) -> int:
             batch_size=args.batch_size,
             max_length=args.max_length,
         )  # fmt: skip
-        if not causal:  # pre-LN: GPT presets are pre-LN already
+        if recipe.objective != "clm":  # pre-LN: GPT presets are pre-LN already
             overrides["model"] = {**MODEL_CHANGES, **overrides["model"]}
     if overrides["masking"]:
         overrides["recipe"]["masking"] = overrides["masking"]
     recipe = recipe.override(**overrides["recipe"])
     auto_steps = minutes is not None and args.max_steps is None and "max_steps" not in overrides["recipe"]
-    preset = args.preset or (budget.preset if budget else recipe.preset)
-    out = Path(args.output or f"runs/pretrain-{recipe.name}")
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     trainer_overrides = {"progress_bar": not args.no_progress, **overrides["trainer"]}
     trainer_overrides.setdefault("save_every", 200)
     trainer_overrides.setdefault("log_every", 10)
+    preset = args.preset or (budget.preset if budget else recipe.preset)
+    return PretrainSettings(recipe, preset, minutes, auto_steps, builtin, overrides, trainer_overrides)
 
-    # everything the user gave is checked before anything is written into --output
-    if not builtin:
-        for path in args.corpus:
-            if not Path(path).exists():
-                raise FileNotFoundError(f"{path}: no such corpus file or directory")
-    check_overrides(recipe, preset, overrides)
-    given_tokenizer = None
-    if args.tokenizer:
-        if not Path(args.tokenizer).is_dir():
-            raise NotADirectoryError(f"{args.tokenizer}: --tokenizer expects a tokenizer directory")
-        given_tokenizer = load_tokenizer(args.tokenizer)
 
-    # one rule for run directories (attnlab.train.run_dir): another run's outputs are refused unless --resume
-    # or --overwrite; --overwrite removes them all, the old tokenizer too (the shard cache in data/ is keyed
-    # by corpus and tokenizer, so it is reused only when both are the same)
-    overwrite = args.overwrite or (builtin and not args.resume)
-    if ctx.is_main:
-        prepare_run_directory(
-            out, "pretrain", PRETRAIN_OUTPUTS, resume=args.resume, overwrite=overwrite, log=log
-        )
-    barrier(ctx)
-    run_id = (read_run_file(out) or {}).get("run_id")
+def check_inputs(args: argparse.Namespace, settings: PretrainSettings) -> Any:
+    """Everything the user gave, checked before anything is written into --output: the corpus paths, the
+    overrides against their configs, --workers and the tokenizer directory (returned, loaded, or None)."""
+    from attnlab.tokenizers import load_tokenizer
 
-    if builtin:
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    for path in args.corpus or ():
+        if not Path(path).exists():
+            raise FileNotFoundError(f"{path}: no such corpus file or directory")
+    check_overrides(settings.recipe, settings.preset, settings.overrides)
+    if not args.tokenizer:
+        return None
+    if not Path(args.tokenizer).is_dir():
+        raise NotADirectoryError(f"{args.tokenizer}: --tokenizer expects a tokenizer directory")
+    return load_tokenizer(args.tokenizer)
+
+
+def prepare_data(
+    args: argparse.Namespace,
+    settings: PretrainSettings,
+    out: Path,
+    tokenizer: Any,
+    log: Callable[[str], None],
+) -> tuple[Any, Any, Any]:
+    """The tokenizer (given, or trained on the corpus into OUTPUT/tokenizer) and the training and held-out
+    shards (OUTPUT/data); the built-in corpus is written into OUTPUT/corpus first."""
+    import os
+
+    from attnlab.pretraining import builtin_corpus
+    from attnlab.pretraining.causal_lm import causal_documents
+    from attnlab.pretraining.corpus import corpus_documents, files_key, prepare_corpus
+    from attnlab.pretraining.tokenizer import train_or_load_tokenizer
+
+    recipe, causal = settings.recipe, settings.recipe.objective == "clm"
+    if settings.builtin:
         corpus_file = out / "corpus" / "stdlib_docstrings.txt"
-        if ctx.is_main and not corpus_file.is_file():
+        if not corpus_file.is_file():
             docs, chars = builtin_corpus.write_corpus(corpus_file)
             log(f"built-in corpus: {docs} stdlib modules' docstrings, {chars:,} characters -> {corpus_file}")
         paths, fmt = [corpus_file], "sentences"
     else:
         paths, fmt = [Path(p) for p in args.corpus], args.format
-    vocab_size, min_frequency = args.vocab_size, args.tokenizer_min_frequency
     # a causal LM reads the text as written (line breaks kept), a masked LM its sentences
     source = causal_documents(paths, fmt) if causal else corpus_documents(paths, fmt)
-
-    def prepare():
-        if given_tokenizer is not None:
-            tokenizer = given_tokenizer
-        else:
-            tokenizer = train_or_load_tokenizer(
-                recipe, source, out / "tokenizer", vocab_size=vocab_size, min_frequency=min_frequency, log=log
-            )
-        return (tokenizer,) + prepare_corpus(
-            source, tokenizer, out / "data", source_key={**files_key(paths, fmt), "causal": causal},
-            heldout_every=args.heldout_every, workers=args.workers or min(2, os.cpu_count() or 1), log=log,
+    if tokenizer is None:
+        tokenizer = train_or_load_tokenizer(
+            recipe, source, out / "tokenizer", vocab_size=args.vocab_size,
+            min_frequency=args.tokenizer_min_frequency, log=log,
         )  # fmt: skip
+    train, heldout = prepare_corpus(
+        source, tokenizer, out / "data", source_key={**files_key(paths, fmt), "causal": causal},
+        heldout_every=args.heldout_every, workers=args.workers or min(2, os.cpu_count() or 1), log=log,
+    )  # fmt: skip
+    return tokenizer, train, heldout
 
-    # under torchrun: rank 0 trains the tokenizer and prepares the shards, the others then reuse them
-    if ctx.is_main:
-        tokenizer, train_corpus, heldout = prepare()
-    barrier(ctx)
-    if not ctx.is_main:
-        tokenizer, train_corpus, heldout = prepare()
+
+def describe_run(settings: PretrainSettings) -> str:
+    """The run in one line: recipe, objective and data, preset, batch, lengths and time budget."""
+    recipe = settings.recipe
     if recipe.segment_recurrence:
         data = "segments of parallel streams in order, memory carried"
-    elif causal:
+    elif recipe.objective == "clm":
         data = "blocks of the token stream"
     else:
         data = f"{recipe.instance_format}, {recipe.masking.strategy} masking"
-    log(
-        f"recipe {recipe.name} ({recipe.objective}, {data}), "
-        f"preset {preset}, batch {recipe.batch_size}, lengths {[s.max_length for s in recipe.stages]}"
-        + (f", time budget {minutes:g} min" if minutes is not None else "")
+    return (
+        f"recipe {recipe.name} ({recipe.objective}, {data}), preset {settings.preset}, batch "
+        f"{recipe.batch_size}, lengths {[s.max_length for s in recipe.stages]}"
+        + (f", time budget {settings.minutes:g} min" if settings.minutes is not None else "")
     )
-    result = pretrain(
-        recipe, tokenizer, train_corpus, heldout, out, preset=preset, model_overrides=overrides["model"],
-        trainer_overrides=trainer_overrides, minutes=minutes, auto_steps=auto_steps, resume=args.resume,
-        overwrite=overwrite, eval_examples=args.eval_examples, seed=args.seed, run_id=run_id, log=log,
-    )  # fmt: skip
-    if not ctx.is_main:
-        return 0
-    if causal:
-        print_causal_result(result, heldout)
-        return 0
-    print_result(result, preset, minutes)
-    if builtin:
-        print_demo(masked_lm_of(result.model), tokenizer)
-    return 0
-
-
-def check_overrides(recipe: Any, preset: str, overrides: dict[str, dict[str, Any]]) -> None:
-    """``model.*`` and ``trainer.*`` overrides name fields that exist and hold valid values (the configs'
-    own checks), before a tokenizer or shards are written."""
-    import dataclasses
-
-    from attnlab.models import EncoderConfig, get_preset
-    from attnlab.models.gpt import GPTConfig
-    from attnlab.models.gpt_presets import GPT_PRESETS, get_gpt_preset
-    from attnlab.models.transfo_xl import TRANSFO_XL_PRESETS, TransfoXLConfig
-
-    if recipe.segment_recurrence:
-        if preset not in TRANSFO_XL_PRESETS:
-            raise ValueError(
-                f"--preset {preset!r} is not a Transformer-XL preset; valid: {', '.join(TRANSFO_XL_PRESETS)}"
-            )
-        known = {f.name for f in dataclasses.fields(TransfoXLConfig)}
-        unknown = sorted(set(overrides["model"]) - known)
-        if unknown:
-            raise ValueError(
-                f"model: unknown TransfoXLConfig field(s) {', '.join(unknown)}; "
-                f"valid: {', '.join(sorted(known))}"
-            )
-        try:
-            dataclasses.replace(TRANSFO_XL_PRESETS[preset](), **overrides["model"])
-        except TypeError as e:
-            raise ValueError(f"model: {e}") from None
-        recipe.trainer_config(output_dir=".", **overrides["trainer"])
-        return
-    if recipe.objective == "clm":
-        if preset not in GPT_PRESETS:
-            raise ValueError(f"--preset {preset!r} is not a GPT preset; valid: {', '.join(GPT_PRESETS)}")
-        known = {f.name for f in dataclasses.fields(GPTConfig)}
-        unknown = sorted(set(overrides["model"]) - known)
-        if unknown:
-            raise ValueError(
-                f"model: unknown GPTConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-            )
-        try:
-            get_gpt_preset(preset, **overrides["model"])
-        except TypeError as e:
-            raise ValueError(f"model: {e}") from None
-        recipe.trainer_config(output_dir=".", **overrides["trainer"])
-        return
-    known = {f.name for f in dataclasses.fields(EncoderConfig)}
-    unknown = sorted(set(overrides["model"]) - known)
-    if unknown:
-        raise ValueError(
-            f"model: unknown EncoderConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-        )
-    try:
-        dataclasses.replace(get_preset(preset), **overrides["model"])
-    except TypeError as e:  # a comparison with a value of the wrong type
-        raise ValueError(f"model: {e}") from None
-    try:
-        recipe.trainer_config(output_dir=".", **overrides["trainer"])
-    except TypeError as e:
-        raise ValueError(f"trainer: {e}") from None
 
 
 def _hf_note(model_dir: Path, out: Path) -> str:
@@ -446,9 +412,10 @@ def _hf_note(model_dir: Path, out: Path) -> str:
     return f"HF layout: {out / 'hf'}; " if (out / "hf").is_dir() else ""
 
 
-def print_result(result: Any, preset: str, minutes: float | None) -> None:
+def print_result(result: Any, preset: str, minutes: float | None, *, paper: bool = False) -> None:
     """What the model can do: held-out MLM accuracy and perplexity beside the unigram guess, and a plain
-    word when the run learned little more than token frequencies."""
+    word when the run learned little more than token frequencies (``paper``: the command refuses
+    --max-steps, so only --minutes is advised)."""
     m = result.eval_metrics
     out = result.output_dir
     hf = _hf_note(result.model_dir, out)
@@ -467,13 +434,17 @@ def print_result(result: Any, preset: str, minutes: float | None) -> None:
         + f", over {int(m.get('eval_mlm_tokens', 0)):,} masked held-out tokens (15% masked)"
     )
     print(f"model: {result.model_dir}  ({hf}logs and loss_curve.png: {out / 'train'})")
-    if base_acc is not None and (accuracy < base_acc + LEARNED_MARGIN or perplexity > 0.5 * base_ppl):
+    learned_little = base_acc is not None and (
+        accuracy < base_acc + LEARNED_MARGIN or perplexity > 0.5 * base_ppl
+    )
+    if learned_little:
         smaller = "" if preset == "bert-tiny" else " or a smaller model (--preset bert-tiny)"
+        more = "--minutes" if paper else "--minutes, --max-steps"
         print(
             f"warning: this model learned little beyond token frequencies: {100 * accuracy:.1f}% against "
             f"{100 * base_acc:.1f}% for always guessing the most frequent token, perplexity {perplexity:.0f} "
             f"against {base_ppl:.0f}. {result.steps} steps are too few for {preset}; give it more steps "
-            f"(--minutes, --max-steps){smaller}.",
+            f"({more}){smaller}.",
             file=sys.stderr,
         )
 

@@ -38,7 +38,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "token-count batches and averaging of the last checkpoints. Writes OUTPUT_DIR/model "
         "(config.json, model.safetensors, tokenizer.json).",
     )
-    data = train.add_argument_group("data")
+    _data_options(train.add_argument_group("data"))
+    _model_options(train.add_argument_group("model (overrides of the preset)"))
+    _run_options(train.add_argument_group("run"))
+    train.set_defaults(func=run_train)
+    _register_translate(subparsers)
+    _register_average(subparsers)
+    _register_bleu(subparsers)
+
+
+def _data_options(data: argparse._ArgumentGroup) -> None:
+    """The parallel text: files, or a Multi30k-style directory; the BPE and batch sizes."""
     data.add_argument(
         "--src-train", help="source side of the training data (default: DATA_DIR/train.SRC_LANG)"
     )
@@ -66,7 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive_int,
         help="padded tokens per batch and side (default: 2500 on a CPU, 4096 on a GPU; paper: 25000)",
     )
-    model = train.add_argument_group("model (overrides of the preset)")
+
+
+def _model_options(model: argparse._ArgumentGroup) -> None:
+    """The preset and its overrides."""
     model.add_argument(
         "--preset",
         help="transformer-base, transformer-big, transformer-cpu, transformer-tiny (default: transformer-cpu "
@@ -85,7 +98,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     model.add_argument(
         "--pre-ln", action="store_true", help="pre-LN residuals instead of the paper's post-LN"
     )
-    run = train.add_argument_group("run")
+
+
+def _run_options(run: argparse._ArgumentGroup) -> None:
+    """Output, steps and time, schedule, checkpoints, resume, device."""
     run.add_argument("--output-dir", required=True, help="run directory (checkpoints, logs, model)")
     run.add_argument(
         "--max-steps",
@@ -134,8 +150,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=positive_int,
         help="torch intra-op threads (1 is fastest on a busy CPU; default: torch's)",
     )
-    train.set_defaults(func=run_train)
 
+
+def _register_translate(subparsers: argparse._SubParsersAction) -> None:
     tr = subparsers.add_parser(
         "translate",
         help="translate sentences (stdin or --input, one per line) with a trained model",
@@ -154,6 +171,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     tr.add_argument("--threads", type=positive_int, help="torch intra-op threads (default: torch's)")
     tr.set_defaults(func=run_translate)
 
+
+def _register_average(subparsers: argparse._SubParsersAction) -> None:
     avg = subparsers.add_parser(
         "translate-average",
         help="average the last N checkpoints of a translate-train run into a model directory",
@@ -163,6 +182,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     avg.add_argument("--output-dir", "--output", required=True, help="model directory to write")
     avg.set_defaults(func=run_average)
 
+
+def _register_bleu(subparsers: argparse._SubParsersAction) -> None:
     bleu = subparsers.add_parser(
         "bleu",
         help="sacreBLEU of detokenised hypotheses against references, with its signature",

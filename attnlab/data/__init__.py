@@ -24,7 +24,8 @@ from attnlab.data.masking import (
 )
 from attnlab.data.protocol import SpecialIds, TokenizerLike, tokenizer_fingerprint, vocab_size_of
 from attnlab.data.sentences import split_paragraphs, split_sentences
-from attnlab.data.shards import CorruptShardError, PrepareReport, ShardedCorpus, prepare_shards
+from attnlab.data.sharded_corpus import CorruptShardError, ShardedCorpus
+from attnlab.data.shards import PrepareReport, prepare_shards
 
 __all__ = [
     "INSTANCE_FORMATS",

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attnlab.data.shards import ShardedCorpus
+from attnlab.data.sharded_corpus import ShardedCorpus
 
 
 class TokenStream:

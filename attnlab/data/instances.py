@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnlab.data.protocol import SpecialIds
-from attnlab.data.shards import ShardedCorpus
+from attnlab.data.sharded_corpus import ShardedCorpus
 
 INSTANCE_FORMATS = ("segment_pair", "sentence_pair", "full_sentences", "doc_sentences", "sop")
 PAIR_FORMATS = ("segment_pair", "sentence_pair", "sop")

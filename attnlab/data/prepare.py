@@ -15,6 +15,7 @@ and the report.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from attnlab.atomic import write_json_atomic
 from attnlab.data.corpus import ERRORS, FORMATS, IngestStats, read_documents
 from attnlab.data.shards import PrepareReport, prepare_shards
+from attnlab.errors import input_error_message
 
 
 def load_tokenizer(path: str) -> Any:
@@ -80,15 +82,12 @@ def main(argv: list[str] | None = None) -> PrepareReport:
 
 def run(argv: list[str] | None = None) -> int:
     """`main` as a command: a user error (a missing file, bytes that are not UTF-8, a bad tokenizer) is one
-    line on standard error and exit code 2, as in `attnlab.cli.main`; a bug keeps its traceback."""
-    import sys
-
-    from attnlab.cli.errors import user_message
-
+    line on standard error and exit code 2, as in `attnlab.cli.main` (`attnlab.errors`); a bug keeps its
+    traceback."""
     try:
         main(argv)
     except Exception as error:
-        message = user_message(error, argparse.Namespace())
+        message = input_error_message(error)
         if message is None:
             raise
         print(f"python -m attnlab.data.prepare: error: {message}", file=sys.stderr)

@@ -47,28 +47,19 @@ import numpy as np
 from attnlab.atomic import write_json_atomic
 from attnlab.data.corpus import Document, IngestStats, as_sentences
 from attnlab.data.protocol import tokenizer_fingerprint, vocab_size_of
+from attnlab.data.sharded_corpus import (  # noqa: F401  (the format, and the reader re-exported)
+    ARRAY_KINDS,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    INDEX_FILE,
+    PROGRESS_FILE,
+    CorruptShardError,
+    Shard,
+    ShardedCorpus,
+    shard_name,
+    token_dtype,
+)
 from attnlab.tokenizers import Tokenizer, ids_only
-
-FORMAT_NAME = "attnlab-token-shards"
-FORMAT_VERSION = 1
-INDEX_FILE = "index.json"
-PROGRESS_FILE = "progress.json"
-# Array files of one shard and their dtypes ("ids" depends on the vocabulary size).
-ARRAY_KINDS = ("ids", "word_starts", "sent_offsets", "doc_offsets")
-
-
-def token_dtype(vocab_size: int) -> np.dtype:
-    """uint16 halves disk and page-cache use for vocabularies up to 65,536 (BERT 30,522, RoBERTa 50,265)."""
-    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
-
-
-def _kind_dtype(kind: str, ids_dtype: np.dtype) -> np.dtype:
-    return {"ids": ids_dtype, "word_starts": np.dtype(np.uint8)}.get(kind, np.dtype(np.int64))
-
-
-def shard_name(i: int) -> str:
-    return f"shard_{i:05d}"
-
 
 # --------------------------------------------------------------------------------------------- tokenising
 
@@ -351,6 +342,39 @@ def prepare_shards(
         "shard_tokens": shard_tokens,
         "max_sentence_tokens": max_sentence_tokens,
     }
+    finished = _finished_shards(out, settings, overwrite)
+    n_skipped = len(finished)
+    chunk_iter = _chunks(documents, chunk_chars)
+    _skip_finished(chunk_iter, finished, out)
+    kwargs = {"max_sentence_tokens": max_sentence_tokens, "vocab_size": vocab_size}
+    results = _tokenized(chunk_iter, tokenizer, kwargs, workers, start_method)
+    tokens_this_run = _write_shards(results, out, finished, settings, ids_dtype, shard_tokens)
+    ingest = ingest_stats.to_dict() if ingest_stats is not None else {}
+    totals = _write_index(out, settings, finished, ingest)
+    seconds = time.perf_counter() - t0
+    return PrepareReport(
+        directory=str(out),
+        tokens=totals["n_tokens"],
+        sentences=totals["n_sentences"],
+        documents=totals["n_documents"],
+        shards=len(finished),
+        shards_skipped=n_skipped,
+        tokens_this_run=tokens_this_run,
+        seconds=seconds,
+        tokens_per_second=tokens_this_run / seconds if seconds > 0 else 0.0,
+        peak_rss_mb=_peak_rss_mb(resource.RUSAGE_SELF),
+        peak_rss_children_mb=_peak_rss_mb(resource.RUSAGE_CHILDREN),
+        truncated_sentences=totals["truncated_sentences"],
+        empty_sentences=totals["empty_sentences"],
+        empty_documents=totals["empty_documents"],
+        ingest=ingest,
+    )
+
+
+def _finished_shards(out: Path, settings: dict[str, Any], overwrite: bool) -> list[ShardInfo]:
+    """The shards an earlier run finished with the same ``settings`` (its index or progress file); other
+    settings are an error naming the differences. ``overwrite``: none (the earlier files are deleted).
+    Half-written shards of a killed run are removed."""
     if overwrite:
         for p in out.iterdir():
             if p.name.startswith("shard_") or p.name in (INDEX_FILE, PROGRESS_FILE):
@@ -374,9 +398,13 @@ def prepare_shards(
             break
     for p in out.glob("*.tmp"):  # half-written shards of a killed run
         p.unlink()
+    return finished
 
-    chunk_iter = _chunks(documents, chunk_chars)
-    # Skip (without tokenising) the chunks of finished shards, checking the input is unchanged.
+
+def _skip_finished(
+    chunk_iter: Iterator[tuple[str, list[Document]]], finished: list[ShardInfo], out: Path
+) -> None:
+    """Skip (without tokenising) the chunks of finished shards, checking the input is unchanged."""
     for info in finished:
         h = hashlib.blake2b(digest_size=16)
         for _ in range(info.chunks):
@@ -389,36 +417,52 @@ def prepare_shards(
                 f"{out}: the input of shard {info.name} changed since it was prepared; use overwrite=True"
             )
 
-    kwargs = {"max_sentence_tokens": max_sentence_tokens, "vocab_size": vocab_size}
 
-    def results() -> Iterator[tuple[str, ChunkArrays]]:
-        if workers == 1:
-            for digest, chunk in chunk_iter:
-                yield digest, tokenize_chunk(tokenizer, chunk, **kwargs)
-            return
-        with mp.get_context(start_method).Pool(
-            workers, initializer=_init_worker, initargs=(tokenizer, kwargs)
-        ) as pool:
-            pending: deque = deque()
-            for digest, chunk in chunk_iter:
-                pending.append((digest, pool.apply_async(_work, (chunk,))))
-                if len(pending) >= 2 * workers:  # bounded: the reader never runs far ahead
-                    d, r = pending.popleft()
-                    yield d, r.get()
-            while pending:
+def _tokenized(
+    chunk_iter: Iterator[tuple[str, list[Document]]],
+    tokenizer: Any,
+    kwargs: dict[str, Any],
+    workers: int,
+    start_method: str | None,
+) -> Iterator[tuple[str, ChunkArrays]]:
+    """Each chunk's digest and arrays, in input order; with several workers at most ``2 * workers`` chunks
+    in flight, so the reader never runs far ahead."""
+    if workers == 1:
+        for digest, chunk in chunk_iter:
+            yield digest, tokenize_chunk(tokenizer, chunk, **kwargs)
+        return
+    context = mp.get_context(start_method)
+    with context.Pool(workers, initializer=_init_worker, initargs=(tokenizer, kwargs)) as pool:
+        pending: deque = deque()
+        for digest, chunk in chunk_iter:
+            pending.append((digest, pool.apply_async(_work, (chunk,))))
+            if len(pending) >= 2 * workers:
                 d, r = pending.popleft()
                 yield d, r.get()
+        while pending:
+            d, r = pending.popleft()
+            yield d, r.get()
+
+
+def _write_shards(
+    results: Iterator[tuple[str, ChunkArrays]],
+    out: Path,
+    finished: list[ShardInfo],
+    settings: dict[str, Any],
+    ids_dtype: np.dtype,
+    shard_tokens: int,
+) -> int:
+    """Append the chunks to shards, closing one at ``shard_tokens`` and recording it in the progress file;
+    ``finished`` grows by the shards written. Returns the tokens written."""
 
     def save_progress() -> None:
-        _write_json_atomic(
-            out / PROGRESS_FILE, {"settings": settings, "shards": [asdict(s) for s in finished]}
-        )
+        progress = {"settings": settings, "shards": [asdict(s) for s in finished]}
+        _write_json_atomic(out / PROGRESS_FILE, progress)
 
-    n_skipped = len(finished)
     tokens_this_run = 0
     writer: _ShardWriter | None = None
     try:
-        for digest, arr in results():
+        for digest, arr in results:
             if writer is None:
                 writer = _ShardWriter(out, shard_name(len(finished)), ids_dtype)
             writer.add(digest, arr)
@@ -433,18 +477,19 @@ def prepare_shards(
     finally:
         if writer is not None:
             writer.close()  # left as *.tmp; the next run removes it
-    ingest = ingest_stats.to_dict() if ingest_stats is not None else {}
+    return tokens_this_run
+
+
+def _write_index(
+    out: Path, settings: dict[str, Any], finished: list[ShardInfo], ingest: dict[str, Any]
+) -> dict[str, int]:
+    """index.json, written last (a directory without it is unfinished); the progress file goes. Returns the
+    totals over the shards."""
     totals = {
         k: sum(getattr(s, k) for s in finished)
-        for k in (
-            "n_tokens",
-            "n_sentences",
-            "n_documents",
-            "truncated_sentences",
-            "empty_sentences",
-            "empty_documents",
-        )
-    }
+        for k in ("n_tokens", "n_sentences", "n_documents", "truncated_sentences", "empty_sentences",
+                  "empty_documents")
+    }  # fmt: skip
     index = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
@@ -455,187 +500,4 @@ def prepare_shards(
     }
     _write_json_atomic(out / INDEX_FILE, index)
     (out / PROGRESS_FILE).unlink(missing_ok=True)
-    seconds = time.perf_counter() - t0
-    return PrepareReport(
-        directory=str(out),
-        tokens=totals["n_tokens"],
-        sentences=totals["n_sentences"],
-        documents=totals["n_documents"],
-        shards=len(finished),
-        shards_skipped=n_skipped,
-        tokens_this_run=tokens_this_run,
-        seconds=seconds,
-        tokens_per_second=tokens_this_run / seconds if seconds > 0 else 0.0,
-        peak_rss_mb=_peak_rss_mb(resource.RUSAGE_SELF),
-        peak_rss_children_mb=_peak_rss_mb(resource.RUSAGE_CHILDREN),
-        truncated_sentences=totals["truncated_sentences"],
-        empty_sentences=totals["empty_sentences"],
-        empty_documents=totals["empty_documents"],
-        ingest=ingest,
-    )
-
-
-# --------------------------------------------------------------------------------------------- reading
-
-
-@dataclass
-class Shard:
-    """One shard's arrays, memory-mapped read-only."""
-
-    name: str
-    ids: np.ndarray  # (n_tokens,) uint16/uint32
-    word_starts: np.ndarray  # (n_tokens,) uint8
-    sent_offsets: np.ndarray  # (n_sent + 1,) int64
-    doc_offsets: np.ndarray  # (n_docs + 1,) int64, in sentences
-
-    @property
-    def n_sentences(self) -> int:
-        return len(self.sent_offsets) - 1
-
-    @property
-    def n_documents(self) -> int:
-        return len(self.doc_offsets) - 1
-
-
-class CorruptShardError(ValueError):
-    """A shard file is missing, truncated or inconsistent with the index."""
-
-
-def _open_array(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
-    if not path.exists():
-        raise CorruptShardError(f"{path}: missing (listed in {INDEX_FILE})")
-    size = path.stat().st_size
-    if size != count * dtype.itemsize:
-        raise CorruptShardError(
-            f"{path}: {size} bytes, expected {count * dtype.itemsize} "
-            f"({count} x {dtype.name}) per {INDEX_FILE}"
-        )
-    if count == 0:
-        return np.zeros(0, dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=(count,))
-
-
-class ShardedCorpus:
-    """A prepared corpus: its shards memory-mapped, and a table of documents across shards.
-
-    Args:
-        directory: the output directory of :func:`prepare_shards`.
-        tokenizer: if given, its vocabulary size and fingerprint must match the index.
-        check_ids: also scan every token id against the vocabulary size (reads all token files once).
-    """
-
-    def __init__(self, directory: str | os.PathLike, tokenizer: Any = None, *, check_ids: bool = True):
-        self.directory = Path(directory)
-        index_path = self.directory / INDEX_FILE
-        if not index_path.exists():
-            hint = (
-                " (preparation did not finish: run prepare_shards again to resume)"
-                if (self.directory / PROGRESS_FILE).exists()
-                else ""
-            )
-            raise FileNotFoundError(f"{index_path}: no shard index{hint}")
-        try:
-            index = json.loads(index_path.read_text())
-        except json.JSONDecodeError as e:
-            raise CorruptShardError(f"{index_path}: invalid JSON ({e.msg} at line {e.lineno})") from e
-        if index.get("format") != FORMAT_NAME or index.get("version") != FORMAT_VERSION:
-            raise CorruptShardError(
-                f"{index_path}: format {index.get('format')!r} v{index.get('version')}, "
-                f"expected {FORMAT_NAME!r} v{FORMAT_VERSION}"
-            )
-        self.index = index
-        settings = index["settings"]
-        self.vocab_size: int = settings["vocab_size"]
-        if tokenizer is not None:
-            tok_vocab = vocab_size_of(tokenizer)
-            if tok_vocab != self.vocab_size:
-                raise ValueError(
-                    f"{index_path}: shards were prepared with a vocabulary of {self.vocab_size} tokens, "
-                    f"the tokenizer given has {tok_vocab}"
-                )
-            fp = tokenizer_fingerprint(tokenizer)
-            if fp != settings["tokenizer_fingerprint"]:
-                raise ValueError(
-                    f"{index_path}: shards were prepared with tokenizer {settings['tokenizer_fingerprint']}, "
-                    f"the tokenizer given has fingerprint {fp}"
-                )
-        ids_dtype = np.dtype(settings["dtype"])
-        self.shards: list[Shard] = []
-        for info in index["shards"]:
-            name = info["name"]
-            counts = {
-                "ids": info["n_tokens"],
-                "word_starts": info["n_tokens"],
-                "sent_offsets": info["n_sentences"] + 1,
-                "doc_offsets": info["n_documents"] + 1,
-            }
-            arrays = {
-                k: _open_array(self.directory / f"{name}.{k}.bin", _kind_dtype(k, ids_dtype), counts[k])
-                for k in ARRAY_KINDS
-            }
-            shard = Shard(name=name, **arrays)
-            self._check(shard, info, check_ids)
-            self.shards.append(shard)
-        # Document table across shards: (shard, first sentence, end sentence) for each document.
-        n_docs = [s.n_documents for s in self.shards]
-        self.doc_shard = np.repeat(np.arange(len(self.shards), dtype=np.int32), n_docs)
-        if self.shards:
-            self.doc_start = np.concatenate([np.asarray(s.doc_offsets[:-1]) for s in self.shards])
-            self.doc_end = np.concatenate([np.asarray(s.doc_offsets[1:]) for s in self.shards])
-        else:
-            self.doc_start = self.doc_end = np.zeros(0, np.int64)
-
-    def __getstate__(self) -> dict:
-        # Pickling a memmap would copy the whole shard (e.g. into every DataLoader worker under the
-        # spawn/forkserver start methods); pickle the directory and map the files again instead.
-        return {"directory": str(self.directory)}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["directory"], check_ids=False)
-
-    def _check(self, shard: Shard, info: dict, check_ids: bool) -> None:
-        def fail(kind: str, what: str) -> None:
-            raise CorruptShardError(f"{self.directory / f'{shard.name}.{kind}.bin'}: {what}")
-
-        so, do = shard.sent_offsets, shard.doc_offsets
-        if so[0] != 0 or so[-1] != info["n_tokens"]:
-            fail(
-                "sent_offsets",
-                f"must run from 0 to n_tokens={info['n_tokens']}, runs from {so[0]} to {so[-1]}",
-            )
-        if (np.diff(so) <= 0).any():
-            fail("sent_offsets", f"not strictly increasing at sentence {int(np.argmax(np.diff(so) <= 0))}")
-        if do[0] != 0 or do[-1] != info["n_sentences"]:
-            fail(
-                "doc_offsets",
-                f"must run from 0 to n_sentences={info['n_sentences']}, runs from {do[0]} to {do[-1]}",
-            )
-        if (np.diff(do) <= 0).any():
-            fail("doc_offsets", f"not strictly increasing at document {int(np.argmax(np.diff(do) <= 0))}")
-        if shard.word_starts.size and shard.word_starts.max() > 1:
-            fail("word_starts", "holds values other than 0/1")
-        if check_ids and shard.ids.size and shard.ids.max() >= self.vocab_size:
-            i = int(np.argmax(shard.ids >= self.vocab_size))
-            fail("ids", f"token {i} has id {int(shard.ids[i])}, outside the vocabulary of {self.vocab_size}")
-
-    @property
-    def n_tokens(self) -> int:
-        return int(sum(s.ids.size for s in self.shards))
-
-    @property
-    def n_sentences(self) -> int:
-        return int(sum(s.n_sentences for s in self.shards))
-
-    @property
-    def n_documents(self) -> int:
-        return int(self.doc_shard.size)
-
-    def sentence(self, shard: int, i: int) -> np.ndarray:
-        """Token ids of sentence ``i`` of ``shard``."""
-        s = self.shards[shard]
-        return s.ids[s.sent_offsets[i] : s.sent_offsets[i + 1]]
-
-    def document(self, d: int) -> list[np.ndarray]:
-        """Token ids of document ``d`` (global index), one array per sentence."""
-        sh = int(self.doc_shard[d])
-        return [self.sentence(sh, i) for i in range(int(self.doc_start[d]), int(self.doc_end[d]))]
+    return totals

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from attnlab.data.blocks import TokenStream
-from attnlab.data.shards import ShardedCorpus
+from attnlab.data.sharded_corpus import ShardedCorpus
 
 
 class StreamSegments:

@@ -5,7 +5,8 @@
 - `SpanBoundaryHead`, `SpanBertForPreTraining` (span_boundary.py): SpanBERT's SBO (Joshi et al. 2020).
 - `Recipe`, `RECIPES` (recipes.py): bert, roberta, albert, spanbert, electra, gpt, transfo-xl as presets.
 - `SegmentRecurrence` (transfo_xl.py): Transformer-XL's memory carried between steps (Dai et al. 2019).
-- `pretrain`, `prepare_corpus`, ... (run.py): corpus -> tokenizer -> shards -> Trainer -> saved model.
+- `pretrain` (run.py): a run as named steps, model.py -> inputs.py -> plan.py -> stages.py -> report.py;
+  the corpus and tokenizer before it (corpus.py: `prepare_corpus`; tokenizer.py: `train_or_load_tokenizer`).
 - `fill_mask` (fill_mask.py), and the built-in stdlib-docstring corpus (builtin_corpus.py).
 """
 

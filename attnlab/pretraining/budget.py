@@ -1,65 +1,12 @@
 """Pre-training for the time a user gives it: what ``attnlab pretrain`` does without ``--paper``.
 
-The papers' recipes are for weeks on accelerator pods: BERT-base at lr 1e-4 with 10k warm-up steps learns
-nothing a user can see in an afternoon on a laptop, and sits on the MLM plateau (the most frequent token
-predicted at every mask) for the whole run. A budget of minutes on a CPU rewards other choices. Measured on
-the project's 2-core CPU on the built-in corpus (`experiments/pretrain_budget.py`; held-out MLM accuracy at
-15% masking, unigram guess 4-5%):
-
-- **a small model that takes many steps**: in 3.5 minutes 2 layers of 128 take ~6,300 steps and reach
-  43.5%; the cramming line of work (Geiping & Goldstein 2022; Izsak et al. 2021) makes the same point;
-- **short sequences packed without padding** (RoBERTa's FULL-SENTENCES, Liu et al. 2019, 4.2): length 64
-  instead of 32 took a third of the steps and reached 30.1% in the same 3.5 minutes;
-- **no NSP**: at 3,000 equal steps, SEGMENT-PAIR + NSP (BERT's recipe) 17.1%, FULL-SENTENCES 33.1% (so the
-  command's default recipe is ``mlm``; a recipe that names NSP keeps it);
-- **pre-LN and no dropout** (Xiong et al. 2020: pre-LN trains stably at high learning rates): post-LN 29.9%
-  against 33.1% at 3,000 steps;
-- **a high learning rate, warmed up and decayed to zero inside the budget** (`run.replan_steps` keeps the
-  schedule's end on the clock): 2e-3; 3e-3 fell back to the plateau for longer (18.3% at 3,000 steps);
-- **40% masking** (Wettig et al. 2023, "Should You Mask 15% in Masked Language Modeling?"): 15% 19.1%,
-  30% 33.1%, 40% 35.5% at 3,000 steps; held-out accuracy is still measured at 15%;
-- **a small vocabulary** trained on the corpus (2,048 tokens): fewer output rows and every token seen often.
-
-The longer budget's size (bert-mini, 4 layers of 256) is chosen so that a model pre-trained for half an hour
-or more has trained every position a fine-tuning task uses (128 tokens). Its lengths, measured for half an
-hour on the Gutenberg books (bert-mini, one 5,156-token WordPiece trained on the books, held-out MLM accuracy
-on the same 16,669 masked tokens of 128-token blocks, unigram guess 5.6%; 2026-11-27, the later sessions'
-AVX2 machine at 1.3 s a 128-token step):
-
-- 128 tokens throughout: 1,424 steps, 15.7% (perplexity 281; 22.8% at 1,775 steps on 11-26's faster
-  machine): the run spends most of its budget on the MLM plateau (loss about 5.7 from step 400 to its end);
-- **BERT's two stages**, 90% of the steps at 64 tokens and 10% at 128 (as BERT ran its first 90% at 128
-  and the last 10% at 512, Devlin et al. 2019, appendix A.2): 2,465 steps, 23.0% (perplexity 113). The short
-  steps leave the plateau near step 800 instead of 1,300, but the positions 64-127 enter at the end of the
-  schedule, with the learning rate near zero: the 128-token loss jumps to 5.0 and stays there;
-- the same with those positions started as copies of positions 0-63 (Longformer's start for positions its
-  base model never had, Beltagy et al. 2020, section 5; ``Recipe.stage_positions="copy"``): 2,539 steps,
-  **29.1%** (perplexity 57.9); the 128-token loss falls from 5.1 to 4.5 within the last stage.
-
-So runs over 20 minutes take the third (`Budget.short_length`). For two hours, the same on the same books,
-tokenizer and held-out tokens (2026-11-28, the machine otherwise idle): 9,718 steps in 112.9 minutes (the
-plan keeps a reserve for the final evaluation), **42.2%** (perplexity 20.3), against 29.1% at 30 minutes; at
-the end of its 64-token stage it stood at 28.6%. On the Intel Xeon of the later sessions (AVX-512, AMX; 0.24 s
-a 64-token step, 0.55 s a 128-token one), the same command with its own 5,156-token tokenizer (2026-11-28,
-`experiments/pretrain_then_finetune.py --pretrain-minutes 120 --output runs/ptf-120`): 21,023 steps in 110.5
-minutes, **46.6%** (perplexity 14.8) on the same held-out tokens; fine-tuned (3 seeds, the experiment's
-step budgets), SST-2 dev accuracy 78.5 and CoNLL-2003 dev F1 78.6, against 74.9 and 72.6 from the 30-minute
-model and 71.8 and 57.4 from random initialisation. **bert-small** (4 layers of 512, the size this tier
-had before it was measured), the same command with ``--preset bert-small`` on the same books, tokenizer and
-held-out tokens (2026-11-28, a 2-core AMD EPYC with AVX2, nothing else running): 1.16 s a 64-token step and
-2.6 s a 128-token one, so 5,380 steps in 119.2 minutes, **14.9%** (perplexity 304): its loss sat on the MLM
-plateau (5.6-5.9 from step 400 to the end) for the whole two hours. bert-mini plans 16,142 steps there (0.36
-and 0.76 s a step) and leaves the plateau within its first 1,300 (the runs above). So two hours is a bert-mini
-too. The wider model was run at this tier's learning rate (1e-3) only; a lower one might leave the plateau,
-but with a third of the steps. For this compute (22M tokens) the smaller model with more steps is also what
-compute-optimal scaling (Hoffmann et al. 2022: about 20 tokens a parameter) points to.
-`experiments/pretrain_then_finetune.py` measures what each budget buys downstream.
-
 A `Budget` holds the sizes for runs up to ``minutes``; `for_budget` turns any paper's recipe into its budget
 version, keeping the paper's objective and data format (BERT keeps NSP, ALBERT SOP and its architecture,
 SpanBERT SBO, ELECTRA replaced-token detection): the size and optimisation change, not the idea. The
 architecture changes (pre-LN) are `MODEL_CHANGES`, applied to the chosen preset. ``attnlab pretrain
 --paper`` runs the paper's recipe instead.
+
+Measured by `experiments/pretrain_budget.py` (the figures and their machines: docs/pretraining_budget.md).
 """
 
 from __future__ import annotations
@@ -71,7 +18,7 @@ from typing import Any
 
 from attnlab.pretraining.recipes import LengthStage, Recipe
 
-TRAIN_MASK_RATE = 0.4  # Wettig et al. 2023; evaluation stays at 15% (run.EVAL_MASK_RATE)
+TRAIN_MASK_RATE = 0.4  # Wettig et al. 2023; evaluation stays at 15% (inputs.EVAL_MASK_RATE)
 WARMUP_FRACTION = 0.05  # of the planned steps; pre-LN needs little (Xiong et al. 2020)
 MODEL_CHANGES: dict[str, Any] = {"norm_first": True}  # pre-LN + a final LayerNorm (EncoderConfig field)
 SHORT_FRACTION = 0.9  # of the steps at a budget's short_length (BERT: 90% at 128, 10% at 512)

@@ -5,7 +5,7 @@ preset with the tokenizer's vocabulary and end-of-text id (`gpt_config`), the da
 stream cut into blocks (`attnlab.data.blocks`), held-out figures are next-token loss, perplexity and accuracy
 (`CausalLMMetric`), and the saved model is a causal-LM directory `attnlab generate` reads
 (`save_causal_lm_run`).
-The shards, trainer, checkpoints, resume, time budgets and DDP are `attnlab.pretraining.run`'s.
+The shards, trainer, checkpoints, resume, time budgets and DDP are `attnlab.pretraining.run`'s steps'.
 """
 
 from __future__ import annotations
@@ -17,9 +17,20 @@ from typing import Any
 
 import torch
 
+from attnlab.atomic import write_json_atomic
+from attnlab.data import list_files, read_documents
+from attnlab.data.corpus import as_sentences
+from attnlab.data.protocol import vocab_size_of
+from attnlab.generation import GenerationConfig, generate
+from attnlab.io import save
+from attnlab.io.hf_tokenizer import hf_tokenizer_config
+from attnlab.manifest import write_manifest
 from attnlab.models.gpt import GPT, GPTConfig
 from attnlab.models.gpt_presets import get_gpt_preset
-from attnlab.tokenizers.char import EOS
+from attnlab.tokenizers import byte_level_bpe
+from attnlab.tokenizers.char import EOS, train_char_tokenizer
+from attnlab.tokenizers.trainers import train_tokenizer
+from attnlab.train.checkpoint import unwrap_model
 
 
 def eos_id_of(tokenizer: Any) -> int:
@@ -39,8 +50,6 @@ def gpt_config(
 ) -> GPTConfig:
     """The preset with the tokenizer's vocabulary and end-of-text id, a context of ``block_size``, the
     recipe's dropout, then ``overrides`` (GPTConfig fields)."""
-    from attnlab.data.protocol import vocab_size_of
-
     config = get_gpt_preset(preset) if isinstance(preset, str) else preset
     eos = eos_id_of(tokenizer)
     config = dataclasses.replace(
@@ -104,9 +113,6 @@ class CausalLMMetric:
 def save_causal_lm_run(model: GPT, tokenizer: Any, directory: Path, *, run_id: str | None = None) -> Path:
     """OUTPUT/model: ``config.json`` + ``model.safetensors`` (attnlab.io.save) and the tokenizer files,
     with a manifest; `attnlab generate` and `attnlab perplexity` read it."""
-    from attnlab.io import save
-    from attnlab.train.checkpoint import unwrap_model
-
     gpt = unwrap_model(model)
     save(gpt, directory)
     return finish_model_directory(directory, tokenizer, gpt.config.max_positions, run_id)
@@ -115,10 +121,6 @@ def save_causal_lm_run(model: GPT, tokenizer: Any, directory: Path, *, run_id: s
 def finish_model_directory(directory: Path, tokenizer: Any, max_length: int, run_id: str | None) -> Path:
     """After the model files: the tokenizer files (``tokenizer_config.json`` too where HF has a class for
     the tokenizer) and, last, the manifest over everything in ``directory``."""
-    from attnlab.atomic import write_json_atomic
-    from attnlab.io.hf_tokenizer import hf_tokenizer_config
-    from attnlab.manifest import write_manifest
-
     tokenizer.save(directory)
     try:
         config = hf_tokenizer_config(tokenizer, model_max_length=max_length)
@@ -137,8 +139,6 @@ def sample_continuations(
     top-k; seeded), decoded without special tokens. ``model``: a GPT (prompt and continuation within its
     context) or a Transformer-XL (no context limit: it generates with its memory, the prompt's last segment
     read in one call)."""
-    from attnlab.generation import GenerationConfig, generate
-
     model.eval()
     eos = model.config.eos_token_id
     context = getattr(model.config, "max_positions", None)  # None: Transformer-XL, relative positions
@@ -177,11 +177,8 @@ def causal_documents(paths: list[Any], fmt: str, piece_chars: int = 16_384) -> A
     shards' concatenated tokens are the text as written. Format ``text``: each file read as it is (line
     breaks kept; a masked LM's reader joins wrapped lines into paragraphs), cut at the first blank line after
     every ``piece_chars`` characters, so that one book (Tiny Shakespeare is one file) yields documents to
-    hold some out (`attnlab.pretraining.run.split_rule`); the pieces are joined by end-of-text like any
+    hold some out (`attnlab.pretraining.corpus.split_rule`); the pieces are joined by end-of-text like any
     documents. The other formats (attnlab.data.corpus): their sentences, one per line."""
-    from attnlab.data import list_files, read_documents
-    from attnlab.data.corpus import as_sentences
-
     names = [str(p) for p in paths]
 
     def raw_files() -> Any:
@@ -208,10 +205,6 @@ def causal_documents(paths: list[Any], fmt: str, piece_chars: int = 16_384) -> A
 def train_causal_tokenizer(kind: str, source: Any, vocab_size: int, sample_chars: int | None) -> Any:
     """A causal LM's tokenizer trained on (the first ``sample_chars`` characters of) ``source``: characters
     (`attnlab.tokenizers.char`) or byte-level BPE with ``<|endoftext|>`` as its first token (GPT-2's)."""
-    from attnlab.tokenizers import byte_level_bpe
-    from attnlab.tokenizers.char import train_char_tokenizer
-    from attnlab.tokenizers.trainers import train_tokenizer
-
     texts, total = [], 0
     for doc in source():
         texts.append("".join(doc))

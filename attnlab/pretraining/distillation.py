@@ -42,6 +42,7 @@ from attnlab.data import MaskingConfig
 from attnlab.models import EncoderConfig, EncoderForPreTraining, get_preset
 from attnlab.models.pretraining import IGNORE_INDEX
 from attnlab.nn.distillation import cosine_alignment_loss, soft_target_loss
+from attnlab.pretraining.fill_mask import load_masked_lm
 from attnlab.pretraining.masked_lm import MaskedLMOutput, gathered_mlm_loss
 from attnlab.pretraining.recipes import MLM, LengthStage
 from attnlab.tokenizers.vocab_diff import vocabulary_difference, vocabulary_of
@@ -254,8 +255,6 @@ def check_same_vocabulary(teacher: Any, student: Any, teacher_name: str, student
 
 def load_teacher(directory: str | os.PathLike) -> tuple[EncoderForPreTraining, Any]:
     """``(masked LM, tokenizer)`` of a teacher directory (attnlab or HF), frozen, in eval mode."""
-    from attnlab.pretraining.fill_mask import load_masked_lm
-
     model, tokenizer = load_masked_lm(directory)
     model.eval().requires_grad_(False)
     if model.config.vocab_size < len(vocabulary_of(tokenizer)):

@@ -28,9 +28,18 @@ import regex
 import torch
 
 from attnlab.accel import optimize
+from attnlab.atomic import atomic_write, write_json_atomic
+from attnlab.data.corpus import read_documents
+from attnlab.io import save
+from attnlab.io.families.elmo import read_vocab
+from attnlab.io.format import read_json
 from attnlab.models.elmo.bilm import ElmoBiLM, count_parameters
 from attnlab.models.elmo.chars import BOS_TOKEN, EOS_TOKEN, word_char_ids
 from attnlab.models.elmo.config import ElmoConfig, get_preset
+from attnlab.pretraining.plan import MIN_USEFUL_STEPS
+from attnlab.train import Trainer, TrainerConfig
+from attnlab.train.budget import fit_warmup
+from attnlab.train.checkpoint import latest_checkpoint
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -97,8 +106,6 @@ def read_sentences(
 ) -> tuple[list[list[str]], list[list[str]], dict[str, int]]:
     """``(train, heldout, counts)``: word lists; every ``heldout_every``-th document goes to held-out text
     (at least one document each side). Empty sentences are skipped and counted."""
-    from attnlab.data.corpus import read_documents
-
     documents: list[list[list[str]]] = []
     chars = empty = 0
     for doc in read_documents(paths, fmt):
@@ -240,11 +247,6 @@ def pretrain_elmo(
     log: Callable[[str], None] = print,
 ) -> ElmoPretrainResult:
     """Train, checkpoint (``out/train``), save ``out/model`` and return held-out perplexities."""
-    from attnlab.io import save
-    from attnlab.io.families.elmo import read_vocab
-    from attnlab.train import Trainer, TrainerConfig
-    from attnlab.train.checkpoint import latest_checkpoint
-
     torch.manual_seed(recipe.seed)
     started = time.monotonic()
     train, heldout, counts = read_sentences(paths, fmt, recipe.max_words, recipe.heldout_every, max_chars)
@@ -253,8 +255,6 @@ def pretrain_elmo(
         vocab = WordVocab(vocab_file.read_text(encoding="utf-8").splitlines())
     else:
         vocab = WordVocab.build(train, recipe.vocab_size, recipe.min_count)
-        from attnlab.atomic import atomic_write
-
         out.mkdir(parents=True, exist_ok=True)
         with atomic_write(vocab_file) as f:
             f.write("".join(f"{w}\n" for w in vocab.words))
@@ -271,8 +271,6 @@ def pretrain_elmo(
     config = model_config(recipe, len(vocab))
     config_file = out / "elmo_config.json"  # the run's model, so that a resume rebuilds the same one
     if resume and config_file.is_file():
-        from attnlab.io.format import read_json
-
         saved = ElmoConfig.from_dict(read_json(config_file))
         if saved.vocab_size != len(vocab):
             raise ValueError(
@@ -281,8 +279,6 @@ def pretrain_elmo(
             )
         config = saved
     else:
-        from attnlab.atomic import write_json_atomic
-
         write_json_atomic(config.to_dict(), config_file)
     model = ElmoBiLM(config)
     log(
@@ -323,7 +319,7 @@ def pretrain_elmo(
 def _plan_from_step_time(seconds: float, log: Callable[[str], None]) -> Callable[[Any, dict], None]:
     """After 20 and 200 steps, set the run's length to what the remaining time allows, so the schedule ends
     when the time does (the trainer's max_minutes stops it in any case)."""
-    state = {"start": None}
+    state: dict[str, Any] = {"start": None, "warned": False}
 
     def callback(trainer: Any, record: dict) -> None:
         step = trainer.step
@@ -334,7 +330,14 @@ def _plan_from_step_time(seconds: float, log: Callable[[str], None]) -> Callable
             t0, s0 = state["start"]
             per_step = (time.monotonic() - t0) / max(1, step - s0)
             total = max(step + 1, int(seconds / per_step * 0.97))
-            trainer.set_total_steps(total)
             log(f"elmo: {per_step:.2f} s/step -> {total} steps in the budget")
+            if total < MIN_USEFUL_STEPS and not state["warned"]:  # said once, not at every re-plan
+                state["warned"] = True
+                log(
+                    f"warning: only {total} steps fit in {seconds / 60:g} minutes, too few for the biLM to "
+                    "learn much beyond word frequencies; give it more time (--minutes)"
+                )
+            fit_warmup(trainer, total, log)  # the warm-up scales to the steps that fit
+            trainer.set_total_steps(total)
 
     return callback

@@ -14,7 +14,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from attnlab.io import load
 from attnlab.models import EncoderForPreTraining, ReplacedTokenDetection
+from attnlab.tokenizers import load_tokenizer
 
 MASK_TOKENS = ("[MASK]", "<mask>")
 
@@ -29,9 +31,6 @@ class Prediction:
 
 def load_masked_lm(directory: str | os.PathLike) -> tuple[EncoderForPreTraining, Any]:
     """``(model, tokenizer)`` from an attnlab or HF directory with a masked-LM head and tokenizer files."""
-    from attnlab.io import load
-    from attnlab.tokenizers import load_tokenizer
-
     d = Path(directory)
     if not d.is_dir():
         raise FileNotFoundError(f"{d}: no such model directory")

@@ -31,7 +31,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnlab.data.protocol import vocab_size_of
+from attnlab.io import save
 from attnlab.models.transfo_xl import TRANSFO_XL_PRESETS, Memory, TransfoXL, TransfoXLConfig, TransfoXLOutput
+from attnlab.pretraining.causal_lm import eos_id_of, finish_model_directory
+from attnlab.train.checkpoint import unwrap_model
 
 
 def transfo_xl_config(
@@ -41,8 +45,6 @@ def transfo_xl_config(
     paper's runs: ``mem_len = tgt_len``, e.g. 512 and 512 on enwik8), the recipe's dropout on the hidden
     states (attention dropout stays the preset's: 0 on enwik8), then ``overrides`` (TransfoXLConfig fields,
     e.g. ``mem_len``)."""
-    from attnlab.data.protocol import vocab_size_of
-
     if isinstance(preset, str):
         if preset not in TRANSFO_XL_PRESETS:
             raise ValueError(
@@ -55,8 +57,6 @@ def transfo_xl_config(
         raise ValueError(
             f"model: unknown TransfoXLConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
         )
-    from attnlab.pretraining.causal_lm import eos_id_of
-
     values = dict(
         vocab_size=vocab_size_of(tokenizer),
         segment_length=segment_length,
@@ -132,10 +132,6 @@ def save_transfo_xl_run(
 ) -> Path:
     """OUTPUT/model: ``config.json`` + ``model.safetensors`` (`attnlab.io.save`, weights only, no
     memory) and the tokenizer files, with a manifest; `attnlab perplexity` reads it."""
-    from attnlab.io import save
-    from attnlab.pretraining.causal_lm import finish_model_directory
-    from attnlab.train.checkpoint import unwrap_model
-
     xl = unwrap_model(model)
     xl = xl.model if isinstance(xl, SegmentRecurrence) else xl
     save(xl, directory)

@@ -125,6 +125,17 @@ class Seq2SeqConfig:
     def start_token_id(self) -> int:
         return self.bos_token_id if self.decoder_start_token_id is None else self.decoder_start_token_id
 
+    def summary(self) -> str:
+        """One readable line: the sizes and the choices that differ between the paper's rows."""
+        norm = "pre-LN" if self.norm_first else "post-LN"
+        shared = ", shared embeddings" if self.share_embeddings else ""
+        return (
+            f"{self.num_layers}+{self.decoder_layers} layers, d_model {self.d_model}, d_ff {self.d_ff}, "
+            f"{self.num_heads} heads, {norm}, {self.activation}, {self.position_embedding} positions, "
+            f"dropout {self.dropout:g}, label smoothing {self.label_smoothing:g}, vocabulary "
+            f"{self.vocab_size:,}{shared}"
+        )
+
     # --- files
     def to_dict(self) -> dict[str, Any]:
         return {"model_type": "attnlab-seq2seq", **dataclasses.asdict(self)}
@@ -147,19 +158,14 @@ class Seq2SeqConfig:
     @classmethod
     def load(cls, path: str | Path) -> Seq2SeqConfig:
         """From a ``config.json``: attnlab's own, or one in Marian's layout with attnlab's config in its
-        ``config`` field (`attnlab.translation.hf_layout`)."""
+        ``config`` field (`attnlab.translation.hf_layout`; a directory HF transformers saved again is read
+        by `attnlab.translation.hf_layout.load_config`, from the MarianConfig fields HF rewrote)."""
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
         if is_seq2seq_config(data) and isinstance(data.get("config"), dict):
-            if "transformers_version" in data and data.get("model_type") == "marian":
-                # HF loaded and saved it again: its own fields say what the weights are now (a resized
-                # vocabulary, say); read as the MarianMT checkpoint it is, in Marian's feature order
-                from .marian import config_from_marian
-
-                return config_from_marian(data)
             return cls.from_dict(data["config"], source=f"{path}: field 'config'")
         return cls.from_dict(data, source=str(path))
 

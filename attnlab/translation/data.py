@@ -29,6 +29,7 @@ import torch
 from attnlab.tokenizers import Tokenizer, sentencepiece_bpe
 from attnlab.tokenizers import pre_tokenizers as pre
 from attnlab.tokenizers.trainers import BpeTrainer
+from attnlab.train.data import ResumableLoader
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIAL_TOKENS = (PAD, UNK, BOS, EOS)  # ids 0, 1, 2, 3
@@ -233,12 +234,18 @@ def token_batches(lengths: Sequence[tuple[int, int]], max_tokens: int) -> list[l
     return batches
 
 
-class TokenBatchLoader:
+class TokenBatchLoader(ResumableLoader):
     """Re-iterable token-count batches of encoded pairs with an exactly resumable (epoch, position) state.
 
     Batches are fixed once (`token_batches`); epoch ``e`` visits them in the order
-    ``numpy.random.default_rng([seed, e]).permutation`` (or in length order with ``shuffle=False``).
+    ``numpy.random.default_rng([seed, e]).permutation`` (or in length order with ``shuffle=False``). It is a
+    `ResumableLoader` by interface (epoch, position, ``iter_epoch``, state), so the trainer reads its
+    fractional epoch for the logs; its batches are cut by tokens, not by the base class's batch size.
     """
+
+    lengths = None  # no length grouping: the batches are already cut by length
+    num_workers = 0
+    rank, world_size = 0, 1  # not sharded: translate-train runs in one process
 
     def __init__(
         self,

@@ -24,8 +24,8 @@ from attnlab.manifest import verify_directory, write_manifest
 from attnlab.tokenizers import Tokenizer
 from attnlab.train.checkpoint import MODEL_FILE, read_model_file, save_model
 
-from .config import Seq2SeqConfig, is_seq2seq_config
-from .hf_layout import attnlab_state, marian_directory_files
+from .config import is_seq2seq_config
+from .hf_layout import attnlab_state, load_config, marian_directory_files
 from .model import Seq2Seq, build_model
 
 CONFIG_FILE = "config.json"
@@ -84,7 +84,7 @@ def load_seq2seq(
                 f"{directory}: missing {name} (expected a directory written by translate-train)"
             )
     verify_directory(directory)  # when it has a manifest
-    config = Seq2SeqConfig.load(directory / CONFIG_FILE)
+    config = load_config(directory / CONFIG_FILE)
     model = build_model(config)
 
     tensors = read_model_file(directory / MODEL_FILE)

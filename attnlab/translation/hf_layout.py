@@ -22,6 +22,7 @@ an exact Marian form (pre-LN, learned positions, ...) keeps attnlab's own layout
 from __future__ import annotations
 
 import copy
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,12 @@ import torch
 from torch import Tensor
 
 from attnlab import __version__
+from attnlab.io.format import read_json
+from attnlab.tokenizers.processors import TemplateProcessing
 
-from .config import ARCHITECTURE, Seq2SeqConfig
+from .config import ARCHITECTURE, Seq2SeqConfig, is_seq2seq_config
 from .marian import (
+    config_from_marian,
     config_to_marian,
     permute_residual,
     residual_permutation,
@@ -86,8 +90,6 @@ def attnlab_state(
 ) -> dict[str, Tensor]:
     """The weights of a translation directory under attnlab's names: as stored, or mapped back from Marian's
     when its ``config.json`` says so."""
-    from attnlab.io.format import read_json
-
     family = read_json(Path(config_path)).get("hf_family")
     if family is None:
         return tensors
@@ -105,8 +107,6 @@ def attnlab_state(
 def _with_source_template(tokenizer: Any, config: Seq2SeqConfig) -> Any:
     """A copy of ``tokenizer`` whose template ends a sentence with ``</s>`` (what the encoder was trained on),
     for HF's pipeline, which encodes with special tokens."""
-    from attnlab.tokenizers.processors import TemplateProcessing
-
     eos = tokenizer.id_to_token(config.eos_token_id)
     marked = copy.deepcopy(tokenizer)
     marked.post_processor = TemplateProcessing(f"$A {eos}", f"$A $B {eos}", [(eos, config.eos_token_id)])
@@ -137,3 +137,18 @@ def _hf_files(tokenizer: Any, config: Seq2SeqConfig) -> dict[str, dict[str, Any]
             "max_length": config.max_positions,
         },
     }
+
+
+def load_config(path: str | os.PathLike) -> Seq2SeqConfig:
+    """A translation directory's ``config.json`` (`Seq2SeqConfig.load`); one HF transformers loaded and saved
+    again is read from its own MarianConfig fields, which say what the weights are now (a resized
+    vocabulary, say), as the MarianMT checkpoint it is, in Marian's feature order."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = None  # Seq2SeqConfig.load says what is wrong
+    resaved = isinstance(data, dict) and "transformers_version" in data and data.get("model_type") == "marian"
+    if resaved and is_seq2seq_config(data) and isinstance(data.get("config"), dict):
+        return config_from_marian(data)
+    return Seq2SeqConfig.load(path)

@@ -1,10 +1,10 @@
 """The plan of a time-budgeted ``translate-train`` run: how many steps fit in ``--minutes`` and a warm-up that
-ends inside them, as ``attnlab pretrain`` plans its runs (`attnlab.pretraining.run`).
+ends inside them, with the trainer's time-budget planning (`attnlab.train.budget`), as ``attnlab pretrain``.
 
 Without a plan a 60-minute run is scheduled for the paper's 100,000 steps: its progress bar shows 100,000
 steps and an ETA of hundreds of hours, and on a CPU its 4,000 warm-up steps may never end, so the learning
 rate only ever rises. With one, the steps are timed on a copy of the model before training
-(`attnlab.pretraining.run.estimate_steps`) and re-planned from the run's own step time at a few points
+(`attnlab.train.budget.estimate_steps`) and re-planned from the run's own step time at a few points
 (`replan_steps`), so the bar's total and ETA are true and the schedule ends when time does.
 
 The warm-up keeps the paper's proportion when the planned run is shorter than the paper's: 4,000 of
@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from attnlab.train import Trainer, TrainerConfig
+from attnlab.train.budget import MIN_REPLAN_STEPS, REPLAN_AT, estimate_steps, replan_steps, time_limit
 
 PAPER_STEPS = 100_000  # base model, section 5.3
 PAPER_WARMUP = 4_000
@@ -118,8 +119,6 @@ def plan_for_minutes(
     command; default now), with ``loader``'s first batches timed on a copy of ``model``; the warm-up inside
     them (a default ``warmup``: at most ``warmup_share`` of them); and the callbacks that stop the run at the
     deadline and re-plan it from its own step time."""
-    from attnlab.pretraining.run import REPLAN_AT, estimate_steps, replan_steps, time_limit
-
     started = time.monotonic() if started is None else started
     deadline = started + 60.0 * minutes
     device = _run_device(tconfig)
@@ -128,7 +127,7 @@ def plan_for_minutes(
     steps = estimate_steps(model, loader, tconfig, deadline - time.monotonic(), log=log)
     log(f"{steps} steps fit in {minutes:g} minutes here")
     callbacks = [time_limit(deadline)]
-    if steps >= 40:  # a shorter run has no room to measure itself
+    if steps >= MIN_REPLAN_STEPS:  # a shorter run has no room to measure itself
         points = [max(10, int(f * steps)) for f in REPLAN_AT]
         callbacks.append(replan_steps(deadline, points, log=log))
     return StepPlan(steps, planned_warmup(warmup, steps, log, share=warmup_share), callbacks)

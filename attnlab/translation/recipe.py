@@ -43,14 +43,18 @@ from attnlab.train.checkpoint import (
 from attnlab.train.logging import LOG_FILE, PLOT_FILE
 from attnlab.train.run_dir import prepare_run_directory
 
+from .config import preset
 from .data import (
     TokenBatchLoader,
     encode_pairs,
+    encode_text,
     read_parallel,
     special_ids,
     train_joint_bpe,
 )
+from .decoding import translate_ids
 from .model import Seq2Seq, build_model
+from .plan import plan_for_minutes
 
 CONFIG_FILE = "config.json"
 TOKENIZER_FILE = "tokenizer.json"
@@ -213,12 +217,70 @@ def train_translation(
     (`attnlab.translation.plan`; ``warmup_share``: ``warmup`` is a default, at most that share of the
     plan); the plan is kept in ``output_dir/plan.json`` so a resume rebuilds the
     same schedule."""
-    from .config import preset
-    from .plan import plan_for_minutes
-
-    t_start = time.monotonic()
-
+    started = time.monotonic()
     output_dir = Path(output_dir)
+    data = encode_run_data(
+        src_train, tgt_train, src_valid, tgt_valid, output_dir, vocab_size, max_length, resume, overwrite, log
+    )
+    model = build_run_model(data.tokenizer, preset_name, config_overrides, max_length, seed, log)
+    ids, start_id = special_ids(data.tokenizer), model.config.start_token_id
+    loader = TokenBatchLoader(data.train.examples, max_tokens, ids["pad"], start_id, seed=seed)
+    eval_batches = None
+    if data.valid is not None:
+        valid = TokenBatchLoader(data.valid.examples, max_tokens, ids["pad"], start_id, shuffle=False)
+        eval_batches = list(valid)
+    trainer_settings = dict(  # at least 2 checkpoints kept: one to fall back to if the newest is damaged
+        save_every=save_every, keep_last=max(average_last, 2), seed=seed, log_every=10, eval_every=0
+    )
+    if minutes is not None:
+        trainer_settings["max_minutes"] = minutes  # ends normally at the first step after the budget
+    trainer_settings.update(trainer_overrides or {})
+    tconfig = paper_trainer_config(
+        model.config.d_model, max_steps, output_dir, warmup, lr_scale, **trainer_settings
+    )
+    tconfig, callbacks = plan_schedule(
+        model, loader, tconfig, output_dir, data.run_dir.resuming, minutes if auto_steps else None, warmup,
+        started, warmup_share, log,
+    )  # fmt: skip
+    optimize(model, "training")  # oneDNN's products where they are faster (attnlab.accel)
+    trainer = Trainer(
+        model, tconfig, loader, eval_data=eval_batches, run_id=data.run_dir.run_id, callbacks=callbacks
+    )
+    if data.run_dir.resuming and latest_checkpoint(trainer.checkpoint_root) is not None:
+        path = trainer.resume("latest", log=log)
+        log(f"resumed from {path} (step {trainer.step})")
+    result = trainer.train()
+    if callbacks:  # a re-plan moved the end: a resume continues to where this run was heading
+        replanned = {"max_steps": trainer.total_steps, "warmup": tconfig.warmup}
+        write_json_atomic(replanned, output_dir / PLAN_FILE)
+    return finish_run(model, trainer, result, data, loader, output_dir, average_last, log)
+
+
+@dataclass
+class RunData:
+    """What `encode_run_data` read and encoded, with the claimed run directory and its tokenizer."""
+
+    pairs: Any  # the training text (read_parallel)
+    train: Any  # its encoded pairs
+    valid: Any  # the encoded held-out pairs, or None
+    tokenizer: Tokenizer
+    run_dir: Any  # attnlab.train.run_dir.prepare_run_directory's answer
+
+
+def encode_run_data(
+    src_train: str | Path,
+    tgt_train: str | Path,
+    src_valid: str | Path | None,
+    tgt_valid: str | Path | None,
+    output_dir: Path,
+    vocab_size: int,
+    max_length: int,
+    resume: bool,
+    overwrite: bool,
+    log: Callable[[str], None],
+) -> RunData:
+    """Read the parallel text, learn the joint BPE (a resumed run: its own tokenizer), claim the output
+    directory and encode the pairs up to ``max_length`` tokens."""
     train = read_parallel(src_train, tgt_train)
     log(train.report())
     valid = read_parallel(src_valid, tgt_valid) if src_valid is not None and tgt_valid is not None else None
@@ -237,69 +299,86 @@ def train_translation(
     if learned is None:  # resuming: the run's own tokenizer
         encoded = encode_pairs(tokenizer, train, max_length)
         valid_enc = encode_pairs(tokenizer, valid, max_length) if valid is not None else None
-    ids = special_ids(tokenizer)
     log(f"{len(encoded)} training pairs, {encoded.too_long} filtered for more than {max_length} tokens")
+    return RunData(train, encoded, valid_enc, tokenizer, run_dir)
+
+
+def build_run_model(
+    tokenizer: Tokenizer,
+    preset_name: str,
+    config_overrides: dict[str, Any] | None,
+    max_length: int,
+    seed: int,
+    log: Callable[[str], None],
+) -> Seq2Seq:
+    """The preset with the tokenizer's vocabulary and special ids, and room for a maximal source and its
+    output."""
+    ids = special_ids(tokenizer)
     overrides = dict(config_overrides or {})
     overrides.update(
-        vocab_size=tokenizer.vocab_size,
-        pad_token_id=ids["pad"],
-        bos_token_id=ids["bos"],
+        vocab_size=tokenizer.vocab_size, pad_token_id=ids["pad"], bos_token_id=ids["bos"],
         eos_token_id=ids["eos"],
-    )
+    )  # fmt: skip
     config = preset(preset_name, **overrides)
     if config.max_positions < max_length + 51:  # room for a maximal source and its output (source + 50)
         config = preset(preset_name, **{**overrides, "max_positions": max_length + 51})
     set_seed(seed)
     model = build_model(config)
-    log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters, {config}")
-    loader = TokenBatchLoader(encoded.examples, max_tokens, ids["pad"], config.start_token_id, seed=seed)
-    eval_batches = None
-    if valid_enc is not None:
-        eval_batches = list(
-            TokenBatchLoader(valid_enc.examples, max_tokens, ids["pad"], config.start_token_id, shuffle=False)
-        )
-    trainer_settings = dict(  # at least 2 checkpoints kept: one to fall back to if the newest is damaged
-        save_every=save_every, keep_last=max(average_last, 2), seed=seed, log_every=10, eval_every=0
-    )
-    if minutes is not None:
-        trainer_settings["max_minutes"] = minutes  # ends normally at the first step after the budget
-    trainer_settings.update(trainer_overrides or {})
-    tconfig = paper_trainer_config(
-        config.d_model, max_steps, output_dir, warmup, lr_scale, **trainer_settings
-    )
-    callbacks: list[Callable[[Trainer, dict[str, Any]], None]] = []
+    log(f"model: {sum(p.numel() for p in model.parameters()):,} parameters, {config.summary()}")
+    return model
+
+
+def plan_schedule(
+    model: Seq2Seq,
+    loader: TokenBatchLoader,
+    tconfig: TrainerConfig,
+    output_dir: Path,
+    resuming: bool,
+    minutes: float | None,
+    warmup: int,
+    started: float,
+    warmup_share: float | None,
+    log: Callable[[str], None],
+) -> tuple[TrainerConfig, list[Callable[[Trainer, dict[str, Any]], None]]]:
+    """A resumed run's recorded schedule (plan.json); with ``minutes`` (time-planned) the steps and warm-up
+    that fit (`attnlab.translation.plan`), recorded for a resume, and the callbacks that keep the end on the
+    clock; otherwise ``tconfig`` as it is."""
     plan_path = output_dir / PLAN_FILE
-    if run_dir.resuming and plan_path.is_file():  # the schedule the run was planned with
+    if resuming and plan_path.is_file():  # the schedule the run was planned with
         saved = json.loads(plan_path.read_text())
-        tconfig = dataclasses.replace(tconfig, max_steps=int(saved["max_steps"]), warmup=int(saved["warmup"]))
         log(f"resuming the planned schedule: {saved['max_steps']} steps, warm-up {saved['warmup']}")
-    elif auto_steps and minutes is not None and not run_dir.resuming:
-        plan = plan_for_minutes(
-            model, loader, tconfig, minutes, warmup, started=t_start, log=log, warmup_share=warmup_share
-        )
-        tconfig = dataclasses.replace(tconfig, max_steps=plan.max_steps, warmup=plan.warmup)
-        callbacks = plan.callbacks
-        write_json_atomic({"max_steps": plan.max_steps, "warmup": plan.warmup}, plan_path)
-    optimize(model, "training")  # oneDNN's products where they are faster (attnlab.accel)
-    trainer = Trainer(
-        model, tconfig, loader, eval_data=eval_batches, run_id=run_dir.run_id, callbacks=callbacks
+        planned = dataclasses.replace(tconfig, max_steps=int(saved["max_steps"]), warmup=int(saved["warmup"]))
+        return planned, []
+    if minutes is None or resuming:
+        return tconfig, []
+    plan = plan_for_minutes(
+        model, loader, tconfig, minutes, warmup, started=started, log=log, warmup_share=warmup_share
     )
-    if run_dir.resuming and latest_checkpoint(trainer.checkpoint_root) is not None:
-        path = trainer.resume("latest", log=log)
-        log(f"resumed from {path} (step {trainer.step})")
-    result = trainer.train()
-    if callbacks:  # a re-plan moved the end: a resume continues to where this run was heading
-        write_json_atomic({"max_steps": trainer.total_steps, "warmup": tconfig.warmup}, plan_path)
+    write_json_atomic({"max_steps": plan.max_steps, "warmup": plan.warmup}, plan_path)
+    return dataclasses.replace(tconfig, max_steps=plan.max_steps, warmup=plan.warmup), plan.callbacks
+
+
+def finish_run(
+    model: Seq2Seq,
+    trainer: Trainer,
+    result: Any,
+    data: RunData,
+    loader: TokenBatchLoader,
+    output_dir: Path,
+    average_last: int,
+    log: Callable[[str], None],
+) -> TranslationRun:
+    """Average this run's last checkpoints into ``model``, save ``output_dir/model`` and the data report."""
     checkpoints = last_checkpoints(output_dir, average_last, run_id=trainer.run_id)
     if len(checkpoints) > 1:
         log(f"averaging {len(checkpoints)} checkpoints: {', '.join(p.name for p in checkpoints)}")
         load_averaged(model, checkpoints)
-    model_dir = save(model.cpu(), output_dir / "model", run_id=trainer.run_id, tokenizer=tokenizer)
+    model_dir = save(model.cpu(), output_dir / "model", run_id=trainer.run_id, tokenizer=data.tokenizer)
     report = {
-        "lines": train.lines,
-        "pairs": len(train),
-        "skipped_empty": train.skipped_empty,
-        "too_long": encoded.too_long,
+        "lines": data.pairs.lines,
+        "pairs": len(data.pairs),
+        "skipped_empty": data.pairs.skipped_empty,
+        "too_long": data.train.too_long,
         "batches_per_epoch": len(loader),
         "steps": result.step,
         "averaged": [p.name for p in checkpoints],
@@ -339,9 +418,6 @@ def translate_texts(
     batch_size: int = 64,
 ) -> list[str]:
     """Translate sentences to detokenised text (``beam_size=1``: greedy). Empty inputs give empty outputs."""
-    from .data import encode_text
-    from .decoding import translate_ids
-
     keep = [i for i, t in enumerate(texts) if t.strip()]
     sources = encode_text(tokenizer, [texts[i].strip() for i in keep])
     limit = model.config.max_positions

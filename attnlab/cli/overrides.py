@@ -1,0 +1,130 @@
+"""``--config`` (YAML) and ``--set KEY=VALUE`` overrides of ``attnlab pretrain``, ``distill`` and the ELMo
+recipe: recipe fields, ``masking.FIELD``, ``model.FIELD`` and ``trainer.FIELD``; checked against the
+configs they name before anything is written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+SECTIONS = ("masking", "model", "trainer")
+
+
+_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
+def _numbers(value: Any) -> Any:
+    """YAML 1.1 reads ``1e-3`` (no dot) as a string; take such strings as the numbers they spell."""
+    if isinstance(value, str) and _NUMBER.match(value.strip()):
+        return float(value)
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    return value
+
+
+def _parse_value(text: str) -> Any:
+    import yaml
+
+    try:
+        return _numbers(yaml.safe_load(text))
+    except yaml.YAMLError:
+        return text
+
+
+def collect_overrides(config_file: str | None, sets: list[str]) -> dict[str, dict[str, Any]]:
+    """``{"recipe": {...}, "masking": {...}, "model": {...}, "trainer": {...}}`` from a YAML file then
+    ``KEY=VALUE`` strings (later wins)."""
+    import yaml
+
+    out: dict[str, dict[str, Any]] = {"recipe": {}, "masking": {}, "model": {}, "trainer": {}}
+    if config_file:
+        path = Path(config_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such config file")
+        try:
+            data = _numbers(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: invalid YAML: {e}") from e
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        for key, value in data.items():
+            if key in SECTIONS:
+                if not isinstance(value, dict):
+                    raise ValueError(f"{path}: field {key!r}: expected a mapping of fields, got {value!r}")
+                out[key].update(value)
+            else:
+                out["recipe"][key] = value
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        section, dot, name = key.partition(".")
+        if dot and section in SECTIONS:
+            out[section][name] = _parse_value(value)
+        elif dot:
+            raise ValueError(f"--set {item!r}: unknown section {section!r}; valid: {', '.join(SECTIONS)}")
+        else:
+            out["recipe"][key] = _parse_value(value)
+    return out
+
+
+def check_overrides(recipe: Any, preset: str, overrides: dict[str, dict[str, Any]]) -> None:
+    """``model.*`` and ``trainer.*`` overrides name fields that exist and hold valid values (the configs'
+    own checks), before a tokenizer or shards are written."""
+    import dataclasses
+
+    from attnlab.models import EncoderConfig, get_preset
+    from attnlab.models.gpt import GPTConfig
+    from attnlab.models.gpt_presets import GPT_PRESETS, get_gpt_preset
+    from attnlab.models.transfo_xl import TRANSFO_XL_PRESETS, TransfoXLConfig
+
+    if recipe.segment_recurrence:
+        if preset not in TRANSFO_XL_PRESETS:
+            raise ValueError(
+                f"--preset {preset!r} is not a Transformer-XL preset; valid: {', '.join(TRANSFO_XL_PRESETS)}"
+            )
+        known = {f.name for f in dataclasses.fields(TransfoXLConfig)}
+        unknown = sorted(set(overrides["model"]) - known)
+        if unknown:
+            raise ValueError(
+                f"model: unknown TransfoXLConfig field(s) {', '.join(unknown)}; "
+                f"valid: {', '.join(sorted(known))}"
+            )
+        try:
+            dataclasses.replace(TRANSFO_XL_PRESETS[preset](), **overrides["model"])
+        except TypeError as e:
+            raise ValueError(f"model: {e}") from None
+        recipe.trainer_config(output_dir=".", **overrides["trainer"])
+        return
+    if recipe.objective == "clm":
+        if preset not in GPT_PRESETS:
+            raise ValueError(f"--preset {preset!r} is not a GPT preset; valid: {', '.join(GPT_PRESETS)}")
+        known = {f.name for f in dataclasses.fields(GPTConfig)}
+        unknown = sorted(set(overrides["model"]) - known)
+        if unknown:
+            raise ValueError(
+                f"model: unknown GPTConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+            )
+        try:
+            get_gpt_preset(preset, **overrides["model"])
+        except TypeError as e:
+            raise ValueError(f"model: {e}") from None
+        recipe.trainer_config(output_dir=".", **overrides["trainer"])
+        return
+    known = {f.name for f in dataclasses.fields(EncoderConfig)}
+    unknown = sorted(set(overrides["model"]) - known)
+    if unknown:
+        raise ValueError(
+            f"model: unknown EncoderConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+        )
+    try:
+        dataclasses.replace(get_preset(preset), **overrides["model"])
+    except TypeError as e:  # a comparison with a value of the wrong type
+        raise ValueError(f"model: {e}") from None
+    try:
+        recipe.trainer_config(output_dir=".", **overrides["trainer"])
+    except TypeError as e:
+        raise ValueError(f"trainer: {e}") from None
