@@ -14,7 +14,13 @@ from attnlab.tokenizers.tokenizer import (
     sentencepiece_bpe,
     sentencepiece_unigram,
 )
-from attnlab.tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer, train_tokenizer
+from attnlab.tokenizers.trainers import (
+    BpeTrainer,
+    TokenizerTrainer,
+    UnigramTrainer,
+    WordPieceTrainer,
+    train_tokenizer,
+)
 
 __all__ = [
     "AddedToken",
@@ -22,6 +28,7 @@ __all__ = [
     "BpeTrainer",
     "Encoding",
     "Tokenizer",
+    "TokenizerTrainer",
     "Unigram",
     "UnigramTrainer",
     "WordPiece",
