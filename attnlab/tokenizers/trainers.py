@@ -23,12 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from attnlab.tokenizers import decoders as dec
-from attnlab.tokenizers import normalizers as norm
-from attnlab.tokenizers import pre_tokenizers as pre
+import attnlab.tokenizers.decoders as dec
+import attnlab.tokenizers.normalizers as norm
+import attnlab.tokenizers.pre_tokenizers as pre
+from attnlab.tokenizers.factories import bert_wordpiece, byte_level_bpe, sentencepiece_unigram
 from attnlab.tokenizers.models import BPE, Unigram, WordPiece
 from attnlab.tokenizers.pre_tokenizers import bytes_to_unicode
-from attnlab.tokenizers.tokenizer import Tokenizer, bert_wordpiece, byte_level_bpe, sentencepiece_unigram
+from attnlab.tokenizers.tokenizer import Tokenizer
 from attnlab.tokenizers.train_bpe import BpeTrainer, WordPieceTrainer
 from attnlab.tokenizers.train_counting import PreTokenize
 from attnlab.tokenizers.train_unigram import UnigramTrainer
