@@ -1,7 +1,8 @@
 """Token ids of many texts, without tokens, offsets or word ids: the lean path of corpus encoding.
 
 ``encode_ids_flat(tokenizer, texts)`` gives exactly the ids of ``tokenizer.encode_batch(texts)``, as one flat
-array plus each text's length, 3-5x faster on running text. How (per block of texts):
+array plus each text's length, several times faster on running text (``benchmarks/tokenizers.py``). How
+(per block of texts):
 
 1. The texts are joined into one string, each followed by "\\n", and normalised in one go without an
    alignment (BERT's normaliser is a per-character map: one ``str.translate``).
@@ -10,7 +11,7 @@ array plus each text's length, 3-5x faster on running text. How (per block of te
    and ``WhitespaceSplit``'s patterns whitespace only separates words, so "\\n" (and "\\n" inside a text,
    written as a space) cannot change them; in GPT-2's pattern the whitespace classes exclude "\\n", so a
    whitespace run ends at a text's end exactly as it does at the end of a string.
-   The ``findall`` runs on the standard library's ``re`` (about 1.5x faster than ``regex`` here) with the
+   The ``findall`` runs on the standard library's ``re`` (faster than ``regex`` here) with the
    pattern written out in character ranges: the code points of the Basic Multilingual Plane that ``regex``
    itself puts in ``\\s``, ``\\w``, ``\\p{L}``, ``\\p{N}`` and BERT's punctuation, read off ``regex`` once per
    process. ``re`` scans classes holding code points above U+FFFF range by range (slower than ``regex``), so

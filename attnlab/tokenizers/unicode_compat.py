@@ -88,8 +88,8 @@ BERT_PUNCTUATION = _ranges(
     "1BC9F 1DA87-1DA8B "
 )
 
-# BERT_PUNCTUATION as the regex module's \p{P} plus the ASCII symbols, less and plus these: a regex class of
-# 300 explicit ranges is scanned range by range (5x slower on running text than this property test).
+# BERT_PUNCTUATION as the regex module's \p{P} plus the ASCII symbols, less and plus these: the regex module
+# scans a class of 300 explicit ranges range by range, slower than a property test (benchmarks/tokenizers.py).
 REGEX_ONLY_BERT_PUNCTUATION = _ranges(
     "61D 9FD A76 C77 C84 1B4E-1B4F 1B7D-1B7F 2E43-2E4F 2E52-2E5D 2E60-2E63 10D6E 10EAD 10ED0 10F55-10F59 "
     "10F86-10F89 113D4-113D5 113D7-113D8 1144B-1144F 1145A-1145B 1145D 11660-1166C 116B9 1183B 11944-11946 "
