@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import regex
@@ -257,9 +257,11 @@ class Tokenizer:
             return pre._GPT2_RE, True
         return None
 
-    def _word_entry(self, word: str, byte_level: bool) -> tuple[list[int], list[str], list[tuple[int, int]]]:
-        """The model's segmentation of ``word`` as three lists (offsets in characters of ``word``), cached per
-        word (bounded)."""
+    def _word_entry(
+        self, word: str, byte_level: bool
+    ) -> tuple[list[int], list[str], list[int], list[int]]:
+        """The model's segmentation of ``word`` as four lists: ids, tokens, and each token's start and end in
+        characters of ``word``; cached per word (bounded)."""
         if byte_level:
             btext, _, _, cmap = pre.ByteLevel._to_bytes((word, 0, len(word), None))
             toks = self.model.tokenize(btext)
@@ -270,14 +272,52 @@ class Tokenizer:
         else:
             toks = self.model.tokenize(word)
             rel = [t[2] for t in toks]
-        entry = ([t[0] for t in toks], [t[1] for t in toks], rel)
+        entry = ([t[0] for t in toks], [t[1] for t in toks], [a for a, _ in rel], [b for _, b in rel])
         if len(self._word_cache) >= _WORD_CACHE_CAPACITY:
             self._word_cache.clear()
         self._word_cache[word] = entry
         return entry
 
-    def _encode_fast(self, text: str, pattern: regex.Pattern, byte_level: bool) -> Encoding:
-        """``_encode_sequence`` for regex pre-tokenisers and texts without added tokens (the hot path)."""
+    def _fast_split(self, text: str) -> tuple[regex.Pattern, bool] | None:
+        """``_fast_pattern()`` when ``text`` can take the hot path (no added token in it), else ``None``."""
+        if self._normalized_added()[0] is None and (
+            self._added_re is None or self._added_re.search(text) is None
+        ):
+            return self._fast_pattern()
+        return None
+
+    def _single_template(self, add_special_tokens: bool) -> _Wrap | None:
+        """The post-processor's single-sequence template as a :class:`_Wrap` when it only puts special tokens
+        around the sequence (no template, BERT's, a plain ``TemplateProcessing``), else ``None``."""
+        pp = self.post_processor
+        key = (pp, add_special_tokens)
+        cache = self.__dict__.setdefault("_wrap_cache", {})
+        if key in cache:
+            return cache[key]
+        wrap = None
+        if pp is None or type(pp) is proc.PostProcessor:
+            wrap = _Wrap((), (), (), (), (), 0, ())
+        elif type(pp) in (proc.TemplateProcessing, proc.BertProcessing):
+            items = pp.single  # type: ignore[attr-defined]
+            seq = [i for i, (kind, _, _) in enumerate(items) if kind == "sequence"]
+            if len(seq) == 1 and items[seq[0]][1] == 0:
+                k = seq[0]
+                before = items[:k] if add_special_tokens else []
+                after = items[k + 1 :] if add_special_tokens else []
+                ids = pp.special_tokens  # type: ignore[attr-defined]
+                wrap = _Wrap(
+                    tuple(ids[what] for _, what, _ in before), tuple(what for _, what, _ in before),
+                    tuple(ids[what] for _, what, _ in after), tuple(what for _, what, _ in after),
+                    tuple(t for _, _, t in before), items[k][2], tuple(t for _, _, t in after),
+                )  # fmt: skip
+        cache[key] = wrap
+        return wrap
+
+    def _encode_fast(
+        self, text: str, pattern: regex.Pattern, byte_level: bool, wrap: _Wrap | None = None
+    ) -> Encoding:
+        """``_encode_sequence`` for regex pre-tokenisers and texts without added tokens (the hot path); with
+        ``wrap``, the post-processed encoding itself (the template's special tokens put around it here)."""
         ns = self.normalize(text)
         starts, ends = ns.starts, ns.ends
         key = (self.model, self.pre_tokenizer)
@@ -286,38 +326,59 @@ class Tokenizer:
             self._word_cache_model = key
         get = self._word_cache.get
         entry_for = self._word_entry
-        ids: list[int] = []
-        tokens: list[str] = []
-        offsets: list[tuple[int, int]] = []
-        words: list[int | None] = []
+        p = len(wrap.before_ids) if wrap is not None else 0
+        ids: list[int] = list(wrap.before_ids) if wrap is not None else []
+        tokens: list[str] = list(wrap.before_tokens) if wrap is not None else []
+        tok_starts: list[int] = [0] * p  # the offsets as two columns (see Encoding)
+        tok_ends: list[int] = [0] * p
+        words: list[int | None] = [None] * p
         w = 0
         for m in pattern.finditer(ns.normalized):
             word = m.group()
             entry = get(word)
             if entry is None:
                 entry = entry_for(word, byte_level)
-            wids, wtoks, rel = entry
+            wids, wtoks, rel_starts, rel_ends = entry
+            s, e = m.span()
             if len(wids) == 1:
                 ids.append(wids[0])
                 tokens.append(wtoks[0])
                 if starts is None:
-                    offsets.append(m.span())
+                    tok_starts.append(s)
+                    tok_ends.append(e)
                 else:
-                    s, e = m.span()
-                    offsets.append((starts[s], ends[e - 1]))  # type: ignore[index]
+                    tok_starts.append(starts[s])
+                    tok_ends.append(ends[e - 1])  # type: ignore[index]
                 words.append(w)
             else:
-                s = m.start()
                 ids += wids
                 tokens += wtoks
                 if starts is None:
-                    offsets += [(s + a, s + b) for a, b in rel]
+                    tok_starts += [s + a for a in rel_starts]
+                    tok_ends += [s + b for b in rel_ends]
                 else:
-                    offsets += [(starts[s + a], ends[s + b - 1]) for a, b in rel]  # type: ignore[index]
+                    tok_starts += [starts[s + a] for a in rel_starts]
+                    tok_ends += [ends[s + b - 1] for b in rel_ends]  # type: ignore[index]
                 words += [w] * len(wids)
             w += 1
-        n = len(ids)
-        return Encoding(ids, tokens, offsets, [0] * n, [0] * n, [1] * n, words, [0] * n)
+        n = len(ids) - p
+        if wrap is None:
+            return Encoding(
+                ids, tokens, None, [0] * n, [0] * n, [1] * n, words, [0] * n, starts=tok_starts, ends=tok_ends
+            )
+        q = len(wrap.after_ids)
+        ids += wrap.after_ids
+        tokens += wrap.after_tokens
+        tok_starts += [0] * q
+        tok_ends += [0] * q
+        words += [None] * q
+        type_ids = [*wrap.before_types, *[wrap.type_id] * n, *wrap.after_types]
+        special = [1] * p + [0] * n + [1] * q
+        sequence: list[int | None] = [None] * p + [0] * n + [None] * q
+        attention = [1] * (p + n + q)
+        return Encoding(
+            ids, tokens, None, type_ids, special, attention, words, sequence, starts=tok_starts, ends=tok_ends
+        )
 
     def _encode_input(self, x: str | Sequence[str], is_pretokenized: bool, what: str) -> Encoding:
         if not is_pretokenized:
@@ -337,11 +398,10 @@ class Tokenizer:
 
     def _encode_sequence(self, text: str) -> Encoding:
         """Tokens of one text, no special tokens: ids, tokens, offsets and word ids."""
+        fast = self._fast_split(text)
+        if fast is not None:
+            return self._encode_fast(text, *fast)
         norm_re, norm_table = self._normalized_added()
-        if norm_re is None and (self._added_re is None or self._added_re.search(text) is None):
-            fast = self._fast_pattern()
-            if fast is not None:
-                return self._encode_fast(text, *fast)
         ids: list[int] = []
         tokens: list[str] = []
         offsets: list[tuple[int, int]] = []
@@ -411,6 +471,15 @@ class Tokenizer:
         Returns an :class:`Encoding` of length T; with truncation, the windows cut off are in
         ``encoding.overflowing`` (unless ``return_overflowing`` is False).
         """
+        if pair is None and self.truncation is None and isinstance(text, str) and not is_pretokenized:
+            # The hot path: one text, its template's special tokens put around it as it is encoded.
+            wrap = self._single_template(add_special_tokens)
+            fast = self._fast_split(text) if wrap is not None else None
+            if fast is not None:
+                out = self._encode_fast(text, *fast, wrap)
+                if self.padding is not None:
+                    self._pad([out], single=True)
+                return out
         encodings = [self._encode_input(text, is_pretokenized, "text")]
         if pair is not None:
             second = self._encode_input(pair, is_pretokenized, "pair")
@@ -555,6 +624,7 @@ class Tokenizer:
         state = self.__dict__.copy()
         state["_word_cache"] = {}  # caches stay behind when the tokenizer is sent to worker processes
         state["_word_cache_model"] = None
+        state.pop("_wrap_cache", None)
         state.pop("_ids_cache", None)  # see attnlab.tokenizers.ids_only
         state.pop("_ids_cache_model", None)
         return state
@@ -569,6 +639,18 @@ class Tokenizer:
 
 
 _UNSET = object()
+
+
+class _Wrap(NamedTuple):
+    """A single-sequence template as the special tokens before and after the sequence."""
+
+    before_ids: tuple[int, ...]
+    before_tokens: tuple[str, ...]
+    after_ids: tuple[int, ...]
+    after_tokens: tuple[str, ...]
+    before_types: tuple[int, ...]
+    type_id: int  # of the sequence's tokens
+    after_types: tuple[int, ...]
 
 # Pre-tokenisers that are one regex split (the words are the matches): the encoder's hot path.
 _REGEX_PRE_TOKENIZERS: dict[type, regex.Pattern] = {
