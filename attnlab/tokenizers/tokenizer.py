@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import regex
@@ -31,6 +31,14 @@ from attnlab.tokenizers.truncation import (
     flatten_overflowing,
     pad_encodings,
     truncate_encodings,
+)
+from attnlab.tokenizers.word_split import (
+    SingleTemplate,
+    WordEntry,
+    encode_words,
+    single_template,
+    word_entry,
+    word_split_pattern,
 )
 
 __all__ = ["AddedToken", "Tokenizer", "TRUNCATION_STRATEGIES", "flatten_overflowing"]
@@ -245,38 +253,9 @@ class Tokenizer:
     # Encode
 
     def _fast_pattern(self) -> tuple[regex.Pattern, bool] | None:
-        """``(word regex, byte_level)`` when the pre-tokeniser is one plain regex split (BERT-style, or
-        GPT-2's byte-level split without a prefix space) and the model is deterministic; else ``None``."""
-        pt = self.pre_tokenizer
-        if getattr(self.model, "dropout", None):
-            return None
-        kind = type(pt)
-        if kind in _REGEX_PRE_TOKENIZERS:
-            return _REGEX_PRE_TOKENIZERS[kind], False
-        if kind is pre.ByteLevel and pt.use_regex and not pt.add_prefix_space:  # type: ignore[union-attr]
-            return pre._GPT2_RE, True
-        return None
-
-    def _word_entry(
-        self, word: str, byte_level: bool
-    ) -> tuple[list[int], list[str], list[int], list[int]]:
-        """The model's segmentation of ``word`` as four lists: ids, tokens, and each token's start and end in
-        characters of ``word``; cached per word (bounded)."""
-        if byte_level:
-            btext, _, _, cmap = pre.ByteLevel._to_bytes((word, 0, len(word), None))
-            toks = self.model.tokenize(btext)
-            if cmap is None:
-                rel = [t[2] for t in toks]
-            else:
-                rel = [(cmap[a], cmap[b - 1] + 1) for _, _, (a, b) in toks]
-        else:
-            toks = self.model.tokenize(word)
-            rel = [t[2] for t in toks]
-        entry = ([t[0] for t in toks], [t[1] for t in toks], [a for a, _ in rel], [b for _, b in rel])
-        if len(self._word_cache) >= _WORD_CACHE_CAPACITY:
-            self._word_cache.clear()
-        self._word_cache[word] = entry
-        return entry
+        """``(word regex, byte_level)`` when the pipeline can take the hot path (see
+        :func:`~attnlab.tokenizers.word_split.word_split_pattern`), else ``None``."""
+        return word_split_pattern(self.pre_tokenizer, self.model)
 
     def _fast_split(self, text: str) -> tuple[regex.Pattern, bool] | None:
         """``_fast_pattern()`` when ``text`` can take the hot path (no added token in it), else ``None``."""
@@ -286,98 +265,33 @@ class Tokenizer:
             return self._fast_pattern()
         return None
 
-    def _single_template(self, add_special_tokens: bool) -> _Wrap | None:
-        """The post-processor's single-sequence template as a :class:`_Wrap` when it only puts special tokens
-        around the sequence (no template, BERT's, a plain ``TemplateProcessing``), else ``None``."""
-        pp = self.post_processor
-        key = (pp, add_special_tokens)
+    def _single_template(self, add_special_tokens: bool) -> SingleTemplate | None:
+        """:func:`~attnlab.tokenizers.word_split.single_template` of the post-processor, cached."""
+        key = (self.post_processor, add_special_tokens)
         cache = self.__dict__.setdefault("_wrap_cache", {})
-        if key in cache:
-            return cache[key]
-        wrap = None
-        if pp is None or type(pp) is proc.PostProcessor:
-            wrap = _Wrap((), (), (), (), (), 0, ())
-        elif type(pp) in (proc.TemplateProcessing, proc.BertProcessing):
-            items = pp.single  # type: ignore[attr-defined]
-            seq = [i for i, (kind, _, _) in enumerate(items) if kind == "sequence"]
-            if len(seq) == 1 and items[seq[0]][1] == 0:
-                k = seq[0]
-                before = items[:k] if add_special_tokens else []
-                after = items[k + 1 :] if add_special_tokens else []
-                ids = pp.special_tokens  # type: ignore[attr-defined]
-                wrap = _Wrap(
-                    tuple(ids[what] for _, what, _ in before), tuple(what for _, what, _ in before),
-                    tuple(ids[what] for _, what, _ in after), tuple(what for _, what, _ in after),
-                    tuple(t for _, _, t in before), items[k][2], tuple(t for _, _, t in after),
-                )  # fmt: skip
-        cache[key] = wrap
-        return wrap
+        if key not in cache:
+            cache[key] = single_template(self.post_processor, add_special_tokens)
+        return cache[key]
+
+    def _word_entry(self, word: str, byte_level: bool) -> WordEntry:
+        """:func:`~attnlab.tokenizers.word_split.word_entry`, cached per word (bounded)."""
+        entry = word_entry(self.model, word, byte_level)
+        if len(self._word_cache) >= _WORD_CACHE_CAPACITY:
+            self._word_cache.clear()
+        self._word_cache[word] = entry
+        return entry
 
     def _encode_fast(
-        self, text: str, pattern: regex.Pattern, byte_level: bool, wrap: _Wrap | None = None
+        self, text: str, pattern: regex.Pattern, byte_level: bool, wrap: SingleTemplate | None = None
     ) -> Encoding:
         """``_encode_sequence`` for regex pre-tokenisers and texts without added tokens (the hot path); with
         ``wrap``, the post-processed encoding itself (the template's special tokens put around it here)."""
-        ns = self.normalize(text)
-        starts, ends = ns.starts, ns.ends
         key = (self.model, self.pre_tokenizer)
         if self._word_cache_model != key:
             self._word_cache = {}
             self._word_cache_model = key
-        get = self._word_cache.get
-        entry_for = self._word_entry
-        p = len(wrap.before_ids) if wrap is not None else 0
-        ids: list[int] = list(wrap.before_ids) if wrap is not None else []
-        tokens: list[str] = list(wrap.before_tokens) if wrap is not None else []
-        tok_starts: list[int] = [0] * p  # the offsets as two columns (see Encoding)
-        tok_ends: list[int] = [0] * p
-        words: list[int | None] = [None] * p
-        w = 0
-        for m in pattern.finditer(ns.normalized):
-            word = m.group()
-            entry = get(word)
-            if entry is None:
-                entry = entry_for(word, byte_level)
-            wids, wtoks, rel_starts, rel_ends = entry
-            s, e = m.span()
-            if len(wids) == 1:
-                ids.append(wids[0])
-                tokens.append(wtoks[0])
-                if starts is None:
-                    tok_starts.append(s)
-                    tok_ends.append(e)
-                else:
-                    tok_starts.append(starts[s])
-                    tok_ends.append(ends[e - 1])  # type: ignore[index]
-                words.append(w)
-            else:
-                ids += wids
-                tokens += wtoks
-                if starts is None:
-                    tok_starts += [s + a for a in rel_starts]
-                    tok_ends += [s + b for b in rel_ends]
-                else:
-                    tok_starts += [starts[s + a] for a in rel_starts]
-                    tok_ends += [ends[s + b - 1] for b in rel_ends]  # type: ignore[index]
-                words += [w] * len(wids)
-            w += 1
-        n = len(ids) - p
-        if wrap is None:
-            return Encoding(
-                ids, tokens, None, [0] * n, [0] * n, [1] * n, words, [0] * n, starts=tok_starts, ends=tok_ends
-            )
-        q = len(wrap.after_ids)
-        ids += wrap.after_ids
-        tokens += wrap.after_tokens
-        tok_starts += [0] * q
-        tok_ends += [0] * q
-        words += [None] * q
-        type_ids = [*wrap.before_types, *[wrap.type_id] * n, *wrap.after_types]
-        special = [1] * p + [0] * n + [1] * q
-        sequence: list[int | None] = [None] * p + [0] * n + [None] * q
-        attention = [1] * (p + n + q)
-        return Encoding(
-            ids, tokens, None, type_ids, special, attention, words, sequence, starts=tok_starts, ends=tok_ends
+        return encode_words(
+            self.normalize(text), pattern, self._word_cache.get, byte_level, self._word_entry, wrap
         )
 
     def _encode_input(self, x: str | Sequence[str], is_pretokenized: bool, what: str) -> Encoding:
@@ -640,22 +554,4 @@ class Tokenizer:
 
 _UNSET = object()
 
-
-class _Wrap(NamedTuple):
-    """A single-sequence template as the special tokens before and after the sequence."""
-
-    before_ids: tuple[int, ...]
-    before_tokens: tuple[str, ...]
-    after_ids: tuple[int, ...]
-    after_tokens: tuple[str, ...]
-    before_types: tuple[int, ...]
-    type_id: int  # of the sequence's tokens
-    after_types: tuple[int, ...]
-
-# Pre-tokenisers that are one regex split (the words are the matches): the encoder's hot path.
-_REGEX_PRE_TOKENIZERS: dict[type, regex.Pattern] = {
-    pre.BertPreTokenizer: pre._BERT_RE,
-    pre.Whitespace: pre._WHITESPACE_RE,
-    pre.WhitespaceSplit: pre._WHITESPACE_SPLIT_RE,
-}
-_WORD_CACHE_CAPACITY = 200_000
+_WORD_CACHE_CAPACITY = 200_000  # words kept in the hot path's cache (cleared at once when full)
