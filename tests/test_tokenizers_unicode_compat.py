@@ -373,3 +373,7 @@ def test_newer_python_tokenizes_new_characters_as_hf(newer_unicodedata):
     for text in texts:
         a, b = ours.encode(text), hf.encode(text)
         assert (a.tokens, a.offsets) == (b.tokens, b.offsets), ascii(text)
+
+
+def test_ranges_truth_is_emptiness_without_counting():
+    assert not U._Ranges("") and U._Ranges("41") and len(U._Ranges("41-43 61")) == 4

@@ -163,8 +163,9 @@ class BertNormalizer(Normalizer):
         if not self._do_strip or text.isascii():
             return False
         if self.clean_text and _MAYBE_DELETED.search(text) is not None:
-            # Clean-up runs first: a deleted character between two marks leaves them neighbours.
-            text = "".join(c for c in text if not (c == "\x00" or c == "\ufffd" or is_bert_control(c)))
+            # Clean-up runs first: a deleted character between two marks leaves them neighbours. Only the
+            # candidates are looked at (a block of texts may hold one among a million characters).
+            text = _MAYBE_DELETED.sub(_kept_by_clean_text, text)
         return reorders_marks(text)
 
     def _normalize_whole(self, ns: NormalizedString) -> NormalizedString:
@@ -261,6 +262,11 @@ _TABLE_CAPACITY = 1 << 16  # characters kept in a normaliser's translation table
 _NON_ASCII = regex.compile(r"[^\x00-\x7f]")
 # A superset of what clean_text deletes (controls, format and private-use characters, U+FFFD).
 _MAYBE_DELETED = regex.compile(r"[\p{Cc}\p{Cf}\p{Co}\ufffd]")
+
+
+def _kept_by_clean_text(m: regex.Match) -> str:
+    c = m.group()
+    return "" if c == "\x00" or c == "\ufffd" or is_bert_control(c) else c
 
 
 def _map_mixed(

@@ -65,6 +65,9 @@ class _Ranges:
     def __len__(self) -> int:
         return sum(hi - lo + 1 for lo, hi in self.pairs)
 
+    def __bool__(self) -> bool:  # not __len__, which counts every code point
+        return bool(self.pairs)
+
 
 def _ranges(*parts: str) -> _Ranges:
     return _Ranges(" ".join(parts))
