@@ -55,8 +55,8 @@ from attnlab.tasks.finetune import (  # noqa: E402
     get_task,
     task_labels,
 )
+from attnlab.tokenizers.factories import bert_wordpiece  # noqa: E402
 from attnlab.tokenizers.files import read_vocab_txt  # noqa: E402
-from attnlab.tokenizers.tokenizer import bert_wordpiece  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "kbert"
 

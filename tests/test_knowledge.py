@@ -17,7 +17,7 @@ from attnlab.models.config import EncoderConfig
 from attnlab.models.encoder import Encoder
 from attnlab.tasks.examples import DataFormatError, TokenExample
 from attnlab.tasks.features import FeatureReport
-from attnlab.tokenizers.tokenizer import bert_wordpiece
+from attnlab.tokenizers.factories import bert_wordpiece
 
 FIGURE = [("Tim Cook", "CEO", "Apple"), ("Beijing", "capital", "China"), ("Beijing", "is_a", "City")]
 SENTENCE = "Tim Cook is currently visiting Beijing now"

@@ -152,3 +152,22 @@ def test_unigram_offsets_cover_their_tokens(text):
                 or piece.translate(unquoted) in folded.translate(unquoted)
                 or piece == text[s:e]
             )
+
+
+@SETTINGS
+@given(mixed_text, st.booleans(), st.booleans())
+def test_one_text_hot_path_equals_the_post_processed_encoding(text, lowercase, specials):
+    """``encode(text)`` puts the template's special tokens around the text as it encodes it; the result is the
+    post-processor's on the plain encoding, field for field (offsets read as tuples or as columns)."""
+    import pickle
+
+    tok = make_bert(lowercase)
+    got = tok.encode(text, add_special_tokens=specials)
+    want = tok.post_processor.process([tok._encode_sequence(text)], specials)
+    assert got.offset_columns() == want.offset_columns()
+    assert got == want
+    assert pickle.loads(pickle.dumps(got)) == want
+    tok.enable_padding(length=len(want.ids) + 2)
+    padded = tok.encode(text, add_special_tokens=specials)
+    assert padded.offsets[-1] == (0, 0) and padded.attention_mask[-2:] == [0, 0]
+    assert padded.slice(0, len(want.ids)) == want

@@ -21,7 +21,7 @@ from attnlab.tokenizers.train_counting import (
 )
 from attnlab.tokenizers.train_merges import MergeState
 from attnlab.tokenizers.train_unigram import digamma, forward_backward, prefix_table, viterbi
-from attnlab.tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer
+from attnlab.tokenizers.trainers import BpeTrainer, UnigramTrainer, WordPieceTrainer, train_tokenizer
 
 SEED_COUNTS = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
 
@@ -288,7 +288,6 @@ def test_wordpiece_queue_compaction_keeps_the_merges(monkeypatch):
 
 
 def test_wordpiece_vocab_spells_every_training_word():
-    pytest.importorskip("attnlab.tokenizers.models")
     counts = _corpus_counts(6)
     trainer = WordPieceTrainer(vocab_size=200, show_progress=False)
     model = trainer.train_from_counts(counts)
@@ -351,7 +350,6 @@ def test_forward_backward_expected_counts_equal_enumeration():
 
 
 def test_unigram_segments_training_words_viterbi_best_and_keeps_all_characters():
-    pytest.importorskip("attnlab.tokenizers.models")
     counts = Counter(w.lower().strip(".,!?") for s in _sentences(1) for w in s.split())
     trainer = UnigramTrainer(vocab_size=120, show_progress=False)
     model = trainer.train_from_counts(counts)
@@ -438,7 +436,6 @@ def test_missing_file_is_named(tmp_path):
 
 
 def test_train_on_files_equals_train_from_counts(tmp_path):
-    pytest.importorskip("attnlab.tokenizers.models")
     lines = _sentences(4, n=200)
     path = tmp_path / "c.txt"
     path.write_text("\n".join(lines), encoding="utf-8")
@@ -465,7 +462,6 @@ def _generated_lines(seed: int = 7, n: int = 1500) -> list[str]:
 
 @pytest.fixture(scope="module")
 def byte_level():
-    from attnlab.tokenizers.trainers import train_tokenizer
 
     return train_tokenizer("byte_level_bpe", iter(_generated_lines()), 600, show_progress=False)
 
@@ -513,7 +509,6 @@ def test_wordpiece_compared_with_hf_trainer():
     and suffixes over whole rare-ish words); they still share every character, two thirds of the tokens and
     half of the most frequent words, and ours spells the training text without [UNK]."""
     tokenizers = pytest.importorskip("tokenizers")
-    from attnlab.tokenizers.trainers import train_tokenizer
 
     lines = _generated_lines()
     ours = train_tokenizer("wordpiece", iter(lines), 400, show_progress=False)
@@ -540,7 +535,6 @@ def test_unigram_compared_with_hf_trainer():
     """Both are SentencePiece-style EM + pruning on the same Metaspace words: most pieces agree, and ours
     spells the training text in no more pieces than HF's (within 5%)."""
     tokenizers = pytest.importorskip("tokenizers")
-    from attnlab.tokenizers.trainers import train_tokenizer
 
     lines = [line.lower() for line in _sentences(8, 800)]
     ours = train_tokenizer("unigram", iter(lines), 200, show_progress=False)
@@ -564,7 +558,6 @@ def test_unigram_compared_with_hf_trainer():
 def test_wordpiece_on_a_real_book_spells_it_without_unknowns():
     path = DATA / "books" / "en" / "11-0.txt"
     require(path)
-    from attnlab.tokenizers.trainers import train_tokenizer
 
     tok = train_tokenizer("wordpiece", str(path), 3000, show_progress=False, processes=2)
     assert tok.get_vocab_size() == 3000

@@ -231,6 +231,19 @@ def _onig_members(pattern: str, cps: list[int]) -> set[int]:
     return members
 
 
+def test_bert_punctuation_class_is_the_table_on_every_code_point():
+    """The pre-tokeniser's compact class (regex's \\p{P} with exceptions) holds exactly BERT_PUNCTUATION: a
+    new regex version that moves \\p{P} fails here."""
+    import regex
+
+    every = "".join(map(chr, range(0x110000)))
+    ours = {ord(c) for c in regex.findall(U.bert_punctuation_class(), every, regex.V1)}
+    table = {c for lo, hi in U.BERT_PUNCTUATION.pairs for c in range(lo, hi + 1)}
+    diff = ours ^ table
+    assert not diff, [f"{c:X}" for c in sorted(diff)[:40]]
+    assert ours == {ord(c) for c in every if OP._PUNCT_RE.match(c)}
+
+
 @pytest.mark.slow
 def test_every_code_point_classes_as_hf():
     """BERT's punctuation, Oniguruma's letters and numbers, the Whitespace pre-tokeniser's word characters and
@@ -360,3 +373,7 @@ def test_newer_python_tokenizes_new_characters_as_hf(newer_unicodedata):
     for text in texts:
         a, b = ours.encode(text), hf.encode(text)
         assert (a.tokens, a.offsets) == (b.tokens, b.offsets), ascii(text)
+
+
+def test_ranges_truth_is_emptiness_without_counting():
+    assert not U._Ranges("") and U._Ranges("41") and len(U._Ranges("41-43 61")) == 4

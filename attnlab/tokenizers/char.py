@@ -43,11 +43,9 @@ def char_tokenizer_json(
 def char_tokenizer(chars: Iterable[str], special_tokens: Sequence[str] = (EOS, UNK)) -> Tokenizer:
     """A character tokenizer over the distinct characters of ``chars`` (sorted), with ``special_tokens``
     after them (`UNK` among them makes unseen characters ``<unk>``)."""
-    from attnlab.tokenizers.files import tokenizer_from_json
-
     vocab = sorted(set(chars) - set(special_tokens))
     unk = UNK if UNK in special_tokens else None
-    return tokenizer_from_json(char_tokenizer_json(vocab, special_tokens, unk), source="char tokenizer")
+    return Tokenizer.from_json(char_tokenizer_json(vocab, special_tokens, unk), source="char tokenizer")
 
 
 def train_char_tokenizer(texts: Iterable[str], special_tokens: Sequence[str] = (EOS, UNK)) -> Tokenizer:

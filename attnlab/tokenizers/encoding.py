@@ -25,11 +25,16 @@ class Encoding:
     """
 
     # A plain slotted class rather than a dataclass: one Encoding is built per text, so construction cost
-    # (default factories) shows in the encoding throughput.
+    # (default factories) shows in the encoding throughput. The offsets may be held as two int columns
+    # (``starts``/``ends``) and made into (start, end) tuples when first read, as HF's Encoding converts its
+    # offsets when Python reads them: a batch's tuples would otherwise be created, then scanned by the cyclic
+    # garbage collector, whether or not anyone reads them (benchmarks/tokenizers.py).
     __slots__ = (
         "ids",
         "tokens",
-        "offsets",
+        "_offsets",
+        "_starts",
+        "_ends",
         "type_ids",
         "special_tokens_mask",
         "attention_mask",
@@ -49,16 +54,42 @@ class Encoding:
         word_ids: list[int | None] | None = None,
         sequence_ids: list[int | None] | None = None,
         overflowing: list[Encoding] | None = None,
+        *,
+        starts: list[int] | None = None,
+        ends: list[int] | None = None,
     ) -> None:
+        """``offsets`` as tuples, or as the columns ``starts`` and ``ends`` (then ``offsets`` is ``None``)."""
         self.ids = [] if ids is None else ids
         self.tokens = [] if tokens is None else tokens
-        self.offsets = [] if offsets is None else offsets
+        if offsets is None and starts is not None and ends is not None:
+            self._offsets, self._starts, self._ends = None, starts, ends
+        else:
+            self._offsets, self._starts, self._ends = ([] if offsets is None else offsets), None, None
         self.type_ids = [] if type_ids is None else type_ids
         self.special_tokens_mask = [] if special_tokens_mask is None else special_tokens_mask
         self.attention_mask = [] if attention_mask is None else attention_mask
         self.word_ids = [] if word_ids is None else word_ids
         self.sequence_ids = [] if sequence_ids is None else sequence_ids
         self.overflowing = [] if overflowing is None else overflowing
+
+    @property
+    def offsets(self) -> list[tuple[int, int]]:
+        offsets = self._offsets
+        if offsets is None:
+            offsets = self._offsets = list(zip(self._starts, self._ends))  # type: ignore[arg-type]
+            self._starts = self._ends = None
+        return offsets
+
+    @offsets.setter
+    def offsets(self, value: list[tuple[int, int]]) -> None:
+        self._offsets, self._starts, self._ends = value, None, None
+
+    def offset_columns(self) -> tuple[list[int], list[int]]:
+        """``(starts, ends)``: the offsets as two columns, without making the tuples (the lists may be the
+        encoding's own: do not change them)."""
+        if self._offsets is None:
+            return self._starts, self._ends  # type: ignore[return-value]
+        return [s for s, _ in self._offsets], [e for _, e in self._offsets]
 
     def __repr__(self) -> str:
         more = "..." if len(self.ids) > 8 else ""
@@ -68,7 +99,7 @@ class Encoding:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Encoding):
             return NotImplemented
-        return all(getattr(self, f) == getattr(other, f) for f in self.__slots__)
+        return all(getattr(self, f) == getattr(other, f) for f in _FIELDS)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -191,3 +222,16 @@ class Encoding:
         for name, value in fields:
             cur = getattr(self, name)
             setattr(self, name, cur + [value] * k if direction == "right" else [value] * k + cur)
+
+
+_FIELDS = (
+    "ids",
+    "tokens",
+    "offsets",
+    "type_ids",
+    "special_tokens_mask",
+    "attention_mask",
+    "word_ids",
+    "sequence_ids",
+    "overflowing",
+)

@@ -1,7 +1,8 @@
 """Token ids of many texts, without tokens, offsets or word ids: the lean path of corpus encoding.
 
 ``encode_ids_flat(tokenizer, texts)`` gives exactly the ids of ``tokenizer.encode_batch(texts)``, as one flat
-array plus each text's length, 3-5x faster on running text. How (per block of texts):
+array plus each text's length, several times faster on running text (``benchmarks/tokenizers.py``). How
+(per block of texts):
 
 1. The texts are joined into one string, each followed by "\\n", and normalised in one go without an
    alignment (BERT's normaliser is a per-character map: one ``str.translate``).
@@ -10,7 +11,7 @@ array plus each text's length, 3-5x faster on running text. How (per block of te
    and ``WhitespaceSplit``'s patterns whitespace only separates words, so "\\n" (and "\\n" inside a text,
    written as a space) cannot change them; in GPT-2's pattern the whitespace classes exclude "\\n", so a
    whitespace run ends at a text's end exactly as it does at the end of a string.
-   The ``findall`` runs on the standard library's ``re`` (about 1.5x faster than ``regex`` here) with the
+   The ``findall`` runs on the standard library's ``re`` (faster than ``regex`` here) with the
    pattern written out in character ranges: the code points of the Basic Multilingual Plane that ``regex``
    itself puts in ``\\s``, ``\\w``, ``\\p{L}``, ``\\p{N}`` and BERT's punctuation, read off ``regex`` once per
    process. ``re`` scans classes holding code points above U+FFFF range by range (slower than ``regex``), so
@@ -32,19 +33,43 @@ import functools
 import re
 from collections.abc import Callable, Sequence
 from itertools import chain
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import regex
 
-from attnlab.tokenizers import normalizers as norm
-from attnlab.tokenizers import pre_tokenizers as pre
-from attnlab.tokenizers import processors as proc
-
-if TYPE_CHECKING:
-    from attnlab.tokenizers.tokenizer import Tokenizer
+import attnlab.tokenizers.normalizers as norm
+import attnlab.tokenizers.pre_tokenizers as pre
+import attnlab.tokenizers.processors as proc
 
 __all__ = ["encode_ids_flat", "encode_ids_batch", "encode_ids_and_word_starts", "supports_ids_only"]
+
+
+class TokenizerLike(Protocol):
+    """What this path reads of an :class:`attnlab.tokenizers.tokenizer.Tokenizer` (which imports this module
+    for its ``encode_ids_*`` methods, so it is named here by its interface)."""
+
+    model: Any
+    normalizer: Any
+    pre_tokenizer: Any
+    post_processor: Any
+    truncation: dict[str, Any] | None
+    padding: dict[str, Any] | None
+    _added_re: regex.Pattern | None
+    __dict__: dict[str, Any]
+
+    def _fast_pattern(self) -> tuple[regex.Pattern, bool] | None: ...
+
+    def _normalized_added(self) -> tuple[regex.Pattern | None, dict[str, Any]]: ...
+
+    def encode(
+        self, text: Any, pair: Any = None, add_special_tokens: bool = True, return_overflowing: bool = True
+    ) -> Any: ...
+
+    def encode_batch(
+        self, inputs: Sequence[Any], add_special_tokens: bool = True, return_overflowing: bool = True
+    ) -> list[Any]: ...
+
 
 BLOCK_TEXTS = 4096  # texts per findall: bounds the word list (~30 MB per 2 MB of text)
 CACHE_CAPACITY = 200_000  # words kept in the word -> ids cache (cleared at once when full, as the models do)
@@ -150,7 +175,7 @@ class _Plan(NamedTuple):
 
 
 def _template(
-    tokenizer: Tokenizer, add_special_tokens: bool
+    tokenizer: TokenizerLike, add_special_tokens: bool
 ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """The special-token ids the post-processor puts before and after a single sequence (``None``: a
     post-processor this path does not know)."""
@@ -172,7 +197,7 @@ def _template(
     )
 
 
-def _plan(tokenizer: Tokenizer, add_special_tokens: bool) -> _Plan | None:
+def _plan(tokenizer: TokenizerLike, add_special_tokens: bool) -> _Plan | None:
     fast = tokenizer._fast_pattern()
     if fast is None or tokenizer.truncation is not None or tokenizer.padding is not None:
         return None
@@ -188,13 +213,13 @@ def _plan(tokenizer: Tokenizer, add_special_tokens: bool) -> _Plan | None:
     return _Plan(split, byte_level, *template)
 
 
-def supports_ids_only(tokenizer: Tokenizer, add_special_tokens: bool = True) -> bool:
+def supports_ids_only(tokenizer: TokenizerLike, add_special_tokens: bool = True) -> bool:
     """Whether ``encode_ids_flat`` takes the lean path for this pipeline (else it calls ``encode_batch``)."""
     return _plan(tokenizer, add_special_tokens) is not None
 
 
 def encode_ids_flat(
-    tokenizer: Tokenizer, texts: Sequence[str], add_special_tokens: bool = True
+    tokenizer: TokenizerLike, texts: Sequence[str], add_special_tokens: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """The ids of ``tokenizer.encode_batch(texts, add_special_tokens)`` as ``(ids, lengths)``: ``ids`` (N,)
     int64, every text's ids in order; ``lengths`` (L,) int64, each text's number of ids."""
@@ -203,7 +228,7 @@ def encode_ids_flat(
 
 
 def encode_ids_and_word_starts(
-    tokenizer: Tokenizer, texts: Sequence[str], add_special_tokens: bool = True
+    tokenizer: TokenizerLike, texts: Sequence[str], add_special_tokens: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``encode_ids_flat`` plus ``word_starts`` (N,) bool: True at the first id of each word, as
     ``Encoding.word_ids`` tells it (the id's word id differs from the previous id's in the same text, or is
@@ -220,7 +245,7 @@ class _Flat(NamedTuple):
 
 
 def _encode_flat(
-    tokenizer: Tokenizer, texts: Sequence[str], add_special_tokens: bool, want_starts: bool
+    tokenizer: TokenizerLike, texts: Sequence[str], add_special_tokens: bool, want_starts: bool
 ) -> _Flat:
     plan = _plan(tokenizer, add_special_tokens)
     if plan is None:
@@ -244,7 +269,7 @@ def _encode_flat(
 
 
 def encode_ids_batch(
-    tokenizer: Tokenizer, texts: Sequence[str], add_special_tokens: bool = True
+    tokenizer: TokenizerLike, texts: Sequence[str], add_special_tokens: bool = True
 ) -> list[list[int]]:
     """``[e.ids for e in tokenizer.encode_batch(texts, add_special_tokens)]``, by the lean path."""
     return split_flat(*encode_ids_flat(tokenizer, texts, add_special_tokens))
@@ -282,7 +307,7 @@ def _from_encodings(encs: list, want_starts: bool) -> _Flat:
 
 
 def _encode_block(
-    tokenizer: Tokenizer, plan: _Plan, texts: list[str], add_special_tokens: bool, want_starts: bool
+    tokenizer: TokenizerLike, plan: _Plan, texts: list[str], add_special_tokens: bool, want_starts: bool
 ) -> _Flat:
     try:
         joined = _END.join(texts) + _END
@@ -313,7 +338,7 @@ def _encode_block(
     return _Flat(ids, lengths, starts if want_starts else None)
 
 
-def _normalize(tokenizer: Tokenizer, texts: list[str], joined: str) -> str:
+def _normalize(tokenizer: TokenizerLike, texts: list[str], joined: str) -> str:
     """The normalised block, one end marker after each text."""
     n = tokenizer.normalizer
     if n is None:
@@ -334,7 +359,7 @@ class _NewlineFromNormalizer(Exception):
     """A normaliser wrote a "\\n" into a text: the end markers cannot be told apart."""
 
 
-def _ids(tokenizer: Tokenizer, plan: _Plan, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _ids(tokenizer: TokenizerLike, plan: _Plan, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(ids, lengths, word_starts)`` of the normalised block ``text``."""
     words = plan.split(text)
     cache = _cache(tokenizer)
@@ -360,7 +385,7 @@ def _ids(tokenizer: Tokenizer, plan: _Plan, text: str) -> tuple[np.ndarray, np.n
     return flat & (_FIRST - 1), lengths, flat >= _FIRST
 
 
-def _cache(tokenizer: Tokenizer) -> dict[str, tuple[int, ...]]:
+def _cache(tokenizer: TokenizerLike) -> dict[str, tuple[int, ...]]:
     """The tokenizer's word -> ids cache (each word's first id plus ``_FIRST``), for its current model and
     pre-tokeniser."""
     key = (tokenizer.model, tokenizer.pre_tokenizer)
@@ -393,7 +418,7 @@ def _add_specials(
 
 
 def _merge(
-    tokenizer: Tokenizer, texts: list[str], odd: set[int], add_special_tokens: bool, want_starts: bool
+    tokenizer: TokenizerLike, texts: list[str], odd: set[int], add_special_tokens: bool, want_starts: bool
 ) -> _Flat:
     """A block where the texts in ``odd`` go through the full encode and the others through this path."""
     lean = _encode_flat(

@@ -21,7 +21,7 @@ from typing import Any
 
 import regex
 
-from attnlab.tokenizers.unicode_compat import BERT_PUNCTUATION, onig_class, ranges_class
+from attnlab.tokenizers.unicode_compat import bert_punctuation_class, onig_class
 
 __all__ = [
     "Piece",
@@ -43,9 +43,10 @@ __all__ = [
 Piece = tuple[str, int, int, "list[int] | None"]
 
 # ASCII symbols are punctuation for BERT (google-research/bert _is_punctuation), plus Unicode P*, as HF
-# tokenizers' tables have them (unicode_compat: an older Unicode than the regex module's \p{P}).
-_PUNCT = ranges_class(BERT_PUNCTUATION)
-_BERT_RE = regex.compile(rf"[^\s{_PUNCT}]+|[{_PUNCT}]")  # regex's \s is Unicode White_Space, as Rust's
+# tokenizers' tables have them (unicode_compat: an older Unicode than the regex module's \p{P}). Both are
+# regex.V1 classes (set operations).
+_PUNCT = bert_punctuation_class()
+_BERT_RE = regex.compile(rf"[^\s{_PUNCT}]+|{_PUNCT}", regex.V1)  # regex's \s: Unicode White_Space, as Rust's
 # Letters, numbers and word characters as HF's Oniguruma classes them (regex.V1 set operations).
 _LETTER, _NUMBER, _WORD = onig_class(r"\p{L}"), onig_class(r"\p{N}"), onig_class(r"\w")
 _WHITESPACE_RE = regex.compile(rf"{_WORD}+|[^{_WORD}\s]+", regex.V1)
@@ -209,7 +210,7 @@ class Punctuation(PreTokenizer):
         return {"type": "Punctuation", "behavior": _behavior_to_json(self.behavior)}
 
 
-_PUNCT_RE = regex.compile(f"[{_PUNCT}]")
+_PUNCT_RE = regex.compile(_PUNCT, regex.V1)
 
 
 class Digits(PreTokenizer):

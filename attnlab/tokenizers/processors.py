@@ -132,7 +132,8 @@ class TemplateProcessing(PostProcessor):
         tmpl = self.single if len(parts) == 1 else self.pair
         ids: list[int] = []
         tokens: list[str] = []
-        offsets: list[tuple[int, int]] = []
+        starts: list[int] = []  # the offsets as columns (Encoding makes the tuples when they are read)
+        ends: list[int] = []
         type_ids: list[int] = []
         special: list[int] = []
         attention: list[int] = []
@@ -144,7 +145,9 @@ class TemplateProcessing(PostProcessor):
                 n = len(p.ids)
                 ids += p.ids
                 tokens += p.tokens
-                offsets += p.offsets
+                p_starts, p_ends = p.offset_columns()
+                starts += p_starts
+                ends += p_ends
                 type_ids += [type_id] * n
                 special += p.special_tokens_mask
                 attention += p.attention_mask
@@ -153,13 +156,16 @@ class TemplateProcessing(PostProcessor):
             elif add_special_tokens:
                 ids.append(self.special_tokens[what])
                 tokens.append(what)
-                offsets.append((0, 0))
+                starts.append(0)
+                ends.append(0)
                 type_ids.append(type_id)
                 special.append(1)
                 attention.append(1)
                 words.append(None)
                 seqs.append(None)
-        return Encoding(ids, tokens, offsets, type_ids, special, attention, words, seqs)
+        return Encoding(
+            ids, tokens, None, type_ids, special, attention, words, seqs, starts=starts, ends=ends
+        )
 
     def to_json(self) -> dict[str, Any]:
         def items(tmpl: list[TemplateItem]) -> list[dict[str, Any]]:

@@ -2,9 +2,9 @@
 
 ``Tokenizer.encode(text, pair)`` returns an :class:`Encoding` (ids, tokens, offsets into the original text,
 type ids, special-tokens mask, attention mask, word ids) after truncation (with overflowing windows and a
-stride) and padding, as HF tokenizers does; ``decode`` inverts it. The factories at the end build the
-field's pipelines: BERT's WordPiece, GPT-2/RoBERTa's byte-level BPE, and SentencePiece-style Unigram/BPE
-(ALBERT, XLNet, T5).
+stride) and padding, as HF tokenizers does; ``decode`` inverts it. The field's pipelines are built by
+:mod:`attnlab.tokenizers.factories`; ``tokenizer.json`` is read and written by
+:mod:`attnlab.tokenizers.tokenizer_json`, and the ids-only path is :mod:`attnlab.tokenizers.ids_only`.
 """
 
 from __future__ import annotations
@@ -12,55 +12,36 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 import regex
 
-from attnlab.tokenizers import decoders as dec
-from attnlab.tokenizers import normalizers as norm
-from attnlab.tokenizers import pre_tokenizers as pre
-from attnlab.tokenizers import processors as proc
+import attnlab.tokenizers.decoders as dec
+import attnlab.tokenizers.ids_only as ids_only
+import attnlab.tokenizers.normalizers as norm
+import attnlab.tokenizers.pre_tokenizers as pre
+import attnlab.tokenizers.processors as proc
+import attnlab.tokenizers.tokenizer_json as tokenizer_json
+from attnlab.tokenizers.added_tokens import AddedToken, alternation, split_added
 from attnlab.tokenizers.encoding import Encoding
-from attnlab.tokenizers.models import BPE, Model, Unigram, WordPiece
-from attnlab.tokenizers.unicode_compat import is_alnum
+from attnlab.tokenizers.models import Model
+from attnlab.tokenizers.truncation import (
+    TRUNCATION_STRATEGIES,
+    flatten_overflowing,
+    pad_encodings,
+    truncate_encodings,
+)
+from attnlab.tokenizers.word_split import (
+    SingleTemplate,
+    WordEntry,
+    encode_words,
+    single_template,
+    word_entry,
+    word_split_pattern,
+)
 
-if TYPE_CHECKING:
-    import numpy as np
-
-__all__ = [
-    "AddedToken",
-    "Tokenizer",
-    "TRUNCATION_STRATEGIES",
-    "bert_wordpiece",
-    "byte_level_bpe",
-    "sentencepiece_unigram",
-    "sentencepiece_bpe",
-    "flatten_overflowing",
-]
-
-TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
-PADDING_STRATEGIES = ("longest", "max_length")
-
-
-@dataclass(frozen=True)
-class AddedToken:
-    """A token matched in the raw text before normalisation and never split (``[CLS]``, ``<mask>``, ...).
-
-    ``lstrip``/``rstrip`` let the match swallow whitespace on that side (RoBERTa's ``<mask>``);
-    ``single_word`` matches only at word boundaries; ``special`` tokens are skipped by
-    ``decode(skip_special_tokens=True)``.
-    ``normalized`` tokens are matched in the normalised text (so "Hello" also matches "HELLO" under an
-    uncased normaliser); the others in the original text.
-    """
-
-    content: str
-    single_word: bool = False
-    lstrip: bool = False
-    rstrip: bool = False
-    normalized: bool = False
-    special: bool = True
-
+__all__ = ["AddedToken", "Tokenizer", "TRUNCATION_STRATEGIES", "flatten_overflowing"]
 
 Input = str | tuple[str, str] | list[str] | tuple[list[str], list[str]]
 
@@ -133,7 +114,7 @@ class Tokenizer:
     def _compile_added(self) -> None:
         raw = [c for c, (_, t) in self.added_tokens.items() if not t.normalized]
         # longest match first
-        self._added_re = _alternation(raw)
+        self._added_re = alternation(raw)
         self._norm_added_for: object = _UNSET  # normalised forms are computed lazily, per normaliser
 
     def _normalized_added(self) -> tuple[regex.Pattern | None, dict[str, tuple[int, AddedToken]]]:
@@ -145,7 +126,7 @@ class Tokenizer:
                     key = self.normalizer.normalize_str(c) if self.normalizer is not None else c
                     if key:
                         table.setdefault(key, (i, t))
-            self._norm_added = (_alternation(list(table)), table)
+            self._norm_added = (alternation(list(table)), table)
             self._norm_added_for = self.normalizer
         return self._norm_added
 
@@ -271,120 +252,47 @@ class Tokenizer:
     # ------------------------------------------------------------------------------------------------------
     # Encode
 
-    def _split_added(
-        self,
-        text: str,
-        pattern: regex.Pattern | None = None,
-        table: dict[str, tuple[int, AddedToken]] | None = None,
-    ) -> list[tuple[int, int, int | None]]:
-        """Cut ``text`` into ``(start, end, added token id or None)`` segments (default: the added tokens
-        matched in the original text)."""
-        if pattern is None and table is None:
-            pattern = self._added_re
-            table = self.added_tokens
-        if pattern is None:
-            return [(0, len(text), None)]
-        assert table is not None
-        segs: list[tuple[int, int, int | None]] = []
-        pos = 0
-        n = len(text)
-        for m in pattern.finditer(text):
-            s, e = m.span()
-            if s < pos:
-                continue
-            tid, tok = table[m.group()]
-            if tok.single_word and (
-                (s > 0 and _is_word_char(text[s - 1])) or (e < n and _is_word_char(text[e]))
-            ):
-                continue
-            if tok.lstrip:
-                while s > pos and text[s - 1].isspace():
-                    s -= 1
-            if tok.rstrip:
-                while e < n and text[e].isspace():
-                    e += 1
-            if s > pos:
-                segs.append((pos, s, None))
-            segs.append((s, e, tid))
-            pos = e
-        if pos < n:
-            segs.append((pos, n, None))
-        return segs
-
     def _fast_pattern(self) -> tuple[regex.Pattern, bool] | None:
-        """``(word regex, byte_level)`` when the pre-tokeniser is one plain regex split (BERT-style, or
-        GPT-2's byte-level split without a prefix space) and the model is deterministic; else ``None``."""
-        pt = self.pre_tokenizer
-        if getattr(self.model, "dropout", None):
-            return None
-        kind = type(pt)
-        if kind in _REGEX_PRE_TOKENIZERS:
-            return _REGEX_PRE_TOKENIZERS[kind], False
-        if kind is pre.ByteLevel and pt.use_regex and not pt.add_prefix_space:  # type: ignore[union-attr]
-            return pre._GPT2_RE, True
+        """``(word regex, byte_level)`` when the pipeline can take the hot path (see
+        :func:`~attnlab.tokenizers.word_split.word_split_pattern`), else ``None``."""
+        return word_split_pattern(self.pre_tokenizer, self.model)
+
+    def _fast_split(self, text: str) -> tuple[regex.Pattern, bool] | None:
+        """``_fast_pattern()`` when ``text`` can take the hot path (no added token in it), else ``None``."""
+        if self._normalized_added()[0] is None and (
+            self._added_re is None or self._added_re.search(text) is None
+        ):
+            return self._fast_pattern()
         return None
 
-    def _word_entry(self, word: str, byte_level: bool) -> tuple[list[int], list[str], list[tuple[int, int]]]:
-        """The model's segmentation of ``word`` as three lists (offsets in characters of ``word``), cached per
-        word (bounded)."""
-        if byte_level:
-            btext, _, _, cmap = pre.ByteLevel._to_bytes((word, 0, len(word), None))
-            toks = self.model.tokenize(btext)
-            if cmap is None:
-                rel = [t[2] for t in toks]
-            else:
-                rel = [(cmap[a], cmap[b - 1] + 1) for _, _, (a, b) in toks]
-        else:
-            toks = self.model.tokenize(word)
-            rel = [t[2] for t in toks]
-        entry = ([t[0] for t in toks], [t[1] for t in toks], rel)
+    def _single_template(self, add_special_tokens: bool) -> SingleTemplate | None:
+        """:func:`~attnlab.tokenizers.word_split.single_template` of the post-processor, cached."""
+        key = (self.post_processor, add_special_tokens)
+        cache = self.__dict__.setdefault("_wrap_cache", {})
+        if key not in cache:
+            cache[key] = single_template(self.post_processor, add_special_tokens)
+        return cache[key]
+
+    def _word_entry(self, word: str, byte_level: bool) -> WordEntry:
+        """:func:`~attnlab.tokenizers.word_split.word_entry`, cached per word (bounded)."""
+        entry = word_entry(self.model, word, byte_level)
         if len(self._word_cache) >= _WORD_CACHE_CAPACITY:
             self._word_cache.clear()
         self._word_cache[word] = entry
         return entry
 
-    def _encode_fast(self, text: str, pattern: regex.Pattern, byte_level: bool) -> Encoding:
-        """``_encode_sequence`` for regex pre-tokenisers and texts without added tokens (the hot path)."""
-        ns = self.normalize(text)
-        starts, ends = ns.starts, ns.ends
+    def _encode_fast(
+        self, text: str, pattern: regex.Pattern, byte_level: bool, wrap: SingleTemplate | None = None
+    ) -> Encoding:
+        """``_encode_sequence`` for regex pre-tokenisers and texts without added tokens (the hot path); with
+        ``wrap``, the post-processed encoding itself (the template's special tokens put around it here)."""
         key = (self.model, self.pre_tokenizer)
         if self._word_cache_model != key:
             self._word_cache = {}
             self._word_cache_model = key
-        get = self._word_cache.get
-        entry_for = self._word_entry
-        ids: list[int] = []
-        tokens: list[str] = []
-        offsets: list[tuple[int, int]] = []
-        words: list[int | None] = []
-        w = 0
-        for m in pattern.finditer(ns.normalized):
-            word = m.group()
-            entry = get(word)
-            if entry is None:
-                entry = entry_for(word, byte_level)
-            wids, wtoks, rel = entry
-            if len(wids) == 1:
-                ids.append(wids[0])
-                tokens.append(wtoks[0])
-                if starts is None:
-                    offsets.append(m.span())
-                else:
-                    s, e = m.span()
-                    offsets.append((starts[s], ends[e - 1]))  # type: ignore[index]
-                words.append(w)
-            else:
-                s = m.start()
-                ids += wids
-                tokens += wtoks
-                if starts is None:
-                    offsets += [(s + a, s + b) for a, b in rel]
-                else:
-                    offsets += [(starts[s + a], ends[s + b - 1]) for a, b in rel]  # type: ignore[index]
-                words += [w] * len(wids)
-            w += 1
-        n = len(ids)
-        return Encoding(ids, tokens, offsets, [0] * n, [0] * n, [1] * n, words, [0] * n)
+        return encode_words(
+            self.normalize(text), pattern, self._word_cache.get, byte_level, self._word_entry, wrap
+        )
 
     def _encode_input(self, x: str | Sequence[str], is_pretokenized: bool, what: str) -> Encoding:
         if not is_pretokenized:
@@ -404,18 +312,17 @@ class Tokenizer:
 
     def _encode_sequence(self, text: str) -> Encoding:
         """Tokens of one text, no special tokens: ids, tokens, offsets and word ids."""
+        fast = self._fast_split(text)
+        if fast is not None:
+            return self._encode_fast(text, *fast)
         norm_re, norm_table = self._normalized_added()
-        if norm_re is None and (self._added_re is None or self._added_re.search(text) is None):
-            fast = self._fast_pattern()
-            if fast is not None:
-                return self._encode_fast(text, *fast)
         ids: list[int] = []
         tokens: list[str] = []
         offsets: list[tuple[int, int]] = []
         words: list[int | None] = []
         tokenize = self.model.tokenize
         word = 0
-        for seg_i, (s0, e0, added) in enumerate(self._split_added(text)):
+        for seg_i, (s0, e0, added) in enumerate(split_added(text, self._added_re, self.added_tokens)):
             if added is not None:
                 ids.append(added)
                 # The token's text is what matched, whitespace swallowed by lstrip/rstrip included (as HF).
@@ -427,7 +334,7 @@ class Tokenizer:
             ns = self.normalize(text[s0:e0] if (s0, e0) != (0, len(text)) else text)
             starts, ends = ns.starts, ns.ends
             norm_text = ns.normalized
-            for a0, b0, added in self._split_added(norm_text, norm_re, norm_table):
+            for a0, b0, added in split_added(norm_text, norm_re, norm_table):
                 if added is not None:  # an added token matched in the normalised text
                     os_, oe = ns.original_span(a0, b0)
                     ids.append(added)
@@ -478,6 +385,15 @@ class Tokenizer:
         Returns an :class:`Encoding` of length T; with truncation, the windows cut off are in
         ``encoding.overflowing`` (unless ``return_overflowing`` is False).
         """
+        if pair is None and self.truncation is None and isinstance(text, str) and not is_pretokenized:
+            # The hot path: one text, its template's special tokens put around it as it is encoded.
+            wrap = self._single_template(add_special_tokens)
+            fast = self._fast_split(text) if wrap is not None else None
+            if fast is not None:
+                out = self._encode_fast(text, *fast, wrap)
+                if self.padding is not None:
+                    self._pad([out], single=True)
+                return out
         encodings = [self._encode_input(text, is_pretokenized, "text")]
         if pair is not None:
             second = self._encode_input(pair, is_pretokenized, "pair")
@@ -497,59 +413,15 @@ class Tokenizer:
         return out
 
     def _truncate(self, encodings: list[Encoding], add_special_tokens: bool) -> None:
-        t = self.truncation
-        assert t is not None
-        max_length = t["max_length"]
+        assert self.truncation is not None
+        added = 0
         if add_special_tokens and self.post_processor is not None:
-            max_length -= self.post_processor.added_tokens(len(encodings) == 2)
-            max_length = max(max_length, 0)
-        stride, direction, strategy = t["stride"], t["direction"], t["strategy"]
-        if max_length == 0:
-            for e in encodings:
-                e.truncate(0, stride, direction)
-            return
-        total = sum(len(e.ids) for e in encodings)
-        if total <= max_length:
-            return
-        to_remove = total - max_length
-        if strategy == "longest_first":
-            if len(encodings) == 1:
-                encodings[0].truncate(max_length, stride, direction)
-                return
-            # The shorter sequence keeps all it can; if both are too long, they share max_length.
-            n1, n2 = len(encodings[0].ids), len(encodings[1].ids)
-            swap = n1 > n2
-            if swap:
-                n1, n2 = n2, n1
-            n2 = n1 if n1 > max_length else max(n1, max_length - n1)
-            if n1 + n2 > max_length:
-                n1 = max_length // 2
-                n2 = n1 + max_length % 2
-            if swap:
-                n1, n2 = n2, n1
-            encodings[0].truncate(n1, stride, direction)
-            encodings[1].truncate(n2, stride, direction)
-            return
-        if strategy == "only_second" and len(encodings) < 2:
-            raise ValueError("truncation strategy 'only_second' needs a text pair")
-        target = encodings[0] if strategy == "only_first" else encodings[1]
-        if len(target.ids) <= to_remove:
-            raise ValueError(
-                f"truncation ({strategy}): the sequence to truncate has {len(target.ids)} tokens, too few to "
-                f"remove the {to_remove} needed to fit max_length={t['max_length']}"
-            )
-        target.truncate(len(target.ids) - to_remove, stride, direction)
+            added = self.post_processor.added_tokens(len(encodings) == 2)
+        truncate_encodings(encodings, self.truncation, added)
 
     def _pad(self, encodings: list[Encoding], single: bool = False) -> None:
-        p = self.padding
-        assert p is not None
-        if p["length"] is not None:
-            target = p["length"]
-        elif single:
-            return _pad_multiple(encodings, p, None)
-        else:
-            target = max((len(e.ids) for e in encodings), default=0)
-        _pad_multiple(encodings, p, target)
+        assert self.padding is not None
+        pad_encodings(encodings, self.padding, single)
 
     def encode_batch(
         self,
@@ -562,7 +434,7 @@ class Tokenizer:
         padding to the longest applies across the batch."""
         padding, self.padding = self.padding, None
         # The encodings are acyclic lists of ints, strings and tuples; letting the cyclic garbage collector
-        # rescan the growing batch again and again costs more than the encoding itself (2-3x on 2 MB).
+        # rescan the growing batch again and again costs more than the encoding (benchmarks/tokenizers.py).
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
@@ -591,18 +463,14 @@ class Tokenizer:
     def encode_ids_batch(self, texts: Sequence[str], add_special_tokens: bool = True) -> list[list[int]]:
         """Only the ids of ``encode_batch(texts, add_special_tokens)``: exactly the same ids, without tokens,
         offsets or word ids, several times faster on running text (see :mod:`attnlab.tokenizers.ids_only`)."""
-        from attnlab.tokenizers.ids_only import encode_ids_batch
-
-        return encode_ids_batch(self, texts, add_special_tokens)
+        return ids_only.encode_ids_batch(self, texts, add_special_tokens)
 
     def encode_ids_flat(
         self, texts: Sequence[str], add_special_tokens: bool = True
     ) -> tuple[np.ndarray, np.ndarray]:
         """``encode_ids_batch`` as arrays: ``ids`` (N,) int64, all texts' ids in order, and ``lengths`` (L,)
         int64, each text's number of ids (what corpus encoding stores)."""
-        from attnlab.tokenizers.ids_only import encode_ids_flat
-
-        return encode_ids_flat(self, texts, add_special_tokens)
+        return ids_only.encode_ids_flat(self, texts, add_special_tokens)
 
     # ------------------------------------------------------------------------------------------------------
     # Decode
@@ -630,33 +498,47 @@ class Tokenizer:
     # Files
 
     def to_json(self) -> dict[str, Any]:
-        from attnlab.tokenizers.files import tokenizer_to_json
-
-        return tokenizer_to_json(self)
+        """HF tokenizers' ``tokenizer.json`` structure."""
+        return tokenizer_json.pipeline_to_json(
+            self.model, self.normalizer, self.pre_tokenizer, self.post_processor, self.decoder,
+            self.added_tokens, self.truncation, self.padding,
+        )  # fmt: skip
 
     def save(self, path: str | os.PathLike, pretty: bool = True) -> str:
         """Write ``tokenizer.json`` into the directory ``path``, or to ``path`` if it ends in ``.json``."""
-        from attnlab.tokenizers.files import save_tokenizer_json
+        return tokenizer_json.write_tokenizer_json(self.to_json(), path, pretty=pretty)
 
-        return save_tokenizer_json(self, path, pretty=pretty)
+    @classmethod
+    def from_json(cls, data: Any, source: str = "tokenizer.json") -> Tokenizer:
+        """Build a tokenizer from the parsed JSON of HF tokenizers' ``tokenizer.json`` (errors name ``source``
+        and the field)."""
+        spec = tokenizer_json.pipeline_from_json(data, source)
+        tok = cls(spec.model, spec.normalizer, spec.pre_tokenizer, spec.post_processor, spec.decoder)
+        for tid, added in spec.added_tokens:
+            tok.added_tokens[added.content] = (tid, added)
+            tok._added_ids[tid] = added.content
+        tok._compile_added()
+        if spec.truncation is not None:
+            tok.enable_truncation(**spec.truncation)
+        if spec.padding is not None:
+            tok.enable_padding(**spec.padding)
+        return tok
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Tokenizer:
-        """Load HF tokenizers' ``tokenizer.json``."""
-        from attnlab.tokenizers.files import load_tokenizer_json
-
-        return load_tokenizer_json(path)
+        """Load HF tokenizers' ``tokenizer.json`` (a file, or a directory holding one)."""
+        data, source = tokenizer_json.read_tokenizer_json(path)
+        return cls.from_json(data, source)
 
     @classmethod
-    def from_str(cls, text: str) -> Tokenizer:
-        from attnlab.tokenizers.files import tokenizer_from_json_str
-
-        return tokenizer_from_json_str(text)
+    def from_str(cls, text: str, source: str = "tokenizer.json") -> Tokenizer:
+        return cls.from_json(tokenizer_json.parse_tokenizer_json(text, source), source)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_word_cache"] = {}  # caches stay behind when the tokenizer is sent to worker processes
         state["_word_cache_model"] = None
+        state.pop("_wrap_cache", None)
         state.pop("_ids_cache", None)  # see attnlab.tokenizers.ids_only
         state.pop("_ids_cache_model", None)
         return state
@@ -672,218 +554,4 @@ class Tokenizer:
 
 _UNSET = object()
 
-
-def _alternation(contents: list[str]) -> regex.Pattern | None:
-    """One regex matching any of ``contents``, longest first (``None`` for none)."""
-    if not contents:
-        return None
-    return regex.compile("|".join(regex.escape(c) for c in sorted(contents, key=len, reverse=True)))
-
-
-# Pre-tokenisers that are one regex split (the words are the matches): the encoder's hot path.
-_REGEX_PRE_TOKENIZERS: dict[type, regex.Pattern] = {
-    pre.BertPreTokenizer: pre._BERT_RE,
-    pre.Whitespace: pre._WHITESPACE_RE,
-    pre.WhitespaceSplit: pre._WHITESPACE_SPLIT_RE,
-}
-_WORD_CACHE_CAPACITY = 200_000
-
-
-def _pad_multiple(encodings: list[Encoding], p: dict[str, Any], target: int | None) -> None:
-    for e in encodings:
-        length = len(e.ids) if target is None else target
-        m = p["pad_to_multiple_of"]
-        if m and length % m:
-            length += m - length % m
-        e.pad(length, p["pad_id"], p["pad_type_id"], p["pad_token"], p["direction"])
-
-
-def _is_word_char(ch: str) -> bool:
-    return is_alnum(ch) or ch == "_"
-
-
-def flatten_overflowing(encodings: Sequence[Encoding]) -> tuple[list[Encoding], list[int]]:
-    """Every encoding followed by its overflowing windows, and each window's sample index.
-
-    For question answering over long documents: encode ``(question, context)`` with truncation
-    ``only_second`` and a stride, then train or predict on every window.
-    """
-    flat: list[Encoding] = []
-    mapping: list[int] = []
-    for i, e in enumerate(encodings):
-        for w in [e, *e.overflowing]:
-            flat.append(w)
-            mapping.append(i)
-    return flat, mapping
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Factories: the field's pipelines.
-
-BERT_SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-
-
-def _require(vocab: dict[str, int], tokens: Iterable[str], what: str) -> None:
-    missing = [t for t in tokens if t not in vocab]
-    if missing:
-        raise ValueError(f"{what}: special token(s) {missing} missing from the vocabulary")
-
-
-def bert_wordpiece(
-    vocab: dict[str, int] | WordPiece,
-    lowercase: bool = True,
-    strip_accents: bool | None = None,
-    handle_chinese_chars: bool = True,
-    unk_token: str = "[UNK]",
-    cls_token: str = "[CLS]",
-    sep_token: str = "[SEP]",
-    pad_token: str = "[PAD]",
-    mask_token: str = "[MASK]",
-    max_input_chars_per_word: int = 100,
-) -> Tokenizer:
-    """BERT's tokenizer: basic normalisation, whitespace/punctuation split, WordPiece, BERT's template.
-
-    ``lowercase=True`` (uncased checkpoints) also strips accents unless ``strip_accents=False``.
-    """
-    model = vocab if isinstance(vocab, WordPiece) else None
-    v = model.vocab if model is not None else vocab
-    _require(v, [unk_token, cls_token, sep_token, pad_token, mask_token], "bert_wordpiece")  # type: ignore[arg-type]
-    if model is None:
-        model = WordPiece(v, unk_token=unk_token, max_input_chars_per_word=max_input_chars_per_word)  # type: ignore[arg-type]
-    return Tokenizer(
-        model,
-        normalizer=norm.BertNormalizer(
-            clean_text=True,
-            handle_chinese_chars=handle_chinese_chars,
-            strip_accents=strip_accents,
-            lowercase=lowercase,
-        ),
-        pre_tokenizer=pre.BertPreTokenizer(),
-        post_processor=proc.BertProcessing(sep=(sep_token, v[sep_token]), cls=(cls_token, v[cls_token])),
-        decoder=dec.WordPiece(prefix=model.continuing_subword_prefix),
-        special_tokens=[pad_token, unk_token, cls_token, sep_token, mask_token],
-    )
-
-
-def byte_level_bpe(
-    vocab: dict[str, int] | BPE,
-    merges: list[tuple[str, str]] | None = None,
-    template: str = "roberta",
-    add_prefix_space: bool | None = None,
-    special_tokens: Sequence[str] | None = None,
-) -> Tokenizer:
-    """GPT-2 (``template="gpt2"``: no special tokens, ``<|endoftext|>``) or RoBERTa (``"roberta"``:
-    ``<s> A </s></s> B </s>``, ``<mask>`` swallowing the space before it) byte-level BPE."""
-    if template not in ("roberta", "gpt2"):
-        raise ValueError(f"unknown byte-level template {template!r}; expected 'roberta' or 'gpt2'")
-    if isinstance(vocab, BPE):
-        model = vocab
-    else:
-        if merges is None:
-            raise ValueError("byte_level_bpe: merges are required with a vocabulary dict")
-        model = BPE(vocab, merges)
-    v = model.vocab
-    if add_prefix_space is None:
-        add_prefix_space = False
-    pre_tok = pre.ByteLevel(add_prefix_space=add_prefix_space, use_regex=True)
-    decoder = dec.ByteLevel()
-    if template == "gpt2":
-        specials: list[str | AddedToken] = list(special_tokens or ["<|endoftext|>"])
-        _require(v, [s for s in specials if isinstance(s, str)], "byte_level_bpe (gpt2)")
-        post: proc.PostProcessor = proc.ByteLevelProcessing(
-            trim_offsets=False, add_prefix_space=add_prefix_space
-        )
-        return Tokenizer(model, None, pre_tok, post, decoder, specials)
-    names = list(special_tokens or ["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
-    _require(v, names, "byte_level_bpe (roberta)")
-    specials = [AddedToken(t, lstrip=(t == "<mask>")) for t in names]
-    post = proc.RobertaProcessing(
-        sep=("</s>", v["</s>"]), cls=("<s>", v["<s>"]), trim_offsets=True, add_prefix_space=add_prefix_space
-    )
-    return Tokenizer(model, None, pre_tok, post, decoder, specials)
-
-
-def sentencepiece_unigram(
-    pieces: list[tuple[str, float]] | Unigram,
-    unk_id: int | None = None,
-    lowercase: bool = True,
-    keep_accents: bool = False,
-    template: str = "albert",
-    special_tokens: Sequence[str] | None = None,
-) -> Tokenizer:
-    """ALBERT/XLNet-style SentencePiece Unigram (Kudo & Richardson 2018), built as HF transformers builds
-    ALBERT's tokenizer: ```` `` ```` and ``''`` to ``"``, NFKD + accent stripping (unless ``keep_accents``),
-    lowercasing (ALBERT), whitespace split then "▁" before every word, and ``[CLS] A [SEP] B [SEP]`` (ALBERT)
-    or ``A <sep> <cls>`` (XLNet, ``<cls>`` with type id 2).
-
-    ``unk_id`` defaults to the id of ``<unk>`` (or ``[UNK]``) in ``pieces``, else 0.
-    Deviation: SentencePiece's compiled ``nmt_nfkc`` character map (``Precompiled`` in ``tokenizer.json``) is
-    not applied; the whitespace split already covers its whitespace handling.
-    """
-    if isinstance(pieces, Unigram):
-        model = pieces
-    else:
-        if unk_id is None:
-            names_ = [p for p, _ in pieces]
-            unk_id = next((names_.index(t) for t in ("<unk>", "[UNK]") if t in names_), 0)
-        model = Unigram(pieces, unk_id=unk_id)
-    steps: list[norm.Normalizer] = [norm.Replace("``", '"'), norm.Replace("''", '"')]
-    if not keep_accents:
-        steps += [norm.NFKD(), norm.StripAccents()]
-    if lowercase:
-        steps.append(norm.Lowercase())
-    v = model.vocab
-    if template == "albert":
-        names = list(special_tokens or ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"])
-        _require(v, names, "sentencepiece_unigram (albert)")
-        post: proc.PostProcessor | None = proc.bert_template(("[CLS]", v["[CLS]"]), ("[SEP]", v["[SEP]"]))
-    elif template == "xlnet":
-        names = list(special_tokens or ["<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>"])
-        _require(v, names, "sentencepiece_unigram (xlnet)")
-        post = proc.TemplateProcessing(
-            "$A:0 <sep>:0 <cls>:2",
-            "$A:0 <sep>:0 $B:1 <sep>:1 <cls>:2",
-            [("<sep>", v["<sep>"]), ("<cls>", v["<cls>"])],
-        )
-    elif template == "none":
-        names = list(special_tokens or [])
-        post = None
-    else:
-        raise ValueError(f"unknown template {template!r}; expected 'albert', 'xlnet' or 'none'")
-    return Tokenizer(
-        model,
-        normalizer=norm.Sequence(steps),
-        pre_tokenizer=pre.Sequence([pre.WhitespaceSplit(), pre.Metaspace("▁", prepend_scheme="always")]),
-        post_processor=post,
-        decoder=dec.Metaspace("▁", prepend_scheme="always"),
-        special_tokens=names,
-    )
-
-
-def sentencepiece_bpe(
-    vocab: dict[str, int] | BPE,
-    merges: list[tuple[str, str]] | None = None,
-    unk_token: str = "<unk>",
-    special_tokens: Sequence[str] | None = None,
-    byte_fallback: bool = True,
-) -> Tokenizer:
-    """SentencePiece-style BPE (Metaspace "▁", byte fallback), no template."""
-    if isinstance(vocab, BPE):
-        model = vocab
-    else:
-        if merges is None:
-            raise ValueError("sentencepiece_bpe: merges are required with a vocabulary dict")
-        model = BPE(
-            vocab,
-            merges,
-            unk_token=unk_token if unk_token in vocab else None,
-            byte_fallback=byte_fallback,
-            fuse_unk=True,
-        )
-    names = list(special_tokens or [t for t in ("<unk>", "<s>", "</s>") if t in model.vocab])
-    return Tokenizer(
-        model,
-        pre_tokenizer=pre.Metaspace("▁", prepend_scheme="always"),
-        decoder=dec.Sequence([dec.Replace("▁", " "), dec.ByteFallback(), dec.Fuse(), dec.Strip(" ", 1, 0)]),
-        special_tokens=names,
-    )
+_WORD_CACHE_CAPACITY = 200_000  # words kept in the hot path's cache (cleared at once when full)

@@ -24,10 +24,14 @@ threshold keeps a floor count instead of being dropped, so every word stays segm
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["train_unigram", "digamma", "viterbi", "forward_backward", "prefix_table"]
+from attnlab.tokenizers.models import Unigram
+from attnlab.tokenizers.train_counting import PreTokenize
+from attnlab.tokenizers.trainer_base import TokenizerTrainer
+
+__all__ = ["UnigramTrainer", "train_unigram", "digamma", "viterbi", "forward_backward", "prefix_table"]
 
 _EXPECTED_THRESHOLD = 0.5  # SentencePiece's kExpectedFrequencyThreshold
 _CHAR_FLOOR = 1e-3  # expected count given to characters under the threshold (their log p is then ~ -1000)
@@ -361,3 +365,78 @@ def train_unigram(
     final = others[: size - len(char_pieces)] + char_pieces
     final.sort(key=lambda ps: (-ps[1], ps[0]))
     return final
+
+
+class UnigramTrainer(TokenizerTrainer):
+    """Unigram language-model vocabulary (Kudo, 2018), trained by EM and pruned by loss.
+
+    Args:
+        unk_token: the unknown piece (a special token; the model's ``unk_id``).
+        max_piece_length: longest piece, in characters (SentencePiece: 16).
+        seed_size: pieces in the seed vocabulary (SentencePiece: 1,000,000).
+        shrinking_factor: fraction of pieces kept per pruning round (SentencePiece: 0.75).
+        n_sub_iterations: EM iterations between prunings (SentencePiece: 2).
+        byte_fallback: passed to the model.
+        See :class:`~attnlab.tokenizers.trainer_base.TokenizerTrainer` for the rest; ``min_frequency`` drops
+        rarer words before training.
+
+    After training, ``pieces`` holds the final ``(piece, log probability)`` list.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 8_000,
+        min_frequency: int = 0,
+        special_tokens: Sequence[str] = ("<unk>",),
+        limit_alphabet: int | None = None,
+        initial_alphabet: Iterable[str] = (),
+        unk_token: str | None = "<unk>",
+        max_piece_length: int = 16,
+        seed_size: int = 1_000_000,
+        shrinking_factor: float = 0.75,
+        n_sub_iterations: int = 2,
+        byte_fallback: bool = False,
+        show_progress: bool = True,
+        processes: int | None = None,
+        pre_tokenize: PreTokenize | None = None,
+    ) -> None:
+        if unk_token is not None and unk_token not in special_tokens:
+            special_tokens = [unk_token, *special_tokens]
+        super().__init__(
+            vocab_size, min_frequency, special_tokens, limit_alphabet, initial_alphabet,
+            show_progress, processes, pre_tokenize,
+        )  # fmt: skip
+        if not 0.0 < shrinking_factor < 1.0:
+            raise ValueError(f"shrinking_factor must be in (0, 1), got {shrinking_factor}")
+        if max_piece_length < 1:
+            raise ValueError(f"max_piece_length must be >= 1, got {max_piece_length}")
+        self.unk_token = unk_token
+        self.max_piece_length = max_piece_length
+        self.seed_size = seed_size
+        self.shrinking_factor = shrinking_factor
+        self.n_sub_iterations = n_sub_iterations
+        self.byte_fallback = byte_fallback
+        self.pieces: list[tuple[str, float]] = []
+
+    def learn(self, word_counts: Mapping[str, int]) -> list[tuple[str, float]]:
+        """The trained pieces with their log probabilities, special tokens first (score 0)."""
+        counts = self._check_counts(word_counts)
+        if self.min_frequency > 1:
+            counts = {w: c for w, c in counts.items() if c >= self.min_frequency}
+            if not counts:
+                raise ValueError(f"no word is seen min_frequency={self.min_frequency} times")
+        alphabet = self._alphabet(counts)
+        self._check_size(len(self.special_tokens) + len(alphabet), "alphabet plus special tokens")
+        pieces = train_unigram(
+            counts, alphabet, self.vocab_size - len(self.special_tokens),
+            max_piece_length=self.max_piece_length, seed_size=self.seed_size,
+            shrinking_factor=self.shrinking_factor, n_sub_iterations=self.n_sub_iterations,
+            show_progress=self.show_progress,
+        )  # fmt: skip
+        self.pieces = [(t, 0.0) for t in self.special_tokens] + pieces
+        return self.pieces
+
+    def train_from_counts(self, word_counts: Mapping[str, int]) -> Unigram:
+        pieces = self.learn(word_counts)
+        unk_id = self.special_tokens.index(self.unk_token) if self.unk_token is not None else None
+        return Unigram(pieces, unk_id=unk_id, byte_fallback=self.byte_fallback)

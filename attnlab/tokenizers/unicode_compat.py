@@ -40,6 +40,7 @@ __all__ = [
     "hf_lower",
     "ranges_class",
     "onig_class",
+    "bert_punctuation_class",
 ]
 
 
@@ -64,6 +65,9 @@ class _Ranges:
     def __len__(self) -> int:
         return sum(hi - lo + 1 for lo, hi in self.pairs)
 
+    def __bool__(self) -> bool:  # not __len__, which counts every code point
+        return bool(self.pairs)
+
 
 def _ranges(*parts: str) -> _Ranges:
     return _Ranges(" ".join(parts))
@@ -86,6 +90,16 @@ BERT_PUNCTUATION = _ranges(
     "112A9 114C6 115C1-115D7 11641-11643 1173C-1173E 12470-12474 16A6E-16A6F 16AF5 16B37-16B3B 16B44 "
     "1BC9F 1DA87-1DA8B "
 )
+
+# BERT_PUNCTUATION as the regex module's \p{P} plus the ASCII symbols, less and plus these: the regex module
+# scans a class of 300 explicit ranges range by range, slower than a property test (benchmarks/tokenizers.py).
+REGEX_ONLY_BERT_PUNCTUATION = _ranges(
+    "61D 9FD A76 C77 C84 1B4E-1B4F 1B7D-1B7F 2E43-2E4F 2E52-2E5D 2E60-2E63 10D6E 10EAD 10ED0 10F55-10F59 "
+    "10F86-10F89 113D4-113D5 113D7-113D8 1144B-1144F 1145A-1145B 1145D 11660-1166C 116B9 1183B 11944-11946 "
+    "119E2 11A3F-11A46 11A9A-11A9C 11A9E-11AA2 11B00-11B09 11BE1 11C41-11C45 11C70-11C71 11EF7-11EF8 "
+    "11F43-11F4F 11FFF 12FF1-12FF2 16D6D-16D6F 16E97-16E9A 16FE2 1E5FF 1E95E-1E95F "
+)
+BERT_PUNCTUATION_NOT_IN_REGEX = _ranges("166D 111C9 ")
 
 # Format characters (Cf) in Python's database that HF's control-character table lacks (kept, not removed).
 CONTROL_UNKNOWN = _ranges("890-891 8E2 110CD 13430-13438 ")
@@ -335,6 +349,14 @@ def hf_lower(ch: str) -> str:
 def ranges_class(r: _Ranges) -> str:
     """The body of a regex character class holding ``r`` (for ``[...]``)."""
     return "".join(f"\\U{lo:08x}" if lo == hi else f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in r.pairs)
+
+
+def bert_punctuation_class() -> str:
+    """A regex (``regex.V1``) character class matching exactly ``BERT_PUNCTUATION``, written as a Unicode
+    property with a few exceptions (see ``REGEX_ONLY_BERT_PUNCTUATION``)."""
+    base = r"[\p{P}\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]"
+    minus, plus = ranges_class(REGEX_ONLY_BERT_PUNCTUATION), ranges_class(BERT_PUNCTUATION_NOT_IN_REGEX)
+    return f"[[{base}--[{minus}]]||[{plus}]]"
 
 
 _ONIG = {
