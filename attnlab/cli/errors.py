@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+from attnlab.atomic import WriteError
+
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # .../attnlab
 
 
@@ -80,15 +82,31 @@ def _file_in_the_way(path: Path, out: Path | None) -> str | None:
     return f"{where}: {blocking} is a file, expected a directory (or a path not yet there)"
 
 
+def _write_message(error: WriteError, args: argparse.Namespace) -> str:
+    """A failed write (`attnlab.atomic.WriteError`: its own sentence names the folder and the space), the
+    last good checkpoint, and what to do."""
+    if error.errno == errno.EROFS:
+        advice = "choose a writable --output-dir"
+    elif error.errno in (errno.EACCES, errno.EPERM):
+        advice = f"make {error.folder} writable or choose another --output-dir"
+    else:
+        advice = "free some space or choose another --output-dir, then run again (--resume continues)"
+    return f"{error}{_last_checkpoint(args)}; {advice}"
+
+
 def _os_message(error: OSError, args: argparse.Namespace) -> str:
+    if isinstance(error, WriteError):
+        return _write_message(error, args)
     where = error.filename if error.filename is not None else ""
     if error.filename2 is not None:
         where = f"{where} -> {error.filename2}"
     if error.filename is None and error.strerror is None and error.args:
         return str(error)  # attnlab's own message (FileNotFoundError("x: no such file"), ...)
     if error.errno == errno.ENOSPC:
+        out = _output_dir(args)
+        where = where or (str(out) if out is not None else "the output")
         return (
-            f"no space left on the device while writing {where or 'the output'}{_last_checkpoint(args)}; "
+            f"no space left on the device while writing {where}{_last_checkpoint(args)}; "
             "free some space or choose another --output-dir, then run again"
         )
     if error.errno == errno.EROFS:
