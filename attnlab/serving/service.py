@@ -31,6 +31,11 @@ encoding made when counting is kept for the model thread when it is the pipeline
 candidates' texts are decoded in `finish`, so the one model thread, which every request waits for, runs the
 model and little else; the event loop's Python work runs while the model thread is in its kernels (they
 release the GIL). The other endpoints run whole on the model thread.
+
+Mask tokens differ by family (BERT's ``[MASK]``, RoBERTa's ``<mask>``): fill-mask reads either spelling as
+the model's own token, and ``/v1/info`` says which it is. Token lists carry each token's text as ``decode``
+of that token gives it (``token_str`` beside fill-mask's vocabulary ``token``; attention's ``tokens``), not
+the vocabulary's byte-level pieces (``Ġthe``).
 """
 
 from __future__ import annotations
@@ -56,6 +61,15 @@ ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
     "EncoderForQuestionAnswering": "qa",
 }
 _unique = itertools.count()  # batch keys of requests that never share a batch
+MASK_SPELLINGS = ("[MASK]", "<mask>")  # what clients write for "the masked token", whatever the model's is
+
+
+def with_model_mask(text: str, mask_token: str) -> str:
+    """``text`` with each spelling in `MASK_SPELLINGS` written as the model's own mask token."""
+    for spelling in MASK_SPELLINGS:
+        if spelling != mask_token:
+            text = text.replace(spelling, mask_token)
+    return text
 
 
 class RequestError(ValueError):
@@ -134,6 +148,7 @@ class ModelService:
         }
         if "fill-mask" in self.pipes:
             out["mask_token"] = self.pipes["fill-mask"].mask_token
+            out["mask_token_aliases"] = [m for m in MASK_SPELLINGS if m != out["mask_token"]]
         for task in ("classify", "ner"):
             if task in self.pipes:
                 id2label = self.pipes[task].id2label
@@ -168,13 +183,20 @@ class ModelService:
         """Validate ``request`` for this model and count its tokens (raises `RequestError`)."""
         r = request
         if endpoint == "fill-mask":
+            pipe = self.pipes["fill-mask"]
+            text = with_model_mask(r.text, pipe.mask_token)
+            if text != r.text:
+                r = r.model_copy(update={"text": text})
             encoding = self._count(r.text)
             ids = encoding.ids
             n = self._fit(len(ids), r.truncate)
-            pipe = self.pipes["fill-mask"]
             if pipe.mask_id not in ids[:n]:
                 where = f" within the first {n} tokens" if n < len(ids) else ""
-                raise RequestError(f"'text' has no {pipe.mask_token} token{where} to fill", "text")
+                raise RequestError(
+                    f"'text' has no {pipe.mask_token} token{where} to fill (this model's mask token is "
+                    f"{pipe.mask_token}; {' and '.join(MASK_SPELLINGS)} are both read as it)",
+                    "text",
+                )
             # Not cut: the same encoding as the pipeline's (same tokenizer file; truncation changes nothing)
             kept = encoding if n == len(ids) and n <= pipe.max_length else None
             return Prepared(("fill-mask", r.top_k), n, r, encoding=kept)

@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from attnlab.nn.pooling import POOLINGS, masked_mean
 from attnlab.nn.unpadded import skip_padding
+from attnlab.tasks.attention import token_text
 from attnlab.tasks.features import PAD_TOKENS, qa_features, special_id
 from attnlab.tasks.qa_postprocess import QAWindow, postprocess_example
 from attnlab.tokenizers import Encoding, Tokenizer
@@ -268,6 +269,7 @@ class FillMaskPipeline(Pipeline):
                 options.append(
                     {
                         "token": self.tokenizer.id_to_token(tid),
+                        "token_str": token_text(self.tokenizer, tid),  # HF's field: decode([tid])
                         "token_id": tid,
                         "score": score,
                         "sequence": self.tokenizer.decode(filled, skip_special_tokens=True),
