@@ -52,6 +52,7 @@ from typing import Any
 import torch
 
 from attnlab.generation.text_stream import TextStream, cut_at_stop
+from attnlab.limits import FILL_MASK_WHAT
 from attnlab.serving import schemas
 
 ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
@@ -187,6 +188,12 @@ class ModelService:
             text = with_model_mask(r.text, pipe.mask_token)
             if text != r.text:
                 r = r.model_copy(update={"text": text})
+            if r.top_k > pipe.fillable:
+                raise RequestError(
+                    f"'top_k' {r.top_k}: the model has {pipe.fillable} {FILL_MASK_WHAT}; choose 1 to "
+                    f"{pipe.fillable}",
+                    "top_k",
+                )
             encoding = self._count(r.text)
             ids = encoding.ids
             n = self._fit(len(ids), r.truncate)
@@ -234,6 +241,11 @@ class ModelService:
                     '(with room for one new token); shorten it, or send "truncate": true to keep its end',
                     field="text",
                 )
+            vocab = self.model.config.vocab_size
+            for name, value in (("top_k", r.top_k if r.do_sample else None), ("num_beams", r.num_beams)):
+                if value is not None and value > vocab:
+                    why = f"the model has {vocab} tokens; choose 1 to {vocab}"
+                    raise RequestError(f"'{name}' {value}: {why}", name)
             if r.do_sample and r.num_beams > 1:
                 raise RequestError("sampling with beams is not supported: use do_sample or num_beams > 1",
                                    "num_beams")  # fmt: skip

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from attnlab.atomic import write_json_atomic
+from attnlab.limits import check_max_length
 from attnlab.tasks.examples import TokenExample
 from attnlab.tasks.features import (
     Feature,
@@ -939,6 +940,7 @@ def finetune_examples(
     everything = [*train_examples, *selection]
     labels = list(labels) if labels is not None else task_labels(spec, everything, regression)
     config = source.model_config
+    check_max_length(cfg.max_length, config.max_sequence_length, "--max-length", "the model")
     max_length = min(cfg.max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length)
     with_types = config.type_vocab_size > 0
     teacher = None
@@ -1145,6 +1147,7 @@ def evaluate_directory(
     if spec.kind in ("classification", "token") and not labels and not regression:
         labels = task_labels(spec, examples)
     config = model.config
+    check_max_length(max_length, config.max_sequence_length, "--max-length", "the model")
     common = dict(
         max_length=min(max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length),
         with_token_types=config.type_vocab_size > 0, regression=regression,

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.limits import FILL_MASK_WHAT, check_max_length, check_top_k, fillable_tokens
 from attnlab.nn.pooling import POOLINGS, masked_mean
 from attnlab.nn.unpadded import skip_padding
 from attnlab.tasks.attention import token_text
@@ -91,6 +92,7 @@ class Pipeline:
         self.config = model.config
         self.batch_size = batch_size
         limit = self.config.max_sequence_length
+        check_max_length(max_length, limit, "max_length")
         self.max_length = min(max_length or limit, limit)
         self.pad_id = special_id(tokenizer, PAD_TOKENS)
         if self.pad_id is None:
@@ -190,6 +192,7 @@ class FillMaskPipeline(Pipeline):
         if self.mask_id is None:
             raise ValueError(f"the tokenizer has none of the mask tokens {MASK_TOKENS}")
         self.mask_token = self.tokenizer.id_to_token(self.mask_id)
+        self.fillable = fillable_tokens(self.config.vocab_size, self.tokenizer.all_special_ids)  # top_k: 1..
 
     @torch.no_grad()
     def _mask_logits(self, encodings: Sequence[Encoding]) -> tuple[Tensor, dict[tuple[int, int], int]]:
@@ -239,6 +242,7 @@ class FillMaskPipeline(Pipeline):
         token ids)`` (plain lists: the scores' softmax over the whole vocabulary, best first)."""
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
+        check_top_k(top_k, self.fillable, "top_k", FILL_MASK_WHAT)
         logits, where = self._mask_logits(encodings)  # (M, V) at the M masks; where[(b, t)] = row
         # The softmax's top k as exp(logit - logsumexp): the (M, V) probabilities are never written (0.75x the
         # time at 8 masks). A NaN or +Inf logit makes its row's logsumexp NaN or +Inf.

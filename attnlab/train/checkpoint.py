@@ -42,6 +42,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from attnlab.atomic import make_temporary_directory, widen_to_default_mode, write_failure
+from attnlab.limits import SEED_MAX, check_range
 from attnlab.manifest import IntegrityError, read_manifest, verify_directory, write_manifest
 
 MODEL_FILE = "model.safetensors"
@@ -158,7 +159,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def set_seed(seed: int) -> None:
-    """Seed python, numpy and torch (CPU and every CUDA device)."""
+    """Seed python, numpy and torch (CPU and every CUDA device); a seed torch cannot take (outside 0 to
+    2**64 - 1) is a ValueError with that range."""
+    check_range("seed", seed, 0, SEED_MAX, "torch takes an unsigned 64-bit seed")
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
