@@ -86,13 +86,14 @@ def free_bytes(folder: str | os.PathLike) -> int | None:
 
 
 def write_failure(
-    error: BaseException, folder: str | os.PathLike, needed: int | None = None
+    error: BaseException, folder: str | os.PathLike, needed: int | None = None, free: int | None = None
 ) -> WriteError | None:
     """The `WriteError` that ``error`` (raised while writing into ``folder``) amounts to, or None.
 
     Writers report a full disk in their own words: an `OSError` from Python's files, ``os error 28`` inside
     safetensors' message, ``unexpected pos`` from torch.save's stream writer (which loses the errno; then
-    the free space decides: less than ``needed``, or under 1 MiB, is a full disk)."""
+    the free space decides: less than ``needed``, or under 1 MiB, is a full disk). ``free``: the space there
+    was before the write began (a writer that failed may still hold its half-written file open)."""
     if isinstance(error, WriteError):
         return error
     folder = Path(folder)
@@ -102,13 +103,13 @@ def write_failure(
     if code is None:
         found = _OS_ERROR_IN_TEXT.search(str(error))
         code = int(found.group(1)) if found else None
+    free = free if free is not None else free_bytes(folder)
     if code is None and any(text in str(error) for text in _SHORT_WRITE_TEXT):
-        free = free_bytes(folder)
         if free is not None and free < max(needed or 0, 1 << 20):
             code = errno.ENOSPC
     if code not in _WRITE_ERRNOS:
         return None
-    return WriteError(code, folder, needed, free_bytes(folder) if code in _SPACE_ERRNOS else None)
+    return WriteError(code, folder, needed, free if code in _SPACE_ERRNOS else None)
 
 
 def _inside(name: str | os.PathLike, folder: Path) -> bool:

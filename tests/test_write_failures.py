@@ -108,3 +108,13 @@ def test_a_real_full_disk_during_a_checkpoint_save(tiny_tmpfs) -> None:
     assert caught.value.errno == errno.ENOSPC and "it needs about 1.4 MiB" in str(caught.value)
     assert [p.name for p in root.iterdir()] == [first.name]
     ckpt.verify_checkpoint(first)
+
+
+def test_the_message_finds_the_last_checkpoint_one_folder_down(tmp_path) -> None:
+    """pretrain keeps its checkpoints in OUT/train/checkpoints, finetune in OUT/lr*-seed*/checkpoints."""
+    model = nn.Linear(2, 2)
+    first = _save(tmp_path / "out" / "train" / "checkpoints", 3, model)
+    error = WriteError(errno.ENOSPC, tmp_path / "out" / "train" / "checkpoints", needed=10, free=1)
+    message = user_message(error, argparse.Namespace(output=str(tmp_path / "out")))
+    assert f"last good checkpoint: {first}" in message
+    assert "(it needs about 10 bytes, 1 bytes free)" in message

@@ -48,13 +48,17 @@ def _output_dir(args: argparse.Namespace) -> Path | None:
 
 
 def _last_checkpoint(args: argparse.Namespace) -> str:
+    """Where the newest finished checkpoint under the command's output directory is: its ``checkpoints/``,
+    or one level down (pretrain's ``train/checkpoints``, finetune's ``lr*-seed*/checkpoints``)."""
     from attnlab.train.checkpoint import latest_checkpoint
 
     out = _output_dir(args)
     if out is None:
         return ""
-    found = latest_checkpoint(out / "checkpoints")
-    return f"; last good checkpoint: {found}" if found else f"; no checkpoint was saved in {out}"
+    roots = [out / "checkpoints", *sorted(out.glob("*/checkpoints"))] if out.is_dir() else []
+    found = [c for c in (latest_checkpoint(root) for root in roots) if c is not None]
+    newest = max(found, key=lambda c: c.stat().st_mtime, default=None)
+    return f"; last good checkpoint: {newest}" if newest else f"; no checkpoint was saved in {out}"
 
 
 def _damaged_file(error: BaseException) -> str | None:

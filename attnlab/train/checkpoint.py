@@ -41,7 +41,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from attnlab.atomic import make_temporary_directory, widen_to_default_mode, write_failure
+from attnlab.atomic import free_bytes, make_temporary_directory, widen_to_default_mode, write_failure
 from attnlab.limits import SEED_MAX, check_range
 from attnlab.manifest import IntegrityError, read_manifest, verify_directory, write_manifest
 
@@ -234,9 +234,10 @@ def atomic_directory(target: str | Path, write: Callable[[Path], None], needed: 
     """
     target = Path(target)
     parent = target.parent
-    tmp = None
+    tmp = free = None
     try:
         parent.mkdir(parents=True, exist_ok=True)
+        free = free_bytes(parent) if needed is not None else None  # before the write takes any
         tmp = make_temporary_directory(parent, f".tmp-{target.name}-")
         write(tmp)
         for child in tmp.rglob("*"):
@@ -254,7 +255,7 @@ def atomic_directory(target: str | Path, write: Callable[[Path], None], needed: 
     except BaseException as e:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        failure = write_failure(e, parent, needed) if isinstance(e, Exception) else None
+        failure = write_failure(e, parent, needed, free) if isinstance(e, Exception) else None
         if failure is not None and failure is not e:
             raise failure from e
         raise
