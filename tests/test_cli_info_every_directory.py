@@ -115,3 +115,12 @@ def test_a_broken_pipe_inside_a_command_is_not_reported_as_an_error(monkeypatch,
     monkeypatch.setattr(models, "run_info", closed)  # main builds its parser afresh: it takes this one
     assert main(["info", "bert-base-uncased"]) == BROKEN_PIPE_EXIT
     assert "Broken pipe" not in capsys.readouterr().err
+
+
+def test_info_on_a_run_directory_names_the_models_inside(directories, tmp_path, capsys) -> None:
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(directories["cls"], run / "best")
+    assert main(["info", str(run)]) == 1
+    assert f"{run}: no config.json; a run directory? Its models: {run / 'best'}" in capsys.readouterr().err

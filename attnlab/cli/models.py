@@ -176,6 +176,11 @@ def _describe_directory(path: Path) -> dict[str, Any]:
     config_path = path / CONFIG_NAME
     if not config_path.is_file() and (path / "trainer_state.json").is_file():
         return _describe_checkpoint(path)
+    if not config_path.is_file():  # a run directory: name the model directories inside it
+        inside = sorted({c.parent for c in [*path.glob("*/config.json"), *path.glob("*/*/config.json")]})
+        if inside:
+            names = ", ".join(str(d) for d in inside[:6]) + (", ..." if len(inside) > 6 else "")
+            raise FileNotFoundError(f"{path}: no {CONFIG_NAME}; a run directory? Its models: {names}")
     if config_path.is_file():
         raw = read_json(config_path)
         if "model_type" in raw and not written_by_attnlab(raw):
