@@ -104,3 +104,28 @@ def test_a_run_that_stopped_before_saving_is_not_an_earlier_run(tmp_path: Path, 
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt", RUN_FILE]
     assert "stopped before saving a checkpoint or a model" in said[0]
     assert json.loads((out / RUN_FILE).read_text())["settings"] == {"lr": 2.0}
+
+
+def test_pretrain_after_a_run_that_failed_before_training_starts(tmp_path: Path, capsys) -> None:
+    import random
+
+    from attnlab.cli import main
+
+    one = tmp_path / "one.txt"
+    one.write_text("One sentence here.\n")
+    rng = random.Random(0)
+    words = "the a cat dog reads writes file book on under".split()
+    lines = [" ".join(rng.choice(words) for _ in range(10)) + "." for _ in range(80)]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n\n".join("\n".join(lines[i : i + 10]) for i in range(0, 80, 10)))
+    out = tmp_path / "out"
+    args = ["--output", str(out), "--vocab-size", "60", "--max-steps", "1", "--batch-size", "4",
+            "--max-length", "32", "--workers", "1", "--no-progress", "--eval-examples", "8",
+            "--set", "model.hidden_size=32", "--set", "model.num_layers=1", "--set", "model.num_heads=2",
+            "--set", "model.intermediate_size=64", "--set", "trainer.tensorboard=false"]  # fmt: skip
+    assert main(["pretrain", "--corpus", str(one), *args]) == 2  # too few documents: stops before training
+    assert "at least 4 are needed" in capsys.readouterr().err and (out / RUN_FILE).is_file()
+    assert main(["pretrain", "--corpus", str(corpus), *args]) == 0  # not blocked by what it left
+    assert "stopped before saving a checkpoint or a model" in capsys.readouterr().out
+    assert main(["pretrain", "--corpus", str(corpus), *args]) == 2  # a run that saved a model: blocked
+    assert "holds an earlier run" in capsys.readouterr().err
