@@ -82,7 +82,8 @@ def fit_context(
 @torch.inference_mode()  # no autograd bookkeeping at all (cheaper per op than no_grad)
 def check_for_model(cfg: GenerationConfig, vocab_size: int) -> None:
     """Options a model of ``vocab_size`` tokens cannot use, refused with the valid range: more sampling
-    candidates (top-k) or beams than its vocabulary holds."""
+    candidates (top-k) or beams than its vocabulary holds. For a user's options (``attnlab generate``);
+    `generate` itself takes at most the vocabulary, as HF's does, for callers with fixed settings."""
     if cfg.do_sample:
         check_top_k(cfg.top_k, vocab_size, "top_k", "tokens in its vocabulary")
     check_range("num_beams", cfg.num_beams, 1, vocab_size, f"the model has {vocab_size} tokens")
@@ -117,7 +118,6 @@ def generate(
     if bool((attention_mask.sum(dim=1) == 0).any()):
         raise ValueError("a prompt is empty (its attention_mask is all 0): give at least one token")
     model_cfg = model.config
-    check_for_model(cfg, model_cfg.vocab_size)
     eos = cfg.eos_token_id if cfg.eos_token_id is not None else model_cfg.eos_token_id
     eos = None if cfg.ignore_eos else eos
     pad = next(

@@ -215,6 +215,7 @@ class FillMaskPipeline(Pipeline):
         return logits, where
 
     def __call__(self, texts: str | Sequence[str], top_k: int = 5) -> list:
+        check_top_k(top_k, self.fillable, "top_k", FILL_MASK_WHAT)
         items, single = _as_list(texts)
         results = []
         for chunk in self._chunks(items):
@@ -242,7 +243,6 @@ class FillMaskPipeline(Pipeline):
         token ids)`` (plain lists: the scores' softmax over the whole vocabulary, best first)."""
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
-        check_top_k(top_k, self.fillable, "top_k", FILL_MASK_WHAT)
         logits, where = self._mask_logits(encodings)  # (M, V) at the M masks; where[(b, t)] = row
         # The softmax's top k as exp(logit - logsumexp): the (M, V) probabilities are never written (0.75x the
         # time at 8 masks). A NaN or +Inf logit makes its row's logsumexp NaN or +Inf.
