@@ -55,6 +55,9 @@ class WriteError(OSError):
         super().__init__(code, os.strerror(code), str(folder))
         self.folder, self.needed, self.free = Path(folder), needed, free
 
+    def __reduce__(self):  # across processes (a worker's failed write) with its own arguments, not OSError's
+        return type(self), (self.errno, self.folder, self.needed, self.free)
+
     def __str__(self) -> str:
         if self.errno in _SPACE_ERRNOS:
             what = "no space left" if self.errno != errno.EFBIG else "the file size limit was reached"

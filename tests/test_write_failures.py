@@ -118,3 +118,11 @@ def test_the_message_finds_the_last_checkpoint_one_folder_down(tmp_path) -> None
     message = user_message(error, argparse.Namespace(output=str(tmp_path / "out")))
     assert f"last good checkpoint: {first}" in message
     assert "(it needs about 10 bytes, 1 bytes free)" in message
+
+
+def test_a_write_error_survives_a_trip_between_processes(tmp_path) -> None:
+    import pickle
+
+    error = WriteError(errno.ENOSPC, tmp_path, needed=2048, free=10)
+    back = pickle.loads(pickle.dumps(error))
+    assert str(back) == str(error) and back.errno == errno.ENOSPC and back.folder == tmp_path
