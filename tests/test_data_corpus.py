@@ -111,9 +111,9 @@ def test_empty_corpus_and_errors(tmp_path):
     p = tmp_path / "empty.txt"
     p.write_text("\n\n  \n")
     stats = IngestStats()
-    assert list(read_documents(p, "sentences", stats=stats)) == []
+    assert list(read_documents(p, "sentences", stats=stats, allow_empty=True)) == []
     assert stats.documents == 0
-    assert list(read_documents(p, "text", stats=stats)) == []
+    assert list(read_documents(p, "text", stats=stats, allow_empty=True)) == []
     assert stats.empty_documents == 1
     with pytest.raises(ValueError, match="unknown corpus format 'csv'; expected one of sentences, lines"):
         list(read_documents(p, "csv"))
@@ -215,3 +215,34 @@ def test_hf_datasets_records_become_documents(monkeypatch):
     assert (stats.documents, stats.empty_documents) == (2, 1)
     with pytest.raises(ValueError, match=r"wikitext\[train\] record 0: no field 'body'; fields: \['text'\]"):
         next(read_hf_dataset("wikitext", text_field="body"))
+
+
+def test_a_corpus_without_text_names_the_paths_and_what_they_hold(tmp_path):
+    """An empty file, a file of blank lines, a folder without files: errors naming the path and what was
+    found there, not the reader's internals."""
+    empty, blank, folder = tmp_path / "empty.txt", tmp_path / "blank.txt", tmp_path / "nothing"
+    empty.write_text("")
+    blank.write_text("\n  \n\n")
+    folder.mkdir()
+    (folder / ".hidden").write_text("skipped")
+    with pytest.raises(ValueError, match=rf"^{empty}: no text to read \(the file is empty\)$"):
+        list(read_documents(empty))
+    blank_message = rf"^{blank}: no text to read \(the file's 5 bytes are blank lines only\)"
+    with pytest.raises(ValueError, match=blank_message):
+        list(read_documents(blank, "lines"))
+    with pytest.raises(ValueError, match=r"2 files: 1 empty, 1 with blank lines or empty documents only"):
+        list(read_documents([empty, blank], "jsonl"))
+    with pytest.raises(FileNotFoundError, match=rf"^corpus folder {folder}: holds no files to read"):
+        list(read_documents(folder))
+
+
+@pytest.mark.parametrize("recipe", [[], ["--recipe", "gpt", "--format", "text"], ["--recipe", "elmo"]])
+def test_pretrain_on_an_empty_corpus_names_the_file(tmp_path, capsys, recipe):
+    from attnlab.cli import main
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("")
+    argv = ["pretrain", *recipe, "--corpus", str(corpus), "--output", str(tmp_path / "o"), "--max-steps", "1"]
+    assert main([*argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{corpus}: no text to read (the file is empty)" in err and "iterator" not in err

@@ -8,13 +8,15 @@ command never touches this file.
 `main` is the one place where errors reach the user: a user error (a missing file, a malformed input, a
 full disk, a damaged weights file, a NaN loss; see `attnlab.cli.errors`) becomes one line
 ``attnlab COMMAND: error: ...`` on standard error and exit code 2; ``--debug`` (before or after the
-command) re-raises it with its traceback.
+command) re-raises it with its traceback. A reader that closes standard output early (``attnlab info X |
+head``) ends the command quietly, with exit code 141 as Unix tools do (128 + SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 import textwrap
@@ -109,7 +111,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+BROKEN_PIPE_EXIT = 141  # 128 + SIGPIPE: what `yes | head` leaves in PIPESTATUS
+
+
+def _stdout_closed() -> int:
+    """Standard output's reader went away: point stdout at /dev/null so that the interpreter's flush at exit
+    raises nothing more, and return the exit code of a command killed by SIGPIPE."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a descriptor (captured): nothing to redirect
+        pass
+    return BROKEN_PIPE_EXIT
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # here, not at exit, so that a closed pipe is caught (``--help`` included)
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         parser = build_parser()  # imports the commands' modules, which read settings such as ATTNLAB_CPU_GEMM
     except ValueError as error:
@@ -126,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as stop:
         print(f"interrupted: {stop}" if str(stop) else "interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        raise  # standard output closed: `main` ends quietly
     except Exception as error:
         if args.debug:
             raise

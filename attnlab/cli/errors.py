@@ -16,6 +16,7 @@ import errno
 import os
 from pathlib import Path
 
+from attnlab.atomic import WriteError
 from attnlab.errors import raised_in_attnlab
 
 
@@ -28,13 +29,17 @@ def _output_dir(args: argparse.Namespace) -> Path | None:
 
 
 def _last_checkpoint(args: argparse.Namespace) -> str:
+    """Where the newest finished checkpoint under the command's output directory is: its ``checkpoints/``,
+    or one level down (pretrain's ``train/checkpoints``, finetune's ``lr*-seed*/checkpoints``)."""
     from attnlab.train.checkpoint import latest_checkpoint
 
     out = _output_dir(args)
     if out is None:
         return ""
-    found = latest_checkpoint(out / "checkpoints")
-    return f"; last good checkpoint: {found}" if found else f"; no checkpoint was saved in {out}"
+    roots = [out / "checkpoints", *sorted(out.glob("*/checkpoints"))] if out.is_dir() else []
+    found = [c for c in (latest_checkpoint(root) for root in roots) if c is not None]
+    newest = max(found, key=lambda c: c.stat().st_mtime, default=None)
+    return f"; last good checkpoint: {newest}" if newest else f"; no checkpoint was saved in {out}"
 
 
 def _damaged_file(error: BaseException) -> str | None:
@@ -62,15 +67,31 @@ def _file_in_the_way(path: Path, out: Path | None) -> str | None:
     return f"{where}: {blocking} is a file, expected a directory (or a path not yet there)"
 
 
+def _write_message(error: WriteError, args: argparse.Namespace) -> str:
+    """A failed write (`attnlab.atomic.WriteError`: its own sentence names the folder and the space), the
+    last good checkpoint, and what to do."""
+    if error.errno == errno.EROFS:
+        advice = "choose a writable --output-dir"
+    elif error.errno in (errno.EACCES, errno.EPERM):
+        advice = f"make {error.folder} writable or choose another --output-dir"
+    else:
+        advice = "free some space or choose another --output-dir, then run again (--resume continues)"
+    return f"{error}{_last_checkpoint(args)}; {advice}"
+
+
 def _os_message(error: OSError, args: argparse.Namespace) -> str:
+    if isinstance(error, WriteError):
+        return _write_message(error, args)
     where = error.filename if error.filename is not None else ""
     if error.filename2 is not None:
         where = f"{where} -> {error.filename2}"
     if error.filename is None and error.strerror is None and error.args:
         return str(error)  # attnlab's own message (FileNotFoundError("x: no such file"), ...)
     if error.errno == errno.ENOSPC:
+        out = _output_dir(args)
+        where = where or (str(out) if out is not None else "the output")
         return (
-            f"no space left on the device while writing {where or 'the output'}{_last_checkpoint(args)}; "
+            f"no space left on the device while writing {where}{_last_checkpoint(args)}; "
             "free some space or choose another --output-dir, then run again"
         )
     if error.errno == errno.EROFS:

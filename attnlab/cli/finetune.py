@@ -400,7 +400,7 @@ def _finetune_config(args: argparse.Namespace, spec: Any, source: Any) -> Any:
         learning_rates=lrs, seeds=tuple(args.seeds), epochs=args.epochs, batch_size=args.batch_size,
         warmup=args.warmup, weight_decay=args.weight_decay, dropout=args.dropout,
         encoder_dropout=args.encoder_dropout, pooling=args.pooling, group_by_length=args.group_by_length,
-        max_length=args.max_length or (384 if spec.kind == "qa" else 128), stride=args.stride,
+        max_length=args.max_length, stride=args.stride,  # None: the library's 128 (QA 384) within the model's
         max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
         selection_examples=args.selection_examples, device=args.device,
@@ -467,7 +467,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
     _check_evaluated_model(args.model, spec)
     examples = load_split(spec, args.data_dir, args.split, _columns(args))[: args.max_eval_examples]
     metrics = evaluate_directory(
-        spec, args.model, examples, max_length=args.max_length or (384 if spec.kind == "qa" else 128),
+        spec, args.model, examples, max_length=args.max_length,  # None: 128 (QA 384) within the model's
         stride=args.stride, max_query_length=args.max_query_length, batch_size=args.batch_size,
         device=args.device, output_dir=args.output_dir, knowledge=_knowledge(args),
     )  # fmt: skip

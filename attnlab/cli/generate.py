@@ -159,6 +159,7 @@ def _prompts(args: argparse.Namespace) -> list[str]:
 
 def run_generate(args: argparse.Namespace) -> int:
     from attnlab.generation import GenerationConfig, generate, left_pad
+    from attnlab.generation.api import check_for_model
     from attnlab.generation.text_stream import TextStream, cut_at_stop
 
     if "" in args.stop:  # every text contains "": generation would stop before its first token
@@ -176,6 +177,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
     xl = family_of(args.model, expect=("gpt2", "transfo_xl")).name == "transfo_xl"
     model, tokenizer = (load_transfo_xl_and_tokenizer if xl else load_model_and_tokenizer)(args.model)
+    check_for_model(cfg, model.config.vocab_size)  # before the prompt is echoed
     eos = None if args.ignore_eos else model.config.eos_token_id
     ids = [_encode(tokenizer, p) for p in prompts]
     for i, row in enumerate(ids):

@@ -66,36 +66,139 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     convert.set_defaults(func=run_convert)
 
 
-def _describe(target: str) -> dict[str, Any]:
-    """Source, architecture, config and parameter counts of a preset or directory, without loading weights."""
+# what each non-encoder attnlab directory holds and which commands take it (config.json "architecture")
+OTHER_MODELS = {
+    "GPT": ("causal language model (GPT)", "attnlab generate, attnlab perplexity"),
+    "TransfoXL": ("Transformer-XL language model", "attnlab generate, attnlab perplexity"),
+    "Seq2Seq": ("translation encoder-decoder", "attnlab translate"),
+    "ElmoBiLM": ("ELMo bidirectional language model", "attnlab embed"),
+}
+HF_OTHER_MODELS = {  # HF model_type of the non-encoder HF directories attnlab reads
+    "gpt2": "causal language model (GPT-2)",
+    "openai-gpt": "causal language model (OpenAI GPT)",
+    "transfo-xl": "Transformer-XL language model",
+    "reformer": "Reformer language model",
+    "marian": "translation encoder-decoder (Marian)",
+}
+_HF_NOISE = ("id2label", "label2id", "architectures", "transformers_version", "task_specific_params")
+
+
+def _stored_values(path: Path) -> int | None:
+    """Values in a directory's weights (each tied tensor once), read from the file header; None without
+    weights the header reader knows."""
+    from attnlab.io.hf_encoders import hf_parameter_count
+
+    try:
+        return hf_parameter_count(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _describe_encoder(path: Path) -> dict[str, Any]:
     from attnlab.io.checkpoint import build_model, read_checkpoint_config
-    from attnlab.io.format import CONFIG_NAME, read_json
-    from attnlab.io.hf import is_hf_directory
-    from attnlab.io.hf_encoders import describe_hf, hf_parameter_count
+    from attnlab.models import count_parameters
+
+    architecture, options, config, raw = read_checkpoint_config(path)
+    model = build_model(architecture, config, options, meta=True)
+    hf = f" in HF's layout ({raw['architectures'][0]})" if raw.get("architectures") else ""
+    return {
+        "source": f"attnlab checkpoint {path}{hf}",
+        "architecture": architecture + (f" {json.dumps(options)}" if options else ""),
+        "config": config.to_dict(),
+        "encoder_parameters": count_parameters(config),
+        "parameters": count_parameters(model),
+    }
+
+
+def _describe_hf(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
+    from attnlab.io.checkpoint import CheckpointError
+    from attnlab.io.hf_encoders import describe_hf
+    from attnlab.models import count_parameters
+
+    model_type = raw["model_type"]
+    if model_type not in HF_OTHER_MODELS:
+        try:
+            hf_class, architecture, config = describe_hf(path)
+        except CheckpointError:
+            pass  # a family attnlab does not read as an encoder: described from config.json alone below
+        else:
+            return {
+                "source": f"HF transformers {model_type} directory {path}",
+                "architecture": f"{hf_class} (weights present; attnlab {architecture})",
+                "config": config.to_dict(),
+                "encoder_parameters": count_parameters(config),
+                "stored_values": _stored_values(path),
+            }
+    what = HF_OTHER_MODELS.get(model_type, "model attnlab does not read as an encoder")
+    classes = raw.get("architectures") or [model_type]
+    return {
+        "source": f"HF transformers {model_type} directory {path}: a {what}",
+        "architecture": str(classes[0]),
+        "config": {k: v for k, v in raw.items() if k not in _HF_NOISE},
+        "stored_values": _stored_values(path),
+    }
+
+
+def _describe_other(path: Path, raw: dict[str, Any]) -> dict[str, Any]:
+    """A GPT, Transformer-XL, translation or ELMo directory: its config.json's config and the stored values
+    (no model is built: the weights' header says the size)."""
+    architecture = str(raw.get("architecture"))
+    what, commands = OTHER_MODELS.get(architecture, ("model", "the command that wrote it"))
+    hf = f" in HF's layout ({raw['architectures'][0]})" if raw.get("architectures") else ""
+    config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+    return {
+        "source": f"attnlab {what} {path}{hf}",
+        "architecture": architecture,
+        "config": config,
+        "stored_values": _stored_values(path),
+        "used_by": commands,
+    }
+
+
+def _describe_checkpoint(path: Path) -> dict[str, Any]:
+    """A training checkpoint (``checkpoints/step-N``): weights and trainer state, no config.json (any model
+    the Trainer trained, the Universal Transformer's included)."""
+    from attnlab.io.format import read_json
+
+    state = read_json(path / "trainer_state.json")
+    return {
+        "source": f"attnlab training checkpoint {path} (step {state.get('step')}, run {state.get('run_id')})",
+        "architecture": "weights and training state (no config.json; the run's model directory has one)",
+        "config": state.get("config") if isinstance(state.get("config"), dict) else {},
+        "stored_values": _stored_values(path),
+    }
+
+
+def _describe_directory(path: Path) -> dict[str, Any]:
+    from attnlab.io.format import CONFIG_NAME, read_json, written_by_attnlab
+    from attnlab.models import ARCHITECTURES
+
+    config_path = path / CONFIG_NAME
+    if not config_path.is_file() and (path / "trainer_state.json").is_file():
+        return _describe_checkpoint(path)
+    if not config_path.is_file():  # a run directory: name the model directories inside it
+        inside = sorted({c.parent for c in [*path.glob("*/config.json"), *path.glob("*/*/config.json")]})
+        if inside:
+            names = ", ".join(str(d) for d in inside[:6]) + (", ..." if len(inside) > 6 else "")
+            raise FileNotFoundError(f"{path}: no {CONFIG_NAME}; a run directory? Its models: {names}")
+    if config_path.is_file():
+        raw = read_json(config_path)
+        if "model_type" in raw and not written_by_attnlab(raw):
+            return _describe_hf(path, raw)
+        if written_by_attnlab(raw) and raw.get("architecture") not in ARCHITECTURES:
+            return _describe_other(path, raw)
+    return _describe_encoder(path)  # an encoder, or the error that says what is missing
+
+
+def _describe(target: str) -> dict[str, Any]:
+    """Source, architecture, config and parameter counts of a preset or of any model directory attnlab
+    writes or reads (encoders and task models, GPT, Transformer-XL, translation, ELMo, HF's), without
+    loading weights."""
     from attnlab.models import count_parameters, get_preset
 
     path = Path(target)
     if path.is_dir():
-        if is_hf_directory(path):
-            raw = read_json(path / CONFIG_NAME)
-            hf_class, architecture, config = describe_hf(path)
-            return {
-                "source": f"HF transformers {raw['model_type']} directory {path}",
-                "architecture": f"{hf_class} (weights present; attnlab {architecture})",
-                "config": config.to_dict(),
-                "encoder_parameters": count_parameters(config),
-                "stored_values": hf_parameter_count(path),
-            }
-        architecture, options, config, raw = read_checkpoint_config(path)
-        model = build_model(architecture, config, options, meta=True)
-        hf = f" in HF's layout ({raw['architectures'][0]})" if raw.get("architectures") else ""
-        return {
-            "source": f"attnlab checkpoint {path}{hf}",
-            "architecture": architecture + (f" {json.dumps(options)}" if options else ""),
-            "config": config.to_dict(),
-            "encoder_parameters": count_parameters(config),
-            "parameters": count_parameters(model),
-        }
+        return _describe_directory(path)
     if path.exists():
         raise NotADirectoryError(f"{path}: expected a preset name or a checkpoint directory")
     config = get_preset(target)
@@ -119,14 +222,17 @@ def run_info(args: argparse.Namespace) -> int:
     print(f"source        {info['source']}")
     print(f"architecture  {info['architecture']}")
     print("config")
-    width = max(len(k) for k in info["config"])
+    width = max((len(k) for k in info["config"]), default=0)
     for key, value in info["config"].items():
         print(f"  {key:<{width}}  {value}")
-    print(f"encoder parameters  {info['encoder_parameters']:,}")
-    if "parameters" in info:
+    if "encoder_parameters" in info:
+        print(f"encoder parameters  {info['encoder_parameters']:,}")
+    if info.get("parameters") is not None:
         print(f"model parameters    {info['parameters']:,} (heads included, tied weights once)")
-    if "stored_values" in info:
-        print(f"stored values       {info['stored_values']:,} (every tensor in the weights file)")
+    if info.get("stored_values") is not None:
+        print(f"stored values       {info['stored_values']:,} (every tensor in the weights file, once)")
+    if "used_by" in info:
+        print(f"used by             {info['used_by']}")
     return 0
 
 

@@ -78,21 +78,42 @@ class IngestStats:
 
 
 def list_files(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
-    """Expand files and directories (recursively, sorted, hidden entries skipped) into a file list."""
+    """Expand files and directories (recursively, sorted, hidden entries skipped) into a file list; a
+    missing path, or a directory with no files to read, is an error naming it."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[Path] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
+            found = []
             for root, dirs, files in os.walk(p):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                out.extend(Path(root) / f for f in sorted(files) if not f.startswith("."))
+                found.extend(Path(root) / f for f in sorted(files) if not f.startswith("."))
+            if not found:
+                raise FileNotFoundError(
+                    f"corpus folder {p}: holds no files to read (hidden files and folders are skipped)"
+                )
+            out.extend(found)
         elif p.is_file():
             out.append(p)
         else:
             raise FileNotFoundError(f"corpus path {str(p)!r} does not exist")
     return out
+
+
+def describe_empty(paths: str | os.PathLike | Iterable[str | os.PathLike], files: list[Path]) -> str:
+    """The error for a corpus in which no text was found: the paths given and what their files hold."""
+    given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    where = ", ".join(str(p) for p in given) or "(no corpus paths given)"
+    sizes = [f.stat().st_size for f in files]
+    if len(files) == 1:
+        found = "the file is empty" if sizes[0] == 0 else f"the file's {sizes[0]} bytes are blank lines only"
+    else:
+        empty = sum(size == 0 for size in sizes)
+        blank = len(files) - empty
+        found = f"{len(files)} files: {empty} empty, {blank} with blank lines or empty documents only"
+    return f"{where}: no text to read ({found})"
 
 
 def _read_lines(path: Path, stats: IngestStats, errors: str = "strict") -> Iterator[tuple[int, str]]:
@@ -186,8 +207,11 @@ def read_documents(
     stats: IngestStats | None = None,
     split: bool = True,
     errors: str = "strict",
+    allow_empty: bool = False,
 ) -> Iterator[Document]:
     """Stream the documents of ``paths`` in a deterministic order; empty documents are counted and skipped.
+    A corpus without a single document is an error naming the paths and what their files hold (a user gave
+    the wrong file), unless ``allow_empty``.
 
     Pass an :class:`IngestStats` to collect counts (it is filled while iterating; ``sentences`` counts
     paragraphs for unsplit documents). ``split=False``: yield :class:`Paragraphs` for the formats that
@@ -200,7 +224,9 @@ def read_documents(
     if errors not in ERRORS:
         raise ValueError(f"unknown errors={errors!r}; expected one of {', '.join(ERRORS)}")
     stats = stats if stats is not None else IngestStats()
-    for path in list_files(paths):
+    files = list_files(paths)
+    yielded = 0
+    for path in files:
         stats.files += 1
         if fmt == "sentences":
             docs = _docs_sentences(path, stats, errors)
@@ -216,7 +242,10 @@ def read_documents(
                 continue
             stats.documents += 1
             stats.sentences += len(doc)
+            yielded += 1
             yield doc
+    if not yielded and not allow_empty:
+        raise ValueError(describe_empty(paths, files))
 
 
 def read_hf_dataset(

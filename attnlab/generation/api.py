@@ -25,6 +25,7 @@ from attnlab.generation.config import GenerationConfig
 from attnlab.generation.processors import build_processors
 from attnlab.generation.search import StepCallback, StopCheck, search
 from attnlab.generation.state import CausalLMState, DecodeState, MemoryState
+from attnlab.limits import check_range, check_top_k
 from attnlab.models.transfo_xl import TransfoXL
 
 
@@ -79,6 +80,15 @@ def fit_context(
 
 
 @torch.inference_mode()  # no autograd bookkeeping at all (cheaper per op than no_grad)
+def check_for_model(cfg: GenerationConfig, vocab_size: int) -> None:
+    """Options a model of ``vocab_size`` tokens cannot use, refused with the valid range: more sampling
+    candidates (top-k) or beams than its vocabulary holds. For a user's options (``attnlab generate``);
+    `generate` itself takes at most the vocabulary, as HF's does, for callers with fixed settings."""
+    if cfg.do_sample:
+        check_top_k(cfg.top_k, vocab_size, "top_k", "tokens in its vocabulary")
+    check_range("num_beams", cfg.num_beams, 1, vocab_size, f"the model has {vocab_size} tokens")
+
+
 def generate(
     model: nn.Module,
     input_ids: Tensor,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from attnlab.generation.beam import check_beam_options
 from attnlab.generation.processors import check_sampling_options
+from attnlab.limits import INT64_MAX, SEED_MAX, check_range
 
 
 @dataclass
@@ -36,6 +37,9 @@ class GenerationConfig:
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        check_range("max_new_tokens", self.max_new_tokens, 1, INT64_MAX, "token counts are 64-bit integers")
+        if self.seed is not None:
+            check_range("seed", self.seed, 0, SEED_MAX, "a generator's seed is an unsigned 64-bit integer")
         check_sampling_options(self.temperature, self.top_k, self.top_p, self.repetition_penalty)
         check_beam_options(self.num_beams, self.length_penalty, "power", self.early_stopping)
         if self.do_sample and self.num_beams > 1:

@@ -19,7 +19,7 @@ import torch
 
 from attnlab.atomic import write_json_atomic
 from attnlab.data import list_files, read_documents
-from attnlab.data.corpus import as_sentences
+from attnlab.data.corpus import as_sentences, describe_empty
 from attnlab.data.protocol import vocab_size_of
 from attnlab.generation import GenerationConfig, generate
 from attnlab.io import save
@@ -182,8 +182,11 @@ def causal_documents(paths: list[Any], fmt: str, piece_chars: int = 16_384) -> A
     names = [str(p) for p in paths]
 
     def raw_files() -> Any:
-        for path in list_files(names):
+        files = list_files(names)
+        seen_text = False
+        for path in files:
             text = _utf8_text(path).replace("\r\n", "\n")
+            seen_text = seen_text or bool(text.strip())
             piece: list[str] = []
             size = 0
             for line in text.splitlines(keepends=True):
@@ -194,6 +197,8 @@ def causal_documents(paths: list[Any], fmt: str, piece_chars: int = 16_384) -> A
                     piece, size = [], 0
             if piece:
                 yield piece
+        if not seen_text:
+            raise ValueError(describe_empty(names, files))
 
     def sentence_lines() -> Any:
         for doc in read_documents(names, fmt, split=False):

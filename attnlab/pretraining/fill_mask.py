@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from attnlab.io import load
+from attnlab.limits import FILL_MASK_WHAT, check_top_k, fillable_tokens
 from attnlab.models import EncoderForPreTraining, ReplacedTokenDetection
 from attnlab.tokenizers import load_tokenizer
 
@@ -63,6 +64,8 @@ def fill_mask(model: nn.Module, tokenizer: Any, text: str, top_k: int = 5) -> li
     """The ``top_k`` predictions for every mask token in ``text``, in order of the masks."""
     if top_k < 1:
         raise ValueError(f"top_k: expected >= 1, got {top_k}")
+    special = set(getattr(tokenizer, "all_special_ids", ()) or ())
+    check_top_k(top_k, fillable_tokens(model.config.vocab_size, special), "--top-k", FILL_MASK_WHAT)
     mask, mask_id = mask_token_of(tokenizer)
     encoding = tokenizer.encode(text)
     ids = torch.tensor([encoding.ids], dtype=torch.long)  # (1, T)

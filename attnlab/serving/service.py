@@ -31,6 +31,11 @@ encoding made when counting is kept for the model thread when it is the pipeline
 candidates' texts are decoded in `finish`, so the one model thread, which every request waits for, runs the
 model and little else; the event loop's Python work runs while the model thread is in its kernels (they
 release the GIL). The other endpoints run whole on the model thread.
+
+Mask tokens differ by family (BERT's ``[MASK]``, RoBERTa's ``<mask>``): fill-mask reads either spelling as
+the model's own token, and ``/v1/info`` says which it is. Token lists carry each token's text as ``decode``
+of that token gives it (``token_str`` beside fill-mask's vocabulary ``token``; attention's ``tokens``), not
+the vocabulary's byte-level pieces (``Ġthe``).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from typing import Any
 import torch
 
 from attnlab.generation.text_stream import TextStream, cut_at_stop
+from attnlab.limits import FILL_MASK_WHAT
 from attnlab.serving import schemas
 
 ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
@@ -56,6 +62,15 @@ ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
     "EncoderForQuestionAnswering": "qa",
 }
 _unique = itertools.count()  # batch keys of requests that never share a batch
+MASK_SPELLINGS = ("[MASK]", "<mask>")  # what clients write for "the masked token", whatever the model's is
+
+
+def with_model_mask(text: str, mask_token: str) -> str:
+    """``text`` with each spelling in `MASK_SPELLINGS` written as the model's own mask token."""
+    for spelling in MASK_SPELLINGS:
+        if spelling != mask_token:
+            text = text.replace(spelling, mask_token)
+    return text
 
 
 class RequestError(ValueError):
@@ -134,6 +149,7 @@ class ModelService:
         }
         if "fill-mask" in self.pipes:
             out["mask_token"] = self.pipes["fill-mask"].mask_token
+            out["mask_token_aliases"] = [m for m in MASK_SPELLINGS if m != out["mask_token"]]
         for task in ("classify", "ner"):
             if task in self.pipes:
                 id2label = self.pipes[task].id2label
@@ -168,13 +184,26 @@ class ModelService:
         """Validate ``request`` for this model and count its tokens (raises `RequestError`)."""
         r = request
         if endpoint == "fill-mask":
+            pipe = self.pipes["fill-mask"]
+            text = with_model_mask(r.text, pipe.mask_token)
+            if text != r.text:
+                r = r.model_copy(update={"text": text})
+            if r.top_k > pipe.fillable:
+                raise RequestError(
+                    f"'top_k' {r.top_k}: the model has {pipe.fillable} {FILL_MASK_WHAT}; choose 1 to "
+                    f"{pipe.fillable}",
+                    "top_k",
+                )
             encoding = self._count(r.text)
             ids = encoding.ids
             n = self._fit(len(ids), r.truncate)
-            pipe = self.pipes["fill-mask"]
             if pipe.mask_id not in ids[:n]:
                 where = f" within the first {n} tokens" if n < len(ids) else ""
-                raise RequestError(f"'text' has no {pipe.mask_token} token{where} to fill", "text")
+                raise RequestError(
+                    f"'text' has no {pipe.mask_token} token{where} to fill (this model's mask token is "
+                    f"{pipe.mask_token}; {' and '.join(MASK_SPELLINGS)} are both read as it)",
+                    "text",
+                )
             # Not cut: the same encoding as the pipeline's (same tokenizer file; truncation changes nothing)
             kept = encoding if n == len(ids) and n <= pipe.max_length else None
             return Prepared(("fill-mask", r.top_k), n, r, encoding=kept)
@@ -212,6 +241,11 @@ class ModelService:
                     '(with room for one new token); shorten it, or send "truncate": true to keep its end',
                     field="text",
                 )
+            vocab = self.model.config.vocab_size
+            for name, value in (("top_k", r.top_k if r.do_sample else None), ("num_beams", r.num_beams)):
+                if value is not None and value > vocab:
+                    why = f"the model has {vocab} tokens; choose 1 to {vocab}"
+                    raise RequestError(f"'{name}' {value}: {why}", name)
             if r.do_sample and r.num_beams > 1:
                 raise RequestError("sampling with beams is not supported: use do_sample or num_beams > 1",
                                    "num_beams")  # fmt: skip

@@ -3,8 +3,12 @@ web page's attention view (``attnlab/serving/static/attention.js``) show.
 
 ``attention_weights(model, tokenizer, text, text_pair=None)`` returns plain Python values::
 
-    {"tokens": [str, ...], "layers": L, "heads": N,
+    {"tokens": [str, ...], "pieces": [str, ...], "layers": L, "heads": N,
      "attentions": [[[[float]]]]}    # [layer][head][from_token][to_token], softmax probabilities
+
+``tokens`` are labels a reader can read: each token's text as the tokenizer's ``decode`` of that token alone
+gives it (HF's ``decode([id])``: byte-level BPE's ``Ġthe`` is `` the``, ``Ã©`` is ``é``), a leading space
+shown as ``␣`` so that it stays visible in a picture; ``pieces`` are the vocabulary's own strings.
 
 For an encoder (any attnlab model holding an `attnlab.models.Encoder`: base, masked LM, task models; HF
 directories load as those) the probabilities come from ``Encoder.forward(output_attentions=True)``, the
@@ -25,6 +29,25 @@ import torch
 from torch import Tensor, nn
 
 MAX_TOKENS_DEFAULT = 512  # a GPT's context is its own limit; this is only the encoders' fallback
+SPACE_MARK = "\u2423"  # ␣: a token's leading space, visible in labels
+
+
+def token_text(tokenizer: Any, token_id: int) -> str:
+    """The text of one token as ``decode([token_id])`` gives it (special tokens kept): no byte-level
+    markers (``Ġ``), no byte-to-character mapping (``Ã©`` is ``é``); the vocabulary's piece when it decodes
+    to nothing (a token that is only a marker)."""
+    text = tokenizer.decode([token_id], skip_special_tokens=False)
+    return text if text else str(tokenizer.id_to_token(token_id))
+
+
+def token_labels(tokenizer: Any, ids: list[int]) -> list[str]:
+    """`token_text` of each id with leading spaces shown as ``␣`` (labels of pictures and token lists)."""
+    labels = []
+    for token_id in ids:
+        text = token_text(tokenizer, token_id)
+        stripped = text.lstrip(" ")
+        labels.append(SPACE_MARK * (len(text) - len(stripped)) + stripped)
+    return labels
 
 
 def _encoder_of(model: nn.Module) -> nn.Module | None:
@@ -118,7 +141,8 @@ def attention_weights(
     if decimals is not None:
         stacked = stacked.round(decimals=decimals)
     return {
-        "tokens": list(enc.tokens),
+        "tokens": token_labels(tokenizer, list(enc.ids)),
+        "pieces": list(enc.tokens),
         "layers": int(stacked.size(0)),
         "heads": int(stacked.size(1)),
         "attentions": stacked.tolist(),
@@ -151,4 +175,4 @@ def load_attention_model(directory: str | os.PathLike) -> tuple[nn.Module, Any]:
     return model.eval(), load_tokenizer(d)
 
 
-__all__ = ["attention_weights", "load_attention_model"]
+__all__ = ["attention_weights", "load_attention_model", "token_labels", "token_text"]

@@ -25,6 +25,7 @@ from attnlab import metrics as M
 from attnlab.accel import optimize
 from attnlab.atomic import write_json_atomic
 from attnlab.io import load
+from attnlab.limits import check_max_length
 from attnlab.tasks.feature_builder import FeatureBuilder, TaskFeatures, batches_of
 from attnlab.tasks.features import Feature, pad_id_of
 from attnlab.tasks.ner_alignment import merge_window_predictions
@@ -253,6 +254,7 @@ def evaluate_directory(
     if spec.kind in ("classification", "token") and not labels and not regression:
         labels = task_labels(spec, examples)
     config = model.config
+    check_max_length(max_length, config.max_sequence_length, "--max-length", "the model")
     builder = knowledge or TaskFeatures()
     feats, _ = builder.build(
         spec, tokenizer, examples, labels, training=False, stride=stride, max_query_length=max_query_length,

@@ -22,6 +22,7 @@ from typing import Any
 
 from attnlab.atomic import write_json_atomic
 from attnlab.io.model_card import finetune_record, write_training_record
+from attnlab.limits import check_max_length
 from attnlab.metrics import score_label
 from attnlab.tasks.distillation import soft_targets_for_task
 from attnlab.tasks.evaluation import TaskEvaluator, evaluate_directory, metric_value
@@ -205,6 +206,7 @@ def finetune_examples(
     data = _examples(spec, train_examples, dev_examples, cfg, regression, labels)
     features: FeatureBuilder = cfg.knowledge or TaskFeatures()
     config = source.model_config
+    check_max_length(cfg.max_length, config.max_sequence_length, "--max-length", "the model")
     max_length = min(cfg.max_length or (384 if spec.kind == "qa" else 128), config.max_sequence_length)
     with_types = config.type_vocab_size > 0
     extra: ExtraLoss = TaskLossOnly()

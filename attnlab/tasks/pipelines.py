@@ -37,8 +37,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.accel import optimize, skip_padding
+from attnlab.limits import FILL_MASK_WHAT, check_max_length, check_top_k, fillable_tokens
 from attnlab.models import Encoder
 from attnlab.nn.pooling import POOLINGS, masked_mean
+from attnlab.tasks.attention import token_text
 from attnlab.tasks.examples import QAExample
 from attnlab.tasks.features import PAD_TOKENS, qa_features, special_id
 from attnlab.tasks.qa_postprocess import QAWindow, postprocess_example
@@ -93,6 +95,7 @@ class Pipeline:
         self.config = model.config
         self.batch_size = batch_size
         limit = self.config.max_sequence_length
+        check_max_length(max_length, limit, "max_length")
         self.max_length = min(max_length or limit, limit)
         self.pad_id = special_id(tokenizer, PAD_TOKENS)
         if self.pad_id is None:
@@ -191,6 +194,7 @@ class FillMaskPipeline(Pipeline):
         if self.mask_id is None:
             raise ValueError(f"the tokenizer has none of the mask tokens {MASK_TOKENS}")
         self.mask_token = self.tokenizer.id_to_token(self.mask_id)
+        self.fillable = fillable_tokens(self.config.vocab_size, self.tokenizer.all_special_ids)  # top_k: 1..
 
     @torch.no_grad()
     def _mask_logits(self, encodings: Sequence[Encoding]) -> tuple[Tensor, dict[tuple[int, int], int]]:
@@ -213,6 +217,7 @@ class FillMaskPipeline(Pipeline):
         return logits, where
 
     def __call__(self, texts: str | Sequence[str], top_k: int = 5) -> list:
+        check_top_k(top_k, self.fillable, "top_k", FILL_MASK_WHAT)
         items, single = _as_list(texts)
         results = []
         for chunk in self._chunks(items):
@@ -270,6 +275,7 @@ class FillMaskPipeline(Pipeline):
                 options.append(
                     {
                         "token": self.tokenizer.id_to_token(tid),
+                        "token_str": token_text(self.tokenizer, tid),  # HF's field: decode([tid])
                         "token_id": tid,
                         "score": score,
                         "sequence": self.tokenizer.decode(filled, skip_special_tokens=True),

@@ -17,7 +17,9 @@ A checkpoint is a directory ``<output_dir>/checkpoints/step-000123/`` holding
 Writing is atomic: everything goes into a temporary directory beside the target, each file and the
 directory are fsync-ed, and the directory is renamed into place (``os.replace``). A crash while writing
 leaves at most a ``.tmp-*`` directory behind; earlier checkpoints are never touched until the new one
-is complete, and `list_checkpoints` ignores anything that is not a finished ``step-*`` directory.
+is complete, and `list_checkpoints` ignores anything that is not a finished ``step-*`` directory. The
+directory and its files get the modes ``mkdir`` and ``open`` give (the umask decides), and a save that runs
+out of space or permission is an `attnlab.atomic.WriteError` naming the folder and the space needed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import os
 import random
 import re
 import shutil
-import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +41,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from attnlab.atomic import free_bytes, make_temporary_directory, widen_to_default_mode, write_failure
 from attnlab.io.format import tied_aliases
+from attnlab.limits import SEED_MAX, check_range
 from attnlab.manifest import IntegrityError, read_manifest, verify_directory, write_manifest
 
 MODEL_FILE = "model.safetensors"
@@ -83,6 +86,7 @@ def save_model(model: nn.Module, path: str | Path) -> None:
             storages.add(storage)
         tensors[name] = tensor.cpu()
     save_file(tensors, str(path), metadata={"format": "pt", _TIED_KEY: json.dumps(aliases, sort_keys=True)})
+    widen_to_default_mode(path)  # save_file writes 0600 whatever the umask
 
 
 def read_model_file(path: str | Path) -> dict[str, torch.Tensor]:
@@ -144,7 +148,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def set_seed(seed: int) -> None:
-    """Seed python, numpy and torch (CPU and every CUDA device)."""
+    """Seed python, numpy and torch (CPU and every CUDA device); a seed torch cannot take (outside 0 to
+    2**64 - 1) is a ValueError with that range."""
+    check_range("seed", seed, 0, SEED_MAX, "torch takes an unsigned 64-bit seed")
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -208,17 +214,20 @@ def _fsync_path(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
-def atomic_directory(target: str | Path, write: Callable[[Path], None]) -> Path:
+def atomic_directory(target: str | Path, write: Callable[[Path], None], needed: int | None = None) -> Path:
     """Create directory `target` atomically: `write(tmp)` fills a temporary sibling, then it is renamed.
 
     A target that already exists (re-saving the same step after a resume) is moved aside first and
-    deleted only after the new one is in place.
+    deleted only after the new one is in place. A failure for want of space (``needed`` bytes, when the
+    caller knows) or permission is a `WriteError` naming `target`'s folder; the temporary is removed.
     """
     target = Path(target)
     parent = target.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=parent))
+    tmp = free = None
     try:
+        parent.mkdir(parents=True, exist_ok=True)
+        free = free_bytes(parent) if needed is not None else None  # before the write takes any
+        tmp = make_temporary_directory(parent, f".tmp-{target.name}-")
         write(tmp)
         for child in tmp.rglob("*"):
             if child.is_file():
@@ -232,10 +241,25 @@ def atomic_directory(target: str | Path, write: Callable[[Path], None]) -> Path:
         _fsync_path(parent, directory=True)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as e:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        failure = write_failure(e, parent, needed, free) if isinstance(e, Exception) else None
+        if failure is not None and failure is not e:
+            raise failure from e
         raise
     return target
+
+
+def _tensor_bytes(obj: Any) -> int:
+    """Bytes of the tensors inside nested dicts/lists/tuples (what a save of ``obj`` needs, roughly)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
 
 
 def save_checkpoint(
@@ -256,7 +280,8 @@ def save_checkpoint(
         )
         write_manifest(tmp, CHECKPOINT_FILES, run_id=run_id)  # after the files it vouches for
 
-    return atomic_directory(path, write)
+    needed = _tensor_bytes(unwrap_model(model).state_dict()) + _tensor_bytes(training_state)
+    return atomic_directory(path, write, needed=needed)
 
 
 def verify_checkpoint(path: str | Path) -> str | None:

@@ -5,10 +5,15 @@ an output directory holding another run is refused unless ``--resume`` (continue
 A run directory holds ``run.json`` (written atomically) with the run's id, which every checkpoint's
 manifest repeats (`attnlab.manifest`): checkpoint averaging and resuming then take only the current run's
 checkpoints, never a stale run's.
+
+An earlier run is one that left something to keep: a finished checkpoint or a saved model (a
+``.safetensors`` file) among the command's outputs. A run that stopped before either (a bad option, a
+corpus it could not read) leaves only run.json and empty folders; the next run removes those and starts.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -80,6 +85,11 @@ def prepare_run_directory(
     path = Path(directory)
     outputs = list(outputs)
     present = [name for name in [RUN_FILE, *outputs] if (path / name).exists()]
+    if present and not holds_results(path, present):
+        _remove(path, present)
+        log(f"{command}: {path} held only what a run that stopped before saving a checkpoint or a model "
+            f"left ({', '.join(present)}); removed it, starting afresh")  # fmt: skip
+        present = []
     previous = read_run_file(path) if present and not overwrite else None
     if present and not resume and not overwrite:
         what = f"run id {previous.get('run_id')}, " if previous and previous.get("run_id") else ""
@@ -88,12 +98,7 @@ def prepare_run_directory(
             "replace it with --overwrite, or choose another output directory"
         )
     if present and overwrite:
-        for name in present:
-            target = path / name
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            else:
-                target.unlink()
+        _remove(path, present)
         log(f"{command}: --overwrite: removed {', '.join(present)} of the earlier run in {path}")
     resuming = bool(present) and resume
     if resuming and previous and settings is not None and isinstance(previous.get("settings"), dict):
@@ -115,6 +120,28 @@ def prepare_run_directory(
     run = RunDirectory(path, run_id, resuming, info)
     run.update()
     return run
+
+
+def holds_results(path: Path, names: Iterable[str]) -> bool:
+    """Whether any of ``names`` in ``path`` is or holds a finished checkpoint (``trainer_state.json``) or a
+    saved model (a ``.safetensors`` file): what makes a directory an earlier run worth keeping."""
+    for name in names:
+        target = path / name
+        if target.is_file() and target.suffix == ".safetensors":
+            return True
+        if target.is_dir() and not target.is_symlink():
+            for _ in itertools.chain(target.rglob("*.safetensors"), target.rglob("trainer_state.json")):
+                return True
+    return False
+
+
+def _remove(path: Path, names: Iterable[str]) -> None:
+    for name in names:
+        target = path / name
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
 
 
 def settings_changed(before: dict[str, Any], now: dict[str, Any]) -> list[str]:

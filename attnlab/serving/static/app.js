@@ -91,7 +91,7 @@
         var list = el("ol", "predictions");
         preds.forEach(function (p) {
           var item = el("li", "prediction");
-          item.appendChild(scoreRow(p.token, p.score));
+          item.appendChild(scoreRow(p.token_str || p.token, p.score));
           item.appendChild(el("div", "sequence", p.sequence));
           list.appendChild(item);
         });
