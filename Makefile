@@ -64,9 +64,12 @@ compiler:
 			>/dev/null 2>&1 || echo "make: could not install g++; generation will use PyTorch's products"; \
 	else echo "make: no C++ compiler and no apt-get as root; generation will use PyTorch's products"; fi
 
-# Lint: ruff, then the documentation site built with --strict (a broken link or a missing page fails).
+# Lint: ruff (rules and format), the layers contract of pyproject.toml (import-linter), then the documentation
+# site built with --strict (a broken link or a missing page fails).
 lint: install
 	$(BIN)/python -m ruff check attnlab tests benchmarks experiments
+	$(BIN)/python -m ruff format --check attnlab tests benchmarks experiments
+	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
 
 # The documentation site at http://127.0.0.1:8000 (MkDocs, Material theme, the API reference from docstrings).

@@ -419,7 +419,7 @@ def test_serve_command_errors_are_one_line(tmp_path, capsys):
 def test_onnxruntime_backend_answers_as_torch(dirs, services, tmp_path):
     """--backend onnxruntime on an `attnlab export --onnx` directory: the same labels, scores within 1e-4."""
     pytest.importorskip("onnxruntime")
-    export = pytest.importorskip("attnlab.inference.onnx_export")
+    import attnlab.inference.onnx_export as export
     from attnlab.io import load as load_model
     from attnlab.tokenizers import load_tokenizer
 

@@ -108,12 +108,12 @@ def run_distill(args: argparse.Namespace) -> int:
         DistillationConfig,
         DistillationPreTrainer,
         build_student,
-        check_same_vocabulary,
         load_teacher,
         student_config,
     )
     from attnlab.pretraining.run import pretrain
     from attnlab.tokenizers import load_tokenizer
+    from attnlab.tokenizers.vocab_diff import check_same_vocabulary
     from attnlab.train import set_seed, setup_distributed
     from attnlab.train.distributed import barrier
     from attnlab.train.run_dir import prepare_run_directory, read_run_file

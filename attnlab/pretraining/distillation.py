@@ -45,7 +45,7 @@ from attnlab.nn.distillation import cosine_alignment_loss, soft_target_loss
 from attnlab.pretraining.fill_mask import load_masked_lm
 from attnlab.pretraining.masked_lm import MaskedLMOutput, gathered_mlm_loss
 from attnlab.pretraining.recipes import MLM, LengthStage
-from attnlab.tokenizers.vocab_diff import vocabulary_difference, vocabulary_of
+from attnlab.tokenizers.vocab_diff import vocabulary_of
 
 # The released distiller (HF ``examples/research_projects/distillation/train.py``) and the paper (section 3):
 # 15% masking with 80/10/10, dynamic, no NSP, Adam lr 5e-4 (eps 1e-6, no weight decay), 5% warm-up,
@@ -239,18 +239,6 @@ def build_student(
 
 
 # ---------------------------------------------------------------------------------------------- teacher
-
-
-def check_same_vocabulary(teacher: Any, student: Any, teacher_name: str, student_name: str) -> None:
-    """Raise a `ValueError` naming the first difference unless the two tokenizers have one vocabulary:
-    distillation compares the teacher's and the student's predictions token id by token id."""
-    reason = vocabulary_difference(teacher, student, "the teacher's", "the student's")
-    if reason is None:
-        return
-    raise ValueError(
-        f"the teacher's vocabulary ({teacher_name}) differs from the student's ({student_name}): {reason}. "
-        "Distillation compares their predictions token by token, so both must use the teacher's tokenizer"
-    )
 
 
 def load_teacher(directory: str | os.PathLike) -> tuple[EncoderForPreTraining, Any]:

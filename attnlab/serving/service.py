@@ -51,9 +51,9 @@ from typing import Any
 
 import torch
 
+import attnlab.serving.schemas as schemas
 from attnlab.generation.text_stream import TextStream, cut_at_stop
 from attnlab.limits import FILL_MASK_WHAT
-from attnlab.serving import schemas
 
 ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
     "EncoderForPreTraining": "fill-mask",
@@ -421,8 +421,8 @@ def load_service(
     view: ONNX graphs return no attention probabilities). ``int8`` (encoders): attnlab's int8 layers
     (`attnlab.inference.quantize`) on ``torch``, the export's ``model.int8.onnx`` on ``onnxruntime``.
     """
-    from attnlab.cli.model_dirs import check_model_dir
     from attnlab.inference.engine import check_engine, load_encoder
+    from attnlab.io.directories import check_model_dir
     from attnlab.tokenizers import load_tokenizer
     from attnlab.translation.config import is_seq2seq_config
 

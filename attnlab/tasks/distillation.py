@@ -31,9 +31,9 @@ from torch import Tensor, nn
 
 from attnlab.io import load
 from attnlab.nn.distillation import regression_distillation_loss, soft_target_loss
-from attnlab.pretraining.distillation import check_same_vocabulary
 from attnlab.tasks.registry import TaskSpec, model_labels
 from attnlab.tokenizers import load_tokenizer
+from attnlab.tokenizers.vocab_diff import check_same_vocabulary
 
 LABEL_KEYS = ("labels", "start_positions", "end_positions")  # what the teacher is not given
 

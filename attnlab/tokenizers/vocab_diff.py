@@ -31,3 +31,15 @@ def vocabulary_difference(a: Any, b: Any, a_name: str, b_name: str) -> str | Non
         if by_id_a.get(i) != by_id_b.get(i):
             return f"{reason}; id {i} is {by_id_a.get(i)!r} in {a_name} and {by_id_b.get(i)!r} in {b_name}"
     return reason  # every id names the same token, yet the dicts differ: several tokens share an id
+
+
+def check_same_vocabulary(teacher: Any, student: Any, teacher_name: str, student_name: str) -> None:
+    """Raise a `ValueError` naming the first difference unless the two tokenizers have one vocabulary:
+    distillation compares the teacher's and the student's predictions token id by token id."""
+    reason = vocabulary_difference(teacher, student, "the teacher's", "the student's")
+    if reason is None:
+        return
+    raise ValueError(
+        f"the teacher's vocabulary ({teacher_name}) differs from the student's ({student_name}): {reason}. "
+        "Distillation compares their predictions token by token, so both must use the teacher's tokenizer"
+    )
