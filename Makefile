@@ -21,7 +21,7 @@ $(VENV)/.installed: $(BIN)/activate pyproject.toml
 
 install: $(VENV)/.installed wordnet compiler
 
-# transformers 5 removed TransfoXLLMHeadModel; the Transformer-XL parity test (tests/test_transfo_xl.py) runs HF's
+# transformers 5 removed TransfoXLLMHeadModel; the Transformer-XL parity test (tests/models/test_transfo_xl.py) runs HF's
 # 4.46.3 from this folder in a subprocess (with .venv's torch), beside the transformers 5 of the other tests.
 XL_SITE := .venv-xl/site
 $(XL_SITE)/.installed: $(BIN)/activate

@@ -94,8 +94,9 @@ def small_rows_table(repeats: int, stream_mb: float) -> None:
             forms = {  # the tensors bound as defaults
                 "x @ W^T": lambda x=x, ws=weights, b=bias: [F.linear(x, w, b) for w in ws],
                 "x @ W": lambda x=x, wts=transposed, b=bias: [torch.addmm(b, x, wt) for wt in wts],
-                "(W x^T)^T": lambda x=x, ws=weights, b=bias: [torch.addmm(b[:, None], w, x.t()).t()
-                                                               for w in ws],  # fmt: skip
+                "(W x^T)^T": lambda x=x, ws=weights, b=bias: [
+                    torch.addmm(b[:, None], w, x.t()).t() for w in ws
+                ],  # fmt: skip
                 "kernel": lambda x=x, ps=panels, b=bias, n=n: [few_row_gemm.product(x, p, b, n) for p in ps],
                 "picked": lambda x=x, ws=weights, b=bias: [
                     lin_mod.small_product(holder, x, w, b, f"_t{i}") for i, w in enumerate(ws)

@@ -98,10 +98,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     p.add_argument("--no-compile", action="store_true", help="leave out attnlab compile (compiling is slow)")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--isolated", dest="isolated", action="store_true", default=True,
-                      help="each engine in its own process, its library's defaults, taking turns (default)")
-    mode.add_argument("--in-process", dest="isolated", action="store_false",
-                      help="engines interleaved in this process; spinning off for all (the earlier table)")
+    mode.add_argument(
+        "--isolated",
+        dest="isolated",
+        action="store_true",
+        default=True,
+        help="each engine in its own process, its library's defaults, taking turns (default)",
+    )
+    mode.add_argument(
+        "--in-process",
+        dest="isolated",
+        action="store_false",
+        help="engines interleaved in this process; spinning off for all (the earlier table)",
+    )
     p.add_argument("--block", type=int, default=5, help="--isolated: timed forwards per engine and round")
     p.add_argument("--pause-ms", type=float, default=200.0,
                    help="--isolated: idle time before each turn, for the previous engine's threads to stop "

@@ -11,7 +11,7 @@ attnlab's full encoding. Inputs: ``adversarial`` (seeded, every Unicode category
 (derandomised
 ``st.text()`` over all of Unicode but surrogates), ``real`` (1,500 lines from each of books, wikitext, SQuAD,
 CoNLL, Multi30k and the K-BERT Chinese sets). The generators and the comparison are the ones of
-``tests/test_tokenizers_fuzz_parity.py``.
+``tests/tokenizers/test_tokenizers_fuzz_parity.py``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ is compared at every step.
   label_smoothing=eps)`` on HF's logits, the same uniform smoothing attnlab's loss documents; with 0 it is
   HF's own ``.loss``. HF's token embedding has ``padding_idx`` = pad, which is Marian's decoder start token,
   so HF drops the start token's input-side gradient where attnlab keeps it: the one difference found
-  (tests/test_training_parity.py pins it). It is removed on HF's side unless ``--hf-padding-idx``.
+  (tests/train/test_training_parity.py pins it). It is removed on HF's side unless ``--hf-padding-idx``.
   The FFN activation is gelu (``--mt-activation``): with the paper's relu, units sitting at the kink make
   the trajectory hinge on rounding, and HF drifts from HF as far as from attnlab within 20 steps at these
   sizes (``--control``), so the per-step goals would measure rounding, not attnlab. The gradient tests

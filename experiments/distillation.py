@@ -219,8 +219,15 @@ def benchmark(teacher_dir: Path, student_dir: Path, stsb_dir: Path, pairs: int =
 
 
 def finetune_score(
-    model_dir: Path, task: str, train: list[Any], dev: list[Any], lr: float, steps: int, out: Path,
-    group_by_length: bool = True, seed: int = 0,
+    model_dir: Path,
+    task: str,
+    train: list[Any],
+    dev: list[Any],
+    lr: float,
+    steps: int,
+    out: Path,
+    group_by_length: bool = True,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """``steps`` optimizer steps of batch 32 over ``train`` (the trainer's epochs, each a fresh seeded order
     of every example; the last cut short), one evaluation on ``dev`` at the end. ``seed`` sets the head's
@@ -256,8 +263,16 @@ def capped_steps(steps: int, examples: int, max_epochs: float | None) -> int:
 
 
 def finetune_task(
-    model_dir: Path, task: str, glue: str, lr: float, steps: int, out: Path, group_by_length: bool,
-    seed: int = 0, threads: int | None = None, max_epochs: float | None = None,
+    model_dir: Path,
+    task: str,
+    glue: str,
+    lr: float,
+    steps: int,
+    out: Path,
+    group_by_length: bool,
+    seed: int = 0,
+    threads: int | None = None,
+    max_epochs: float | None = None,
 ) -> dict[str, Any]:
     """`finetune_score` on ``task``'s TRAIN and dev splits read from ``glue``, with ``threads`` torch threads
     (None: as they are), for ``steps`` steps or ``max_epochs`` epochs, whichever is fewer; what each worker
@@ -339,7 +354,13 @@ def select_lr(model_dir: Path, args: argparse.Namespace, out: Path, kind: str) -
     scores = {}
     for lr in args.lr_grid:
         r = finetune_score(
-            model_dir, "sst2", fit, held, lr, args.finetune_steps, out / f"lr-{kind}-{lr:g}",
+            model_dir,
+            "sst2",
+            fit,
+            held,
+            lr,
+            args.finetune_steps,
+            out / f"lr-{kind}-{lr:g}",
             args.group_by_length,
         )
         scores[lr] = r["score"]

@@ -262,8 +262,10 @@ def main() -> None:
         means = [r["answer_steps"] for r in rows]
         rising = all(b > a for a, b in zip(means, means[1:]))
         summary["spearman_n_steps"], summary["steps_rise_with_n"] = rho, rising
-        print(f"Spearman(n, steps at the last bit) over the training lengths: {rho:.3f}; the mean steps rise "
-              f"with every longer n: {'yes' if rising else 'no'} (target: more steps on harder inputs)")
+        print(
+            f"Spearman(n, steps at the last bit) over the training lengths: {rho:.3f}; the mean steps rise "
+            f"with every longer n: {'yes' if rising else 'no'} (target: more steps on harder inputs)"
+        )
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(summary, indent=1))
 

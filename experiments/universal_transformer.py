@@ -26,9 +26,9 @@ Measured (2026-11-28, 1 thread, beside other jobs; parity: n bits, the answer th
     1     vanilla   51328       6000    0.990    0.255    0.555        79
 
 UT - vanilla at n = 40: +51.5 (seed 0), +44.0 (seed 1) points: **PASS**. Its window moves information one
-position a step (tests/test_universal.py checks the reach), so the answer can depend on all n bits only after
-n + 1 steps: the layer must pass what it has gathered one position on at each step, and it gets n = 40
-right with 41 steps, twice the depth it ever ran in training; the vanilla model fits n <= 20 (0.99) and
+position a step (tests/models/test_universal.py checks the reach), so the answer can depend on all n bits
+only after n + 1 steps: the layer must pass what it has gathered one position on at each step, and it gets
+n = 40 right with 41 steps, twice the depth it ever ran in training; the vanilla model fits n <= 20 (0.99) and
 guesses at n = 40 (at n = 30 seed 1 is below a guess, 0.255: a rule fitted to the training lengths).
 
 The window is not what makes the difference. With full attention (the vanilla model's; the command above
@@ -460,9 +460,11 @@ def main() -> None:
         ponder = "-"
         if r["model"] == "ut" and "ponder_steps" in r["n5"]:
             ponder = "/".join(f"{r[f'n{n}']['ponder_steps']:.2f}" for n in (5, 10, 20, 30, 40))
-            ponder += " (answer: " + "/".join(
-                f"{r[f'n{n}']['answer_ponder_steps']:.2f}" for n in (5, 10, 20, 30, 40)
-            ) + ")"
+            ponder += (
+                " (answer: "
+                + "/".join(f"{r[f'n{n}']['answer_ponder_steps']:.2f}" for n in (5, 10, 20, 30, 40))
+                + ")"
+            )
         n20, n40 = r["n20"], r["n40"]
         print(f"{r['task']:9s} {r['model']:8s} {r['parameters']:7d} {r['train_seconds']:8.0f} "
               f"{n20['char_acc']:8.3f} {n40['char_acc']:8.3f} {n40['seq_acc']:7.3f}  {ponder}")  # fmt: skip

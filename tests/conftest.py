@@ -9,7 +9,10 @@
 - ``attnlab predict`` and ``serve`` tune glibc's allocator for the whole process
   (`attnlab.inference.keep_freed_memory`); the suite calls them in-process, so it sets
   ``ATTNLAB_MALLOC=default`` and keeps the allocator as every other test found it.
-  `tests/test_inference_allocator.py` checks the tuning in child processes without it.
+  `tests/inference/test_inference_allocator.py` checks the tuning in child processes without it.
+- The tests mirror the package (``tests/nn/``, ``tests/models/``, ...); their shared helpers
+  (``shared_data``, ``encoder_layers``, ...) live here, and every folder is on the import path, so a test
+  imports a helper or another test module by its name from any folder.
 - A Python without the project installed (``pytest`` from outside ``.venv``) stops at once with one line
   saying what is missing and the command to use, instead of 76 collection errors.
 """
@@ -22,6 +25,13 @@ import os
 import sys
 
 import pytest
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+for _folder in sorted(os.scandir(TESTS), key=lambda e: e.name, reverse=True):
+    if _folder.is_dir() and _folder.name not in ("fixtures", "__pycache__") and _folder.path not in sys.path:
+        sys.path.insert(0, _folder.path)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
 
 _MISSING = [m for m in ("torch", "attnlab", "hypothesis") if importlib.util.find_spec(m) is None]
 if _MISSING:

@@ -1,4 +1,4 @@
-"""Helpers for the tests of the C++ kernels' loading (tests/test_few_row_gemm.py, tests/test_int8_gemm.py)."""
+"""Helpers for the tests of the C++ kernels' loading (tests/accel/test_few_row_gemm.py, test_int8_gemm.py)."""
 
 from __future__ import annotations
 

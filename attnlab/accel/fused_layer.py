@@ -268,7 +268,7 @@ def packed_encoder_layer(
     bound once and kept beside the layer (`_packed_plan`) and one product for the stacked
     query, key and value (`attnlab.accel.derived.stacked_qkv`): the kernel computes each output column on its
     own, so the stacked product's columns are the three products' bit for bit. Outputs equal the module
-    calls' (``torch.equal``; tests/test_flat_layer.py) but for three deliberate differences, each within
+    calls' (``torch.equal``; tests/accel/test_flat_layer.py) but for three deliberate differences, each within
     float32 rounding: each sub-layer's output product, residual add and LayerNorm run as one kernel call
     (`_merged`); with the exact GELU, the activation runs in the first feed-forward product's epilogue
     (`few_row_gemm.GELU`: its own erf, within 4e-7 of PyTorch's), which saves a pass over the (B, T, 4H)

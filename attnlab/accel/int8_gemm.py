@@ -24,8 +24,15 @@ from torch import Tensor
 
 from attnlab.accel.few_row_gemm import GELU, load_library, rows_input, versioned_library, warn_unless_loaded
 
-__all__ = ["Int8GemmWarning", "Int8Weight", "available", "pack", "product", "quantize_rows_reference",
-           "unavailable_reason"]
+__all__ = [
+    "Int8GemmWarning",
+    "Int8Weight",
+    "available",
+    "pack",
+    "product",
+    "quantize_rows_reference",
+    "unavailable_reason",
+]
 
 SOURCE = Path(__file__).with_name("csrc") / "int8_gemm.cpp"
 VERSION = 1  # attnlab_int8_gemm_version() of the source this module speaks to

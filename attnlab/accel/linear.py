@@ -27,8 +27,16 @@ from attnlab.accel.derived import derived
 from attnlab.accel.onednn_linear import linear
 from attnlab.cpu import cpu_vendor
 
-__all__ = ["FastLinear", "GenerationHead", "small_rows", "small_product", "small_product_fn", "packed_rows",
-           "packed_weight", "column_major_copy"]
+__all__ = [
+    "FastLinear",
+    "GenerationHead",
+    "small_rows",
+    "small_product",
+    "small_product_fn",
+    "packed_rows",
+    "packed_weight",
+    "column_major_copy",
+]
 
 # Rows (M) at or below which a no-grad product picks its weight layout by shape (`small_product`: decoding)
 SMALL_ROWS = 8
@@ -67,9 +75,7 @@ def packed_rows(x: Tensor, weight: Tensor) -> bool:
     encoder-layer kernel (MKL's products), the median of 8-30 paired rounds: bert-mini B=1 0.94x the time
     (2 threads) and 0.96x (1 thread), B=32 0.97x and 0.93x; bert-base B=1 0.70x and 0.95x. Outputs within
     2e-6 of the fused kernel's."""
-    return (
-        kernel_product(x, weight) and x.numel() <= PACKED_ROWS * weight.shape[1] and packed_weight(weight)
-    )
+    return kernel_product(x, weight) and x.numel() <= PACKED_ROWS * weight.shape[1] and packed_weight(weight)
 
 
 def packed_weight(weight: Tensor) -> bool:

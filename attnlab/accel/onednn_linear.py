@@ -75,6 +75,7 @@ def set_cpu_gemm(kind: str, what: str = "set_cpu_gemm: kind") -> None:
 
 set_cpu_gemm(os.environ.get("ATTNLAB_CPU_GEMM", "auto").lower(), "environment variable ATTNLAB_CPU_GEMM")
 
+
 # MKL on its own vendor's CPUs: `small_product` keeps the plain product at 1-8 rows there
 def cpu_gemm() -> str:
     """Which float32 CPU matmul `linear` uses now: ``"onednn"`` or ``"default"``."""

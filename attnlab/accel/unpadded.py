@@ -65,4 +65,3 @@ class Rows:
         out = rows.new_zeros(self.batch * self.length, rows.shape[-1])
         out.index_copy_(0, self.index, rows[0])
         return out.view(self.batch, self.length, -1)
-

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import math
 
-# Types whose name tells the range they accept; `tests/test_cli_options.py` checks that every numeric option
-# of every command uses one of them (or is listed there as taking any integer, like --seed).
+# Types whose name tells the range they accept; `tests/cli/test_cli_options.py` checks that every numeric
+# option of every command uses one of them (or is listed there as taking any integer, like --seed).
 __all__ = [
     "describe_defaults",
     "device",

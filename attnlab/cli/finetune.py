@@ -76,11 +76,15 @@ def _task_args(p: argparse.ArgumentParser) -> None:
 def _recipe_args(ft: argparse.ArgumentParser) -> None:
     """BERT's hyper-parameters: learning rates and seeds, epochs, batch, warm-up, decay, dropout, pooling."""
     ft.add_argument(
-        "--lr", type=positive_float, nargs="+", default=None,
+        "--lr",
+        type=positive_float,
+        nargs="+",
+        default=None,
         help="learning rate(s) (default: 3e-5, BERT's, for BERT-base's width and up; 1e-4 below it)",
     )
     ft.add_argument(
-        "--sweep", action="store_true",
+        "--sweep",
+        action="store_true",
         help=f"sweep BERT's learning rates {list(LEARNING_RATES)}; below BERT-base's width the smaller "
         f"BERTs' {list(SMALL_MODEL_LEARNING_RATES)}",
     )
@@ -209,7 +213,6 @@ def _evaluate_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     _generic_args(ev)
     ev.set_defaults(func=run_evaluate)
-
 
 
 def _predict_parser(subparsers: argparse._SubParsersAction) -> None:

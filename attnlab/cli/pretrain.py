@@ -192,7 +192,12 @@ def _attention_options(p: argparse.ArgumentParser) -> None:
 
 
 PRETRAIN_OPTIONS = (  # the option groups of attnlab pretrain, in --help's order
-    _recipe_options, _data_options, _tokenizer_options, _override_options, _size_options, _run_options,
+    _recipe_options,
+    _data_options,
+    _tokenizer_options,
+    _override_options,
+    _size_options,
+    _run_options,
     _attention_options,
 )
 

@@ -58,9 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="require this key (Authorization: Bearer KEY or X-API-Key) on /v1/* and /metrics "
         "(default: $ATTNLAB_API_KEY when set, else none)",
     )
-    p.add_argument(
-        "--backend", choices=BACKENDS, default="torch", help="inference engine (encoders)"
-    )
+    p.add_argument("--backend", choices=BACKENDS, default="torch", help="inference engine (encoders)")
     p.add_argument(
         "--int8", action="store_true",
         help="encoders: int8 linear layers (torch: attnlab.inference.quantize; onnxruntime: the export's "

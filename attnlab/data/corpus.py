@@ -46,6 +46,7 @@ def as_sentences(doc: Document) -> Document:
         return [s for para in doc for s in split_sentences(para)]
     return doc
 
+
 FORMATS = ("sentences", "lines", "jsonl", "text")
 ERRORS = ("strict", "replace")  # what bytes that are not UTF-8 do: stop the reading, or become U+FFFD
 

@@ -269,7 +269,6 @@ def load_state_checked(
         model.load_state_dict(tensors, strict=True)
 
 
-
 def read_checkpoint_config(
     directory: str | os.PathLike, *, allow_causal_lm: bool = False
 ) -> tuple[str, dict[str, Any], Any, dict[str, Any]]:
@@ -317,4 +316,3 @@ def read_checkpoint_config(
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"{path}: field 'config': {e}") from e
     return raw["architecture"], options, config, raw
-

@@ -49,7 +49,6 @@ class CheckpointError(ValueError):
     """A checkpoint directory or file whose content is not what the loader expected."""
 
 
-
 def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     """``"float32" | "bfloat16" | "float16" | torch.dtype | None`` -> a torch dtype (None stays None)."""
     if dtype is None or isinstance(dtype, torch.dtype):
@@ -233,7 +232,6 @@ def written_by_attnlab(raw: Mapping[str, Any]) -> bool:
     ``save_pretrained`` adds ``transformers_version``, which attnlab never writes, and such a directory is
     read as the HF checkpoint it now is."""
     return raw.get("format") == FORMAT_NAME and "transformers_version" not in raw
-
 
 
 def dataclass_from_fields(cls: type, data: Any, source: str) -> Any:

@@ -3,7 +3,7 @@
 One `TaskHead` record per (family, attnlab task architecture) says which HF class holds the model, where
 its head's weights live and whether its base model keeps a pooler; the encoder's weights go through the
 family's layout in `attnlab.io.hf`. Every entry is exact: the HF class computes the same logits as the
-attnlab model on the same inputs (tests/test_hf_export_tasks.py).
+attnlab model on the same inputs (tests/io/test_hf_export_tasks.py).
 
 =================  ==========================================================================================
 attnlab            HF class and head weights (attnlab -> HF)

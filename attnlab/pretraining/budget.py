@@ -49,8 +49,15 @@ class Budget:
 # second, at 30 and 120 minutes). Runs without a time budget (--max-steps alone) take the second.
 BUDGETS: tuple[Budget, ...] = (
     Budget(minutes=20, preset="bert-tiny", max_length=32, batch_size=32, lr=2e-3, vocab_size=2048),
-    Budget(minutes=math.inf, preset="bert-mini", max_length=128, batch_size=32, lr=1e-3, vocab_size=8192,
-           short_length=64),
+    Budget(
+        minutes=math.inf,
+        preset="bert-mini",
+        max_length=128,
+        batch_size=32,
+        lr=1e-3,
+        vocab_size=8192,
+        short_length=64,
+    ),
 )
 
 

@@ -100,7 +100,6 @@ def prepare_corpus(
     return ShardedCorpus(out / "train", tokenizer), ShardedCorpus(out / "heldout", tokenizer)
 
 
-
 def files_key(paths: Sequence[str | os.PathLike], fmt: str) -> dict[str, Any]:
     """What identifies a file corpus for the shard cache: every file's path, size and modification time."""
     return {

@@ -56,7 +56,6 @@ class BatchFilter:
         return batch
 
 
-
 def masked_dataset(
     recipe: Recipe,
     corpus: ShardedCorpus,
@@ -118,7 +117,6 @@ def heldout_set(
         copies = min(10, -(-examples // max(1, len(data))))
         data = masked_dataset(recipe, corpus, tokenizer, last, seed=seed + 1, heldout=True, copies=copies)
     return torch.utils.data.Subset(data, range(min(examples, len(data))))
-
 
 
 class RunInputs:

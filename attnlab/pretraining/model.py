@@ -109,4 +109,3 @@ def masked_lm_of(model: nn.Module) -> EncoderForPreTraining:
     if isinstance(model, EncoderForPreTraining):
         return model
     raise TypeError(f"{type(model).__name__} holds no masked LM")
-

@@ -90,4 +90,3 @@ def _save_final_gpt(
         shutil.rmtree(out / "hf", ignore_errors=True)
         log(f"no HF transformers export: {' '.join(str(e).split())}")
     return model_dir
-

@@ -394,7 +394,6 @@ class ModelService:
             pass  # a vocabulary without these letters: the first request warms up instead
 
 
-
 # ---------------------------------------------------------------------------------------------- loading
 
 

@@ -62,9 +62,7 @@ def split_added(
         if s < pos:
             continue
         tid, tok = table[m.group()]
-        if tok.single_word and (
-            (s > 0 and is_word_char(text[s - 1])) or (e < n and is_word_char(text[e]))
-        ):
+        if tok.single_word and ((s > 0 and is_word_char(text[s - 1])) or (e < n and is_word_char(text[e]))):
             continue
         if tok.lstrip:
             while s > pos and text[s - 1].isspace():

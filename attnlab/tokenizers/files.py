@@ -99,7 +99,6 @@ def save_vocab_files(tok: Tokenizer, directory: str | os.PathLike) -> list[str]:
     raise ValueError(f"save_vocab_files: {type(m).__name__} has no classic vocabulary files; use save()")
 
 
-
 # ----------------------------------------------------------------------------------------------------------
 # Checkpoint directories
 

@@ -96,6 +96,7 @@ def _split_words(
             counts.append(count)
     return words, counts
 
+
 class BpeTrainer(TokenizerTrainer):
     """Byte-pair encoding (Sennrich et al., 2016): merge the most frequent adjacent pair until ``vocab_size``.
 

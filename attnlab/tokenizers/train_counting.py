@@ -386,4 +386,3 @@ def _progress(total: int | None, desc: str, show: bool, unit: str = "B") -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
-

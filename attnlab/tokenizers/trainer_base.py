@@ -87,8 +87,11 @@ class TokenizerTrainer:
         if _is_file_list(corpus):
             files = [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
             return count_words_in_files(
-                files, self.pre_tokenize, self.processes,
-                show_progress=self.show_progress, stats=self.corpus_stats,
+                files,
+                self.pre_tokenize,
+                self.processes,
+                show_progress=self.show_progress,
+                stats=self.corpus_stats,
             )
         return count_words_in_texts(
             corpus, self.pre_tokenize, processes=1, show_progress=self.show_progress, stats=self.corpus_stats
@@ -102,8 +105,11 @@ class TokenizerTrainer:
         """Train on texts (each may hold several lines)."""
         self.corpus_stats = CorpusStats()
         counts = count_words_in_texts(
-            iter(texts), self.pre_tokenize, processes=1,
-            show_progress=self.show_progress, stats=self.corpus_stats,
+            iter(texts),
+            self.pre_tokenize,
+            processes=1,
+            show_progress=self.show_progress,
+            stats=self.corpus_stats,
         )
         return self.train_from_counts(counts)
 

@@ -24,9 +24,7 @@ TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
 PADDING_STRATEGIES = ("longest", "max_length")
 
 
-def truncate_encodings(
-    encodings: list[Encoding], t: dict[str, Any], special_tokens_added: int
-) -> None:
+def truncate_encodings(encodings: list[Encoding], t: dict[str, Any], special_tokens_added: int) -> None:
     """Truncate one or two encodings in place to ``t["max_length"]`` tokens less the
     ``special_tokens_added`` by the template, per ``t``'s strategy, stride and direction (HF's rules: under
     ``longest_first`` the shorter sequence keeps all it can; if both are too long they share the length)."""

@@ -9,8 +9,8 @@ On ordinary text they agree; on the characters below they do not, and a tokenize
 for any input (unassigned and newly assigned code points included) has to know them.
 
 The tables were measured by sweeping every code point through HF tokenizers' own components and comparing
-with Python's answer; ``tests/test_tokenizers_unicode_compat.py`` repeats the sweep (slow) and fails when a
-table no longer matches (a new HF, Python or regex version). Ranges are hexadecimal code points.
+with Python's answer; ``tests/tokenizers/test_tokenizers_unicode_compat.py`` repeats the sweep (slow) and
+fails when a table no longer matches (a new HF, Python or regex version). Ranges are hexadecimal code points.
 
 Python's own Unicode version moves with the interpreter (3.11: 14.0, 3.12: 15.0, 3.13: 15.1, 3.14: 16.0), and
 the tables are differences from 14.0. A newer Python knows the code points assigned since (28,111 of them up

@@ -83,8 +83,7 @@ class StagePlan:
         step + seconds / per_step, C the stages' fractions up to ``stage``."""
         done = sum(self.fractions[: stage + 1])
         later = sum(
-            f * c / self.costs[stage]
-            for f, c in zip(self.fractions[stage + 1 :], self.costs[stage + 1 :])
+            f * c / self.costs[stage] for f, c in zip(self.fractions[stage + 1 :], self.costs[stage + 1 :])
         )
         return int((step + seconds / per_step) / (done + later))
 

@@ -198,9 +198,13 @@ class Trainer:
 
     def _as_loader(self, data: Any, collate_fn: Callable | None, train: bool) -> Any:
         cfg, ctx = self.config, self.context
-        if train and cfg.group_by_length and not (
-            isinstance(data, torch.utils.data.Dataset)
-            or (isinstance(data, ResumableLoader) and data.lengths is not None)
+        if (
+            train
+            and cfg.group_by_length
+            and not (
+                isinstance(data, torch.utils.data.Dataset)
+                or (isinstance(data, ResumableLoader) and data.lengths is not None)
+            )
         ):
             raise ValueError(
                 f"Trainer: group_by_length needs a Dataset with `lengths` (or a ResumableLoader built with "

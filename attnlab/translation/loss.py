@@ -6,13 +6,14 @@ The target distribution for a token whose reference is y is ``q = (1 - eps) * on
 cross-entropy ``-sum_k q_k log p_k = (1 - eps) * (-log p_y) + eps * mean_k(-log p_k)``, averaged over the
 target tokens that are not padding (label ``ignore_index``). PyTorch applies ``ignore_index`` before
 smoothing, so padding contributes nothing to either term (checked against the formula by hand in
-``tests/test_translation_recipe.py``).
+``tests/translation/test_translation_recipe.py``).
 
 A note on the paper's own code: tensor2tensor (and fairseq's ``label_smoothed_cross_entropy``) spread
 ``eps`` over the V - 1 *other* classes, ``q = (1 - eps) * onehot(y) + eps / (V - 1) * (1 - onehot(y))``, which
 is PyTorch's target with ``eps' = eps * V / (V - 1)`` (0.1000125 for eps = 0.1 and V = 8000; tested in
-``tests/test_translation_loss.py``); tensor2tensor also subtracts the constant entropy of ``q`` so that a
-perfect prediction scores 0. The training signal is the same up to that factor; attnlab keeps PyTorch's form.
+``tests/translation/test_translation_loss.py``); tensor2tensor also subtracts the constant entropy of ``q``
+so that a perfect prediction scores 0. The training signal is the same up to that factor; attnlab keeps
+PyTorch's form.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@
 // Arithmetic. Output (m, n) is one lane of one AVX register: acc = 0; for k = 0 .. K-1:
 // acc = fma(x[m][k], W[n][k], acc); then y = acc + b[n]. The same sequence of roundings whatever the number of
 // rows, the tiling, the panels computed beside it or the number of threads: a row's result does not depend on
-// the batch it is in or on the thread count (tests/test_few_row_gemm.py checks both with torch.equal).
+// the batch it is in or on the thread count (tests/accel/test_few_row_gemm.py checks both with torch.equal).
 // With act = 1, y = GELU(acc + b[n]) (epilogue.h), for a feed-forward layer's first product.
 #include <immintrin.h>
 #include <cmath>

@@ -132,7 +132,6 @@ def save_encoder(
     return directory
 
 
-
 def attnlab_tensors(
     tensors: dict[str, Tensor], raw: Mapping[str, Any], model: nn.Module, source: str | os.PathLike
 ) -> dict[str, Tensor]:
@@ -149,7 +148,6 @@ def attnlab_tensors(
         return to_attnlab_names(tensors, model, family)
     except CheckpointError as e:  # name the weights file beside the config
         raise CheckpointError(f"{Path(source).parent / WEIGHTS_NAME}: {e}") from None
-
 
 
 def load_attnlab_encoder(

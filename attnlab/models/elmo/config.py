@@ -7,7 +7,7 @@ to 512 and a residual connection between them; cell and projection values clippe
 [1,32],[2,64],...,[7,2048] sums to 4064 filters, not the paper's 2048; the presets follow the paper text
 and the released options.json.) AllenNLP's smaller releases are ``elmo-small`` (2x1024_128_2048cnn_1xhighway)
 and ``elmo-medium`` (2x2048_256_2048cnn_1xhighway); its table gives 13.6M / 28.0M / 93.6M parameters for
-the three, which `count_parameters` reproduces (tests/test_elmo_model.py).
+the three, which `count_parameters` reproduces (tests/models/test_elmo_model.py).
 
 ``elmo-cpu`` and ``elmo-tiny`` are this project's: sizes a 2-core machine trains in minutes. They drop the
 clipping (``cell_clip=None``), which lets the LSTMs run on PyTorch's fused kernel instead of a per-step loop.
