@@ -12,7 +12,7 @@ after random 16-token prompts, EOS ignored so every run makes exactly that many,
 float32 on the CPU. Calls alternate between attnlab and HF (background load hits both alike); the median of
 ``--repeats`` timed calls is reported, after one untimed warm-up call each, and beside it the median (and
 range) of each round's own ratio: a round's two calls run back to back, so that figure holds when the
-machine's speed drifts between rounds (the later sessions' machine drifts by up to 25%). The uncached
+machine's speed drifts between rounds (the 2-core AMD EPYC drifts by up to 25%). The uncached
 attnlab run (``use_cache=False``: the whole prefix recomputed each step) is timed once at batch size 1 for
 every preset. The load average (``os.getloadavg``; other work shares the 2 cores) is printed with each
 preset. At batch size 1 on CPU a step of the 14M model is bound by reading its weights from memory (56 MB

@@ -1,5 +1,5 @@
 """CPU inference: attnlab (eager, torch.compile, int8) against HF transformers and ONNX Runtime (fp32, int8),
-same weights, one run (issue 14).
+same weights, one run.
 
     python benchmarks/inference.py                   # bert-base and bert-mini, 1 and 2 threads
     python benchmarks/inference.py --models bert-mini --threads 1 --repeats 5 --no-compile   # quick look
@@ -211,7 +211,7 @@ class Engines:
     def ort(self, threads: int, name: str) -> object:
         from attnlab.inference.onnx_runner import OnnxRunner
 
-        sessions = self.sessions.setdefault(threads, {})  # a session's thread pool is fixed when created
+        sessions = self.sessions.setdefault(threads, {})  # an InferenceSession's threads are set at creation
         if name not in sessions:
             sessions[name] = OnnxRunner(self.onnx_dir, threads=threads, spinning=self.spinning,
                                         int8=name == "ORT int8")  # fmt: skip
@@ -431,7 +431,7 @@ def _print_block(rows: list[tuple]) -> None:
 
 
 def _print_summary(rows: list[tuple]) -> None:
-    """The issue's goals: attnlab's best path <= ORT int8; attnlab fp32 (eager or compiled) <= ORT fp32."""
+    """The goals: attnlab's best path <= ORT int8; attnlab fp32 (eager or compiled) <= ORT fp32."""
     print("\nsummary (ms; ratio to ORT):")
     print(f"  {'model':<18} {'thr':>3} {'B':>3} {'attnlab fp32':>13} {'ORT fp32':>9} {'ratio':>6}   "
           f"{'attnlab best':>13} {'ORT int8':>9} {'ratio':>6}")  # fmt: skip

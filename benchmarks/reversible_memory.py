@@ -1,4 +1,4 @@
-"""Training memory of the Reformer's reversible layers against depth (issue 15: 12 layers <= 1.2x 2).
+"""Training memory of the Reformer's reversible layers against depth (the target: 12 layers <= 1.2x 2).
 
 Each configuration runs in a fresh process (so one's peak cannot hide another's): it builds the model and a
 batch, notes the resident memory, runs forward + backward (one training step without the optimizer) and

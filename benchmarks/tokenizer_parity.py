@@ -1,4 +1,4 @@
-"""Differences between attnlab's tokenizers and HF tokenizers on the same tokenizer.json (issue 12, sec. 3).
+"""Differences between attnlab's tokenizers and HF tokenizers on the same tokenizer.json.
 
     .venv/bin/python benchmarks/tokenizer_parity.py               # 2,000 strings per input kind, 9,000 lines
     .venv/bin/python benchmarks/tokenizer_parity.py --n 300 --per-source 200     # quick look

@@ -4,7 +4,7 @@
     .venv/bin/python experiments/distillation.py --distill-minutes 0.3 --finetune-steps 10 \\
         --lr-grid 3e-4 --output runs/distill-smoke                                      # a smoke run
 
-Issue 17's targets (Sanh et al. 2019): the student keeps >= 95% of the teacher's GLUE dev macro score (SST-2,
+The targets (Sanh et al. 2019): the student keeps >= 95% of the teacher's GLUE dev macro score (SST-2,
 MRPC, STS-B, CoLA, RTE) while running >= 1.6x faster, and the paper's Table 4 orderings: a randomly
 initialised student scores lowest, and removing the cosine loss or the soft-target loss lowers the score.
 

@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 python experiments/elmo_conll.py       # about 40 min on a loaded 2-core machine
     python experiments/elmo_conll.py --pretrain-minutes 1 --epochs 1 --max-train 500 --output runs/elmo-smoke
 
-Issue 16's targets: ELMo features add >= 2 F1 on CoNLL-2003 dev over the same tagger on word embeddings
+The targets: ELMo features add >= 2 F1 on CoNLL-2003 dev over the same tagger on word embeddings
 learned from the training data alone (same tagger, same budget), and a scalar mix over all biLM layers
 scores >= the top layer alone (the direction of the paper's Table 2).
 

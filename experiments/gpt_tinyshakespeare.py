@@ -3,7 +3,7 @@ timed beside a plain PyTorch loop of the same model on the same batches.
 
 Notes (read first)
 ------------------
-Setup (nanoGPT's ``shakespeare_char`` at the issue's size): ``../shared/data/tinyshakespeare/input.txt``,
+Setup (nanoGPT's ``shakespeare_char`` at the specified size): ``../shared/data/tinyshakespeare/input.txt``,
 first 90% of the characters train, last 10% validation; the `gpt-char-tiny` preset (4 layers, 4 heads, 128
 wide, context 64, pre-LN as GPT-2, no dropout, 65-character vocabulary, GPT-2 initialisation with the
 residual projections at 0.02 / sqrt(8), the output projection untied from the embedding: see below); batches
@@ -22,7 +22,7 @@ trainer's overhead. Writes OUTPUT_DIR/model (config.json, model.safetensors, tok
     OMP_NUM_THREADS=1 .venv/bin/python experiments/gpt_tinyshakespeare.py --threads 1 \\
         --output-dir runs/shakespeare-char
 
-How the free settings were chosen (the issue fixes size, batch, iterations, lr and dropout): without the
+How the free settings were chosen (the setup fixes size, batch, iterations, lr and dropout): without the
 validation text. ``--holdout`` trains on the first 90% of the training portion and scores the last 10% of
 it (200 fixed batches); one change at a time against the tied model of the earlier measurement (seed 1337
 unless said; 2,000 iterations each):

@@ -1,4 +1,4 @@
-"""SST-2 dev accuracy of one fine-tuned model in float32 and int8 (issue 14: int8 within 0.5 points).
+"""SST-2 dev accuracy of one fine-tuned model in float32 and int8 (the goal: int8 within 0.5 points).
 
     attnlab finetune --task sst2 --data-dir ../shared/data/glue/SST-2 --model MODEL \\
         --output-dir runs/int8-sst2 --epochs 1 --minutes 4 --device cpu --no-progress

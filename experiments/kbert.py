@@ -5,7 +5,7 @@
     .venv/bin/python experiments/kbert.py --ner-epochs 1 --sentiment-epochs 1 --max-train-examples 300 \\
         --output runs/kbert-smoke                                                 # a smoke run, ~2 min
 
-Issue 17's targets (Liu et al. 2020, Table 3 and section 4.4): K-BERT with the medical graph scores >= 1.0
+The targets (Liu et al. 2020, Table 3 and section 4.4): K-BERT with the medical graph scores >= 1.0
 F1 above the same model without it on medical_ner dev (the paper: 92.5 -> 94.2 with Google's pre-trained
 BERT), and K-BERT without the visible matrix scores below K-BERT with it (the paper's ablation direction).
 Also chnsenticorp with HowNet (the paper: 93.3 -> 94.6 dev accuracy).

@@ -4,7 +4,7 @@
     OMP_NUM_THREADS=1 python experiments/learning_curve.py --attnlab-minutes 0.5 --hf-minutes 0.5 \\
         --eval-seconds 5 --probe-minutes 0.2 --output runs/lc-smoke        # a smoke run: 2-3 minutes
 
-Issue 11, section 2. The goal: attnlab's default reaches the held-out MLM accuracy that HF's ``Trainer`` +
+The goal: attnlab's default reaches the held-out MLM accuracy that HF's ``Trainer`` +
 ``BertForMaskedLM`` reaches in 30 minutes (same model size, data and tokenizer, HF's documented defaults)
 in 15 minutes or less.
 
@@ -64,7 +64,7 @@ built-in corpus (393k training tokens, 1,938-token WordPiece trained by attnlab)
     time-to-accuracy: HF reaches 17.0% in 30.0 min; attnlab reaches it in 1.03 min (29x faster); goal
     (<= 15 min): PASS
 
-Re-measured on the later sessions' slower AMD EPYC (AVX2, about 3x slower; 2026-11-27, alone on the
+Re-measured on the slower 2-core AMD EPYC (AVX2, about 3x slower; 2026-11-27, alone on the
 machine, both on 2 threads as the attnlab run chose), attnlab given 6 minutes instead of 15 (enough to
 pass HF's 30-minute figure; the target is reaching it within 15):
 

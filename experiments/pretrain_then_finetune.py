@@ -9,7 +9,7 @@
 The last is a smoke run: 5 minutes on a loaded 2-core machine with a folder of 22 small books (2.6 MB) as
 ``--corpus``; on all the books (the default) it first prepares the 82 MB (some minutes more).
 
-Issue 11's downstream target: 30 minutes of pre-training on ``../shared/data/books/en``, then the project's
+The downstream target: 30 minutes of pre-training on ``../shared/data/books/en``, then the project's
 own fine-tuning: SST-2 dev accuracy >= 3 points and CoNLL-2003 dev F1 >= 5 points above the same model from
 random initialisation with the same fine-tuning budget (mean of 3 seeds each), and no GLUE task in
 ``../shared/data/glue`` worse than from random initialisation.
@@ -37,7 +37,7 @@ What it does, with the commands' own defaults (nothing about the model or the re
    ``--max-train-examples``, ``--lr`` and ``--finetune-arg`` passed to both alike. SST-2 and CoNLL-2003 take
    ``--seeds`` (0 1 2), the other GLUE tasks ``--glue-seeds`` (0). The learning rate is the command's
    default for the encoder's width (3e-5, BERT's, from BERT-base's width up; 1e-4 below it), the same for
-   both starts: the issue asks for the same fine-tuning budget. ``--lr A B ...`` runs the command's own
+   both starts: the comparison asks for the same fine-tuning budget. ``--lr A B ...`` runs the command's own
    sweep for both instead: each start and task keeps the learning rate with the best median dev score
    (BERT's selection; the table names the one chosen). With ``--selection-examples N`` the sweep and each
    run's best evaluation are chosen on N held-out training examples instead (the same N for both starts),
@@ -89,7 +89,7 @@ does not help SST-2. Token-level CoNLL profits from the pre-trained token vector
 vector through a fresh pooler, which masked-LM-only pre-training never trains, and its movie-review
 phrases are far from Gutenberg's prose. Not yet run: 3 seeds, the other GLUE tasks, 120 minutes.
 
-On the slower machine of the later sessions (AMD EPYC, AVX2 only: 30 minutes buy 1,775 pre-training steps,
+On the slower 2-core AMD EPYC (Zen 3, AVX2 only: 30 minutes buy 1,775 pre-training steps,
 held-out MLM accuracy 22.8%, and 3 minutes about 420 fine-tuning steps), SST-2 at the default lr 1e-4, one
 seed: pretrained 63.76, random init 72.13 (-8.37). With a learning-rate grid chosen on 2,000 held-out
 training examples and 3 seeds (2026-11-26, quiet machine but for 5 minutes of a niced test run early on):
@@ -249,7 +249,7 @@ took 1.3 s a step, 1,307 steps, held-out MLM accuracy 15.5%, unigram 5.6%):
 
     held-out Spearman (250 training examples) at lr 1e-4 / 3e-4 / 1e-3, 516 steps each, seed 0:
     pretrained     0.223 / 0.188 / 0.229  -> lr 1e-3 chosen, dev Spearman 17.09 (Pearson 16.13)
-    random init    0.241 / 0.279 / (not finished: stopped for lack of session time)
+    random init    0.241 / 0.279 / (not finished: stopped for lack of time)
 
 The control is ahead at every learning rate measured, and its best (>= 0.279) is above the pre-trained
 model's best (0.229) whatever its third run gives: a lower learning rate does not turn STS-B, and the target
@@ -347,10 +347,10 @@ sentences, 816 steps of 32) where the old default's runs above had 3 minutes (ab
     conll2003  f1  72.63±0.58 (3)  57.47±1.41 (3)  +15.17  >= +5  PASS   steps 816/816  lr 0.001/0.001
 
 (per seed 73.29 / 72.20 / 72.41 against 58.88 / 56.07 / 57.45; on the 1,000 held-out training sentences
-74.43 against 60.11, +14.32.) With the new default both of the issue's downstream targets hold on 3 seeds
+74.43 against 60.11, +14.32.) With the new default both of the downstream targets hold on 3 seeds
 (SST-2 +3.75, CoNLL-2003 +15.17), and no GLUE task here is below the control on its mean (STS-B on one seed).
 
-STS-B's seed 1 with the new default (the machine otherwise quiet, 20.8 min; seed 2 did not fit the session):
+STS-B's seed 1 with the new default (the machine otherwise quiet, 20.8 min; seed 2 did not fit the time):
 
     mkdir -p runs/staged30-copy-stsb1 && ln -s ../staged30-copy/pretrain runs/staged30-copy-stsb1/pretrain
     .venv/bin/python experiments/pretrain_then_finetune.py --output runs/staged30-copy-stsb1 \
@@ -381,7 +381,7 @@ three seeds pooled:
 seed, so with 3 seeds of every GLUE task here (RTE, MRPC, WNLI, CoLA above; STS-B) none is below the control
 on its mean.
 
-The 120-minute tier (2026-11-28, session 23; the Intel Xeon with AVX-512 and AMX; other jobs shared the
+The 120-minute tier (2026-11-28; the Intel Xeon with AVX-512 and AMX; other jobs shared the
 machine for about 10 of the first 20 minutes (benchmarks, niced tests), which the run's re-planning absorbed
 as fewer steps; nothing else ran for the last 95; 111.9 minutes of pre-training in all):
 
@@ -394,8 +394,8 @@ as fewer steps; nothing else ran for the last 95; 111.9 minutes of pre-training 
 
 against 29.1% (perplexity 57.9) for the 30-minute default on the slower AVX2 machine of those runs, and 42.2%
 (perplexity 20.3, 9,718 steps) for the same two hours there. The run was stopped after pre-training (the
-session's time). Its SST-2 and CoNLL-2003 fine-tuning, 3 seeds of each start at the step budgets and fixed
-lr 1e-3 of the 30-minute runs above (2026-11-28, session 24; the two side by side on one thread each, 55 and
+time available). Its SST-2 and CoNLL-2003 fine-tuning, 3 seeds of each start at the step budgets and fixed
+lr 1e-3 of the 30-minute runs above (2026-11-28; the two side by side on one thread each, 55 and
 65 minutes; step budgets do not feel the load):
 
     OMP_NUM_THREADS=1 .venv/bin/python experiments/pretrain_then_finetune.py --output runs/ptf-120 \
@@ -462,7 +462,7 @@ TASK_METRICS = {
 # wall-clock budget per run.
 STEP_BUDGETS = {"sst2": ["--epochs", "1", "--max-train-examples", "32000"], "conll2003": ["--epochs", "2"]}
 DEFAULT_BUDGET = ["--epochs", "3"]
-SEEDED_TASKS = ("sst2", "conll2003")  # the issue's mean of 3 seeds; the others take --glue-seeds
+SEEDED_TASKS = ("sst2", "conll2003")  # the targets are means of 3 seeds; the others take --glue-seeds
 TARGETS = {"sst2": 3.0, "conll2003": 5.0}  # points the pre-trained mean must add; other tasks: 0 (not worse)
 STARTS = ("pretrained", "random-init")
 MODEL_FILES = ("config.json", "model.safetensors", "manifest.json")  # what attnlab.io.save writes

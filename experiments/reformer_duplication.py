@@ -1,4 +1,4 @@
-"""The Reformer's duplication task in miniature (Kitaev et al. 2020, section 5, Table 2; issue 15).
+"""The Reformer's duplication task in miniature (Kitaev et al. 2020, section 5, Table 2).
 
 Sequences ``0 w 0 w`` with w a random string of 63 symbols (1..``--alphabet``), 128 tokens; a causal language
 model is trained on the second copy only and scored by next-symbol accuracy over it (63 predictions per
@@ -17,7 +17,7 @@ costs a recomputation per step on this budget.
 Paper, Table 2 (sequences of 1,024, alphabet 128, a 1-layer model trained for 150K steps; LSH chunks of 64):
 full attention 100%; the model trained with LSH-4 evaluated with 8 / 4 / 2 / 1 hashes: 100 / 99.9 / 99.4 /
 91.9%
-(the figures the issue quotes). This miniature is 8x shorter, with a small alphabet and a few minutes of CPU.
+(the figures the paper reports). This miniature is 8x shorter, with a small alphabet and a few minutes of CPU.
 
     env OMP_NUM_THREADS=2 .venv/bin/python experiments/reformer_duplication.py \\
         --threads 2
@@ -135,7 +135,7 @@ def main() -> None:
     print()
     print(f"accuracy on the second half, 1,024 held-out sequences (|w| = 63, alphabet {args.alphabet}, "
           f"{args.layers} layers, {args.steps} steps)")  # fmt: skip
-    print("model                          measured   paper (Table 2 as the issue quotes it)")
+    print("model                          measured   paper (Table 2 as the paper reports it)")
     print(f"  full attention               {100 * results['full']:>7.1f}%   {paper['full']:.1f}%")
     for h in (8, 4, 2, 1):
         name = f"LSH-4, evaluated {h} hash{'es' if h > 1 else ''}"

@@ -1,4 +1,4 @@
-"""Transformer-XL in miniature on Tiny Shakespeare characters (issue 15), beside a vanilla decoder
+"""Transformer-XL in miniature on Tiny Shakespeare characters, beside a vanilla decoder
 (attnlab's GPT).
 
 Claims checked (Dai et al. 2019):
@@ -41,7 +41,7 @@ distances beyond the longest seen in training, segment + memory - 1 = 127, share
 sees as many keys). The clamp is fixed by the training span, not searched. ``--save DIR`` keeps both
 trained models (safetensors), ``--load DIR`` re-scores them without training.
 
-Measured (one seed, 2 threads, this session's 2-core AVX2 machine; 818,176 GPT and 866,241 Transformer-XL
+Measured (one seed, 2 threads, a 2-core AVX2 machine; 818,176 GPT and 866,241 Transformer-XL
 parameters):
 
     steps   GPT (window 64)   XL mem 64 / 128 / 256 (as trained)   with clamp 127 + same_length   gain

@@ -16,11 +16,11 @@ Measured on the 2-core CPU (one torch thread; the other core busy with other wor
 
     -> 3,420 updates (~17 epochs) in 55.2 minutes with BPE learning, the last 5 checkpoints averaged,
        test2016 BLEU = 36.51 (nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0), decoding 9.5 s.
-       (With MKL's float32 matmuls instead of oneDNN's, session 1: 1,817 updates, BLEU 33.08.)
+       (With MKL's float32 matmuls instead of oneDNN's: 1,817 updates, BLEU 33.08.)
 
 A smoke run: ``--minutes 3 --test-limit 200 --output-dir runs/m30k-smoke``.
 
-On a GPU (the issue's 10-minute goal; training and decoding move to CUDA when it is there), for example:
+On a GPU (the 10-minute goal; training and decoding move to CUDA when it is there), for example:
 
     .venv/bin/python experiments/translate_multi30k.py --minutes 10 --layers 6 --d-model 512 --d-ff 2048 \\
         --heads 8 --max-tokens 12000 --warmup 1000 --precision bf16 --output-dir runs/multi30k-gpu

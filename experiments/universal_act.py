@@ -14,7 +14,7 @@ steps ACT took at the last bit, whose label needs all n bits; accuracy over ever
     2     2750  1.000/1.000  2.00/5.00/10.00/15.00/20.00  1.000/1.000, 30.00  1.000/1.000, 40.04
 
 ACT takes n steps at the last bit of an n-bit input, exactly, at every training length (Spearman 1.000):
-**more steps on harder inputs**, the issue's target, met on every seed. It learned the depth by itself: each
+**more steps on harder inputs**, the target, met on every seed. It learned the depth by itself: each
 position halts once the bits before it have arrived along the window. At n = 40, twice the longest training
 length, seeds 1 and 2 take 40 steps and stay exact; seed 0 stops at about 35 (the last bit at a guess).
 Without the held-out selection (``--select-every 0``) seed 2 relapsed at step 2,900 to two steps everywhere

@@ -2,7 +2,7 @@
 algorithmic tasks trained on lengths <= 20 and tested on length 40, a Universal Transformer with ACT against a
 vanilla Transformer of (about) equal parameters.
 
-The run that meets the claim (issue 15's target: the UT ahead by >= 10 points at n = 40 on one task)::
+The run that meets the claim (the target: the UT ahead by >= 10 points at n = 40 on one task)::
 
     .venv/bin/python experiments/universal_transformer.py --tasks parity --ut-depth length \
         --inject-input --no-timestep-signal --norm post --ut-window 1 --ut-window-causal \

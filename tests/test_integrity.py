@@ -1,4 +1,4 @@
-"""Damaged or stale files are never used silently (issue 12).
+"""Damaged or stale files are never used silently.
 
 Every file kind of a training checkpoint and of a model directory is damaged three ways (one flipped bit,
 a zeroed 4 KiB block, a truncation): loading names the file; ``Trainer.resume("latest")`` falls back to

@@ -254,8 +254,8 @@ def flat_encoder_layer(
 
 def _gelu_product(ffn: FeedForward):
     """``x -> GELU(up(x))`` in one product where ``ffn.up`` offers one (``gelu_product``: attnlab's int8
-    layers on their kernel) and the activation is the exact GELU; else None. Measured on the later
-    sessions' AMD EPYC (bert-mini int8, B=1, T=128): the GELU pass alone is about 0.3 ms of a 6 ms forward
+    layers on their kernel) and the activation is the exact GELU; else None. Measured on the 2-core
+    AMD EPYC (AVX2; bert-mini int8, B=1, T=128): the GELU pass alone is about 0.3 ms of a 6 ms forward
     at two threads; in the epilogue it costs a fraction of that."""
     fused = getattr(ffn.up, "gelu_product", None)
     return fused if fused is not None and _activation_is_gelu(ffn) else None
@@ -276,7 +276,7 @@ def packed_encoder_layer(
     kernel where `_kernel_attention` holds (`few_row_gemm.attention`: reads the stacked product as it is
     and writes the heads merged, no permute or copy between).
 
-    Measured on the later sessions' AMD EPYC, bert-mini B=1 T=128, alternating with `flat_encoder_layer` on
+    Measured on the 2-core AMD EPYC (AVX2), bert-mini B=1 T=128, alternating with `flat_encoder_layer` on
     the same kernel products: 0.965x its time with 2 threads (24 of 30 paired rounds faster), 0.973x with one
     (19 of 20); the saving is the module calls and two of the three query/key/value products. Memory: the
     stacked query/key/value weight is kept beside its panels, two copies of those three weights besides the
@@ -358,7 +358,7 @@ def _kernel_attention(x: Tensor, mask: Tensor | None) -> bool:
     mask or a padding mask over keys only ((B, 1, 1, T) additive float32, what `Encoder` builds without a
     visibility matrix).
 
-    Measured on the later sessions' AMD EPYC (bert-mini's attention, B=1, T=128, 4 heads): 140 against 176
+    Measured on the 2-core AMD EPYC (bert-mini's attention, B=1, T=128, 4 heads): 140 against 176
     us for PyTorch's scaled_dot_product_attention with two threads, 263 against 283 us with one. PyTorch's
     CPU flash attention computes its small blocks with BLAS calls that pack their operands every time."""
     if not KERNEL_ATTENTION or x.dtype is not torch.float32 or not x.is_cpu or not few_row_gemm.available():

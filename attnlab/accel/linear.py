@@ -71,7 +71,7 @@ def packed_rows(x: Tensor, weight: Tensor) -> bool:
 
     Why: at these sizes MKL packs the weight into its own layout at every call; the kernel reads a copy
     packed once (`few_row_gemm.panels`, kept beside the module; it doubles the memory of those weights). On
-    the later sessions' AMD EPYC (AVX2, 2 cores), a forward at T=128 alternating with PyTorch's fused
+    the AMD EPYC (AVX2, 2 cores), a forward at T=128 alternating with PyTorch's fused
     encoder-layer kernel (MKL's products), the median of 8-30 paired rounds: bert-mini B=1 0.94x the time
     (2 threads) and 0.96x (1 thread), B=32 0.97x and 0.93x; bert-base B=1 0.70x and 0.95x. Outputs within
     2e-6 of the fused kernel's."""
@@ -123,7 +123,7 @@ def small_product(
     First choice, for a weight of at most `MAX_COPIED_WEIGHT` elements: attnlab's few-row kernel
     (`attnlab.accel.few_row_gemm`), on a panel copy of the weight kept on ``holder`` under ``name +
     "_panels"``, where it can be built (x86-64 with AVX2 and FMA, a C++ compiler). It reads the weight at
-    1.0-2.3x the speed of PyTorch's fastest layout below on the later sessions' AMD EPYC (one thread, weights
+    1.0-2.3x the speed of PyTorch's fastest layout below on the 2-core AMD EPYC (one thread, weights
     streamed, ``benchmarks/gemm.py --small-rows``; 0.75-1.0x for a small weight that stays in cache, where
     the call's cost shows). On Intel CPUs it is not measured yet; MKL's figures there (below: 8.6 GB/s of
     weight for the output layer at 8 rows, 17.5 at one row) are below what the kernel streams on the AMD
@@ -131,7 +131,7 @@ def small_product(
     (``ATTNLAB_FEW_ROW_GEMM=off`` returns to the rules below).
 
     Otherwise the way PyTorch's CPU BLAS (MKL) is fastest for its shape; MKL's speed there depends on the
-    layout. Measured on the later sessions' AMD EPYC (AVX2), one thread, weights not in cache
+    layout. Measured on the 2-core AMD EPYC (AVX2), one thread, weights not in cache
     (``benchmarks/gemm.py --small-rows``), ``x @ W^T`` / ``x @ W`` (W stored (K, N)) / ``(W @ x^T)^T``, us:
 
         (N, K)         rows 1            rows 2            rows 8

@@ -10,8 +10,8 @@ Layout of an output directory::
     ...
     progress.json                  while running: finished shards (removed when index.json is written)
 
-How it scales (the anti-pattern avoided is building every instance in memory, google-research/bert
-issues #117 and #612):
+How it scales (the anti-pattern avoided is building every instance in memory,
+google-research/bert's GitHub issues #117 and #612):
 
 * **Streaming, bounded memory.** Documents are read lazily and grouped into chunks of about
   ``chunk_chars`` characters (whole documents); at most ``2 * workers`` chunks are in flight and a

@@ -1,4 +1,4 @@
-"""CPU inference paths beside eager PyTorch (issue 14).
+"""CPU inference paths beside eager PyTorch.
 
 - `onnx_export.export_onnx`: an attnlab model to ``model.onnx`` (dynamic batch and sequence axes) in a
   directory that also holds ``config.json``, the tokenizer and ``onnx.json``; ``int8=True`` adds

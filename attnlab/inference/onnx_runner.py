@@ -30,7 +30,7 @@ from torch import Tensor
 
 
 class OnnxOutput:
-    """The session's outputs as attributes (torch tensors), like the torch model's output dataclass."""
+    """The InferenceSession's outputs as attributes (torch tensors), like the torch model's dataclass."""
 
     def __init__(self, values: dict[str, Tensor]) -> None:
         self.__dict__.update(values)

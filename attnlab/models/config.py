@@ -49,7 +49,7 @@ class EncoderConfig:
     # head uses gelu, DistilBERT's pre_classifier relu. Old config.json files without it load as tanh.
     pooler_activation: str = "tanh"
     initializer_range: float = 0.02  # std of the normal initialisation (BERT's truncated normal)
-    attention: str = "full"  # "full" (the papers) or "local": sliding-window attention (issue 15)
+    attention: str = "full"  # "full" (the papers) or "local": sliding-window attention
     attention_window: int = 128  # local: keys seen on each side of a query (Longformer's w / 2)
     global_tokens: int = 0  # local: the first G positions ([CLS] = 1) attend and are attended everywhere
 

@@ -66,7 +66,7 @@ class GPTConfig:
     bos_token_id: int | None = 50_256  # GPT-2's <|endoftext|> starts and ends documents
     eos_token_id: int | None = 50_256
     pad_token_id: int | None = None  # GPT-2 has none; batched generation pads with EOS
-    attention: str = "full"  # "full" or "local": causal sliding window (attnlab.nn.local_attention, issue 15)
+    attention: str = "full"  # "full" or "local": causal sliding window (attnlab.nn.local_attention)
     attention_window: int = 128  # local: the keys before each query it sees (itself too)
     # "lsh": Reformer's shared-QK LSH attention (attnlab.nn.lsh_attention); training and scoring (no cache)
     lsh_num_hashes: int = 4  # hash rounds

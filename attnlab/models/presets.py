@@ -155,7 +155,7 @@ def distilbert_base() -> EncoderConfig:
     return replace(bert_base_uncased(), num_layers=6, type_vocab_size=0, add_pooler=False)
 
 
-# -- Local attention (issue 15): bert-mini reading 4,096 tokens through a sliding window --------------------
+# -- Local attention: bert-mini reading 4,096 tokens through a sliding window ------------------------------
 def bert_mini_local() -> EncoderConfig:
     """bert-mini with local attention: 128 keys on each side, [CLS] global (Longformer's pattern, Beltagy et
     al. 2020), 4,096 learned positions; the only new parameters are the longer position table."""

@@ -1,4 +1,4 @@
-"""Every bad input to every command ends in one clear error (issue 12, section 2).
+"""Every bad input to every command ends in one clear error.
 
 Each row of `CASES` writes a few small files into ``tmp_path``, runs the command in-process through
 `attnlab.cli.main` and checks that it

@@ -1,4 +1,4 @@
-"""The command line as people expect it (issue 12, section 5): ``--version``, ``python -m attnlab``, every
+"""The command line as people expect it: ``--version``, ``python -m attnlab``, every
 option's default in ``--help``, and every numeric option range-checked where it is parsed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every code block in the docs runs as written (issue 12, section 5).
+"""Every code block in the docs runs as written.
 
 The fenced blocks of ``docs/*.md`` and ``README.md`` are found and checked by language:
 

@@ -1,4 +1,4 @@
-"""`experiments/distillation.py` (issue 17) refuses counts it cannot run, naming the option, before any
+"""`experiments/distillation.py` refuses counts it cannot run, naming the option, before any
 work."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DistilBERT (issue 17): the losses against hand computations, the student's initialisation from every other
+"""DistilBERT: the losses against hand computations, the student's initialisation from every other
 teacher layer, the triple loss, `attnlab distill` end to end with an exact resume, the export to HF's
 DistilBertForMaskedLM, and the vocabulary-mismatch error."""
 

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from attnlab.cli import main
-from attnlab.cli.finetune import _check_same_vocabulary, _inputs
+from attnlab.cli.finetune import _check_same_vocabulary
+from attnlab.cli.predict import _inputs
 from attnlab.tasks import TokenExample
 from attnlab.tasks.examples import DataFormatError
 from attnlab.tasks.features import token_classification_features

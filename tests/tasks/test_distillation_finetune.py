@@ -1,4 +1,4 @@
-"""Task-specific distillation (issue 17): ``attnlab finetune --teacher``, `TaskDistiller`'s loss, and a
+"""Task-specific distillation: ``attnlab finetune --teacher``, `TaskDistiller`'s loss, and a
 fine-tuned DistilBERT student exported as HF's DistilBertForSequenceClassification (logits within 1e-5)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fuzzed parity with HF tokenizers on the same ``tokenizer.json`` (issue 12, section 3).
+"""Fuzzed parity with HF tokenizers on the same ``tokenizer.json``.
 
 Four kinds: BERT WordPiece, BPE with an unknown token (``fuse_unk`` off and on), byte-level BPE (GPT-2,
 RoBERTa) and SentencePiece Unigram with a ``Precompiled`` normaliser (T5's charsmap; the released envit5

@@ -124,7 +124,7 @@ def test_ids_only_equals_full_encode(vocab_dir, name):
     assert_word_starts_are_exact(tok, TEXTS + BMP_TEXTS)
 
 
-# Issue 12's inputs: every Unicode category (unassigned and private-use code points included), marks that NFD
+# The inputs: every Unicode category (unassigned and private-use code points included), marks that NFD
 # reorders, and SentencePiece's Precompiled normaliser.
 EVERY_CATEGORY = every_category_texts(600, seed=7) + [
     "\u0378 \U00081eed\ue000",

@@ -1,7 +1,7 @@
 """The Unicode data attnlab's tokenizers share with HF tokenizers (``attnlab.tokenizers.unicode_compat``).
 
 Default run: golden characters from every table, each checked against HF's own component and against the
-expected answer, and the regressions of issue 12 (unassigned code points deleted by BERT's normaliser; an
+expected answer, and the regressions found by fuzzing (unassigned code points deleted by BERT's normaliser; an
 unknown character dropped by BPE behind it). ``slow``: every code point through every table, against HF
 (fails when a new HF, Python or ``regex`` version changes the data: regenerate the tables from the sets the
 failure prints).
@@ -70,7 +70,7 @@ def test_private_use_and_format_characters_are_still_removed():
 
 
 def test_bpe_unknown_character_behind_bert_normaliser_is_the_unknown_id():
-    """The issue's '\\U00081eed' -> []: the BERT normaliser deleted it before BPE saw it."""
+    """The reported '\\U00081eed' -> []: the BERT normaliser deleted it before BPE saw it."""
     vocab = {"<unk>": 0, "a": 1, "b": 2, "ab": 3}
     for fuse_unk in (False, True):
         ref = HFTokenizer(models.BPE(vocab, [("a", "b")], unk_token="<unk>", fuse_unk=fuse_unk))

@@ -1,4 +1,4 @@
-"""Training parity with HF transformers on identical weights and batches (issue 11, section 1).
+"""Training parity with HF transformers on identical weights and batches.
 
 The models, batches, optimizer and loop are those of ``benchmarks/training_parity.py`` (imported from its
 file), on tiny configurations (H=32, 2 layers, V=99):

@@ -1,4 +1,4 @@
-"""What `translate-train` takes for the options a user leaves out (issue 12 section 5, issue 11 section 3):
+"""What `translate-train` takes for the options a user leaves out:
 on a CPU the model and warm-up that experiments/translate_multi30k.py measured (test2016 BLEU 36.51 in 55
 minutes on 2 cores), on a GPU the paper's base model; a given option always wins."""
 

@@ -1,5 +1,5 @@
 """`attnlab.translation.plan`: a time-budgeted translation run is planned to end when its time does, with a
-warm-up inside the plan (issue 12: a 60-minute run showed 100,000 steps and an ETA of 283 hours)."""
+warm-up inside the plan (a 60-minute run showed 100,000 steps and an ETA of 283 hours)."""
 
 from __future__ import annotations
 

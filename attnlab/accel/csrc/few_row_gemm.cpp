@@ -5,7 +5,7 @@
 // Why a kernel of our own:
 // - A step of 1-8 rows reads every weight once and does little with it, so it runs at the speed the weight
 //   streams from memory. MKL, PyTorch's CPU BLAS, streams a float32 weight at 6-8 GB/s for 2-8 rows on the
-//   AMD EPYC these sessions run on (about 15 GB/s at one row), where the core reads 21 GB/s. This kernel
+//   2-core AMD EPYC (Zen 3, AVX2; about 15 GB/s at one row), where the core reads 21 GB/s. This kernel
 //   reads the weight once, in order, and keeps every partial sum in a register.
 // - With more rows (an encoder's 128-4096 tokens) MKL packs the weight again at every call; this kernel's
 //   copy is packed once. Whole encoder forwards with these products took 0.70-0.97x the time of PyTorch's

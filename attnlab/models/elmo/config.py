@@ -3,7 +3,7 @@
 The released biLM (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway``): 2048 character n-gram filters of
 widths 1..7 ([1,32],[2,32],[3,64],[4,128],[5,256],[6,512],[7,1024]) over 16-dimensional character
 embeddings, 2 highway layers, a projection to 512; two LSTM layers per direction with 4096 cells projected
-to 512 and a residual connection between them; cell and projection values clipped at 3. (The issue's list
+to 512 and a residual connection between them; cell and projection values clipped at 3. (The list
 [1,32],[2,64],...,[7,2048] sums to 4064 filters, not the paper's 2048; the presets follow the paper text
 and the released options.json.) AllenNLP's smaller releases are ``elmo-small`` (2x1024_128_2048cnn_1xhighway)
 and ``elmo-medium`` (2x2048_256_2048cnn_1xhighway); its table gives 13.6M / 28.0M / 93.6M parameters for
