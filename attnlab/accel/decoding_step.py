@@ -9,9 +9,8 @@ the layer with the modules' own operations in the same order, so its outputs are
 modules'. `SteppedDecoder` (what `attnlab.accel.optimize` re-classes a `Decoder` to) holds the steps in its
 decoding cache, `StepCache`.
 
-Measured on the project's 2-core AMD EPYC (AVX2), one thread, gpt-bpe-small (6 layers x 384, 14M
-parameters) greedy at batch size 1: the module calls cost about 1 ms of a 5 ms step (a minimal functional
-step over the same weights took 4.0 ms against the modules' 5.0); see ``benchmarks/generation.py``.
+Why: for a small decoder the module calls are a fifth of a step's time. ``benchmarks/generation.py``
+(figures in docs/design_measurements.md).
 
 `decoding_steps` returns the steps of a stack of (self-attention, feed-forward) residual pairs, or None
 (the caller runs the modules) unless every pair is the plain decoder layer in eval mode:

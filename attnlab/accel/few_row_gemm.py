@@ -1,10 +1,10 @@
 """The few-row product kernel: ``x @ W^T + b`` for one decoding step's 1-8 rows (``csrc/few_row_gemm.cpp``).
 
 Why: such a product reads the whole weight and does little with it, so it runs at the speed the weight streams
-from memory. PyTorch's CPU BLAS (MKL) streams it at 6-8 GB/s for 2-8 rows on the 2-core AMD EPYC (AVX2)
-(AVX2), where one core reads 21 GB/s; the kernel reads a copy of the weight laid out for it, once and in
-order (``benchmarks/gemm.py --small-rows`` prints both). The layout and the arithmetic are described in the
-C++ file; a row's result does not depend on the other rows of the call or on the thread count.
+from memory. PyTorch's CPU BLAS (MKL) streams it well below the memory's speed; the kernel reads a copy of
+the weight laid out for it, once and in order. Why: ``benchmarks/gemm.py --small-rows`` prints both (figures
+in docs/design_measurements.md). The layout and the arithmetic are described in the C++ file; a row's
+result does not depend on the other rows of the call or on the thread count.
 
 The library is built on first use, not at install time, so that an install needs no compiler:
 

@@ -4,11 +4,9 @@ An encoder layer is ``Residual(MultiHeadAttention)`` then ``Residual(FeedForward
 In inference on the CPU, small shapes spend a fifth of their time outside the matrix products: three
 separate query/key/value products, the bias and GELU passes, and Python's dispatch of some 60 operators a
 layer. ``torch._transformer_encoder_layer_fwd`` (the kernel behind ``nn.TransformerEncoderLayer``'s
-inference fast path) computes the same function in one call, with one fused query/key/value product.
-Measured on the project's 2-core AVX2 EPYC, bert-mini at T=128, the two paths alone and alternating: the
-fused forward takes 0.95x the module calls' time at B=1 (0.90x with 2 threads), 0.95-1.03x at B=32 (0.78-0.90x
-with 2 threads); outputs within 2e-6 (``benchmarks/inference.py`` times both as ``attnlab`` and ``attnlab
-modules``).
+inference fast path) computes the same function in one call, with one fused query/key/value product;
+outputs within 2e-6. Why: ``benchmarks/inference.py``, which times both as ``attnlab`` and ``attnlab
+modules`` (figures in docs/design_measurements.md).
 
 `fused_encoder_layer` returns None, and the caller runs the modules, unless all of these hold:
 
@@ -219,8 +217,8 @@ def flat_encoder_layer(
     (`Residual`'s tuple handling, the attention's cache and weight options, a module call per dropout).
 
     For the layers the kernel does not take -- int8 ones (`attnlab.inference.quantize`), activations it
-    lacks, oneDNN products -- on a small model the plumbing is a large share of the time: bert-mini int8 on
-    an Intel Xeon, one thread, 1.3 against 0.95 ms a forward at T=1, about 0.4 ms less at T=128 (4 ms).
+    lacks, oneDNN products -- on a small model the plumbing is a large share of the time (bert-mini int8 in
+    ``benchmarks/inference.py``; figures in docs/design_measurements.md).
     ``x`` (B, T, H); ``mask`` the encoder's additive mask (B, 1, 1 or T, T) or None.
 
     Two deliberate differences, each within float32 rounding of the modules' results (and so not bit for
@@ -254,9 +252,8 @@ def flat_encoder_layer(
 
 def _gelu_product(ffn: FeedForward):
     """``x -> GELU(up(x))`` in one product where ``ffn.up`` offers one (``gelu_product``: attnlab's int8
-    layers on their kernel) and the activation is the exact GELU; else None. Measured on the 2-core
-    AMD EPYC (AVX2; bert-mini int8, B=1, T=128): the GELU pass alone is about 0.3 ms of a 6 ms forward
-    at two threads; in the epilogue it costs a fraction of that."""
+    layers on their kernel) and the activation is the exact GELU; else None. It saves a pass over the
+    activations (``benchmarks/inference.py``; figures in docs/design_measurements.md)."""
     fused = getattr(ffn.up, "gelu_product", None)
     return fused if fused is not None and _activation_is_gelu(ffn) else None
 
@@ -272,15 +269,14 @@ def packed_encoder_layer(
     float32 rounding: each sub-layer's output product, residual add and LayerNorm run as one kernel call
     (`_merged`); with the exact GELU, the activation runs in the first feed-forward product's epilogue
     (`few_row_gemm.GELU`: its own erf, within 4e-7 of PyTorch's), which saves a pass over the (B, T, 4H)
-    activations (about 0.3 of 8 ms at bert-mini B=1 with two threads); and the attention runs on attnlab's
-    kernel where `_kernel_attention` holds (`few_row_gemm.attention`: reads the stacked product as it is
-    and writes the heads merged, no permute or copy between).
+    activations; and the attention runs on attnlab's kernel where `_kernel_attention` holds
+    (`few_row_gemm.attention`: reads the stacked product as it is and writes the heads merged, no permute or
+    copy between).
 
-    Measured on the 2-core AMD EPYC (AVX2), bert-mini B=1 T=128, alternating with `flat_encoder_layer` on
-    the same kernel products: 0.965x its time with 2 threads (24 of 30 paired rounds faster), 0.973x with one
-    (19 of 20); the saving is the module calls and two of the three query/key/value products. Memory: the
-    stacked query/key/value weight is kept beside its panels, two copies of those three weights besides the
-    panels of the output and feed-forward weights.
+    It takes less time than `flat_encoder_layer` on the same kernel products: the module calls and two of the
+    three query/key/value products are saved (``benchmarks/inference.py``; figures in
+    docs/design_measurements.md). Memory: the stacked query/key/value weight is kept beside its panels, two
+    copies of those three weights besides the panels of the output and feed-forward weights.
 
     ``rows`` (`attnlab.accel.unpadded`): ``x`` is (1, N, H), a padded batch's real tokens only, and the
     attention runs in the batch's (B, T) layout (`_attend`)."""
@@ -358,9 +354,8 @@ def _kernel_attention(x: Tensor, mask: Tensor | None) -> bool:
     mask or a padding mask over keys only ((B, 1, 1, T) additive float32, what `Encoder` builds without a
     visibility matrix).
 
-    Measured on the 2-core AMD EPYC (bert-mini's attention, B=1, T=128, 4 heads): 140 against 176
-    us for PyTorch's scaled_dot_product_attention with two threads, 263 against 283 us with one. PyTorch's
-    CPU flash attention computes its small blocks with BLAS calls that pack their operands every time."""
+    Why: PyTorch's CPU flash attention computes its small blocks with BLAS calls that pack their operands
+    every time; the kernel is faster at bert-mini's attention (figures in docs/design_measurements.md)."""
     if not KERNEL_ATTENTION or x.dtype is not torch.float32 or not x.is_cpu or not few_row_gemm.available():
         return False
     if mask is None:

@@ -2,10 +2,11 @@
 (one scale per output row) and each row of x quantized to 7 bits at every call, on AVX2's 8-bit multiply-add.
 
 Why: PyTorch's dynamic int8 product (FBGEMM's) quantizes the input in separate passes and splits an encoder's
-small products poorly over two threads; on a 2-core AMD EPYC (AVX2, no VNNI) this kernel
-takes 0.65-0.85x its time at bert-mini's shapes and is more accurate (a scale and zero point per row of x
-instead of one per tensor). The quantization and the layout are described in the C++ file; the integer sums
-are exact, so a row's result does not depend on the other rows of the call or on the thread count.
+small products poorly over two threads; on AVX2 without VNNI this kernel is faster at bert-mini's shapes
+(``benchmarks/inference.py``; figures in docs/design_measurements.md) and more accurate (a scale and zero
+point per row of x instead of one per tensor). The quantization and the layout are described in the C++
+file; the integer sums are exact, so a row's result does not depend on the other rows of the call or on the
+thread count.
 
 Built, cached, checked and switched off (``ATTNLAB_INT8_GEMM=off``) as `attnlab.accel.few_row_gemm`'s kernel
 is (`few_row_gemm.load_library`); its check compares the products on random data with the same quantization

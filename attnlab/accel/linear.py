@@ -46,7 +46,7 @@ STREAMED_WEIGHT = 1 << 18
 # double a large output layer (BERT's 30,522 x 768 head for one short fill-mask request, GPT-2's 50,257 x 768)
 MAX_COPIED_WEIGHT = 1 << 24
 # Rows (M) up to which a no-grad product of `FastLinear` runs on the kernel's panels (`packed_rows`):
-# B=32 x T=128, the largest shape measured (benchmarks/inference.py)
+# B=32 x T=128, the largest shape `benchmarks/inference.py` times
 PACKED_ROWS = 4096
 # The cap instead of `MAX_COPIED_WEIGHT` (256 MiB of float32) for the output layer of a generation, which
 # repeats its product at every token (`GenerationHead`): GPT-2's output layer (38.6 M elements) and
@@ -66,15 +66,13 @@ def packed_rows(x: Tensor, weight: Tensor) -> bool:
     """True for a product of at most `PACKED_ROWS` rows that `FastLinear` sends to the kernel's panels: no
     gradient, float32 on the CPU, a weight of at most `MAX_COPIED_WEIGHT` elements, PyTorch's own product
     chosen (`cpu_gemm` ``"default"``: with AVX-512, oneDNN's are faster), a CPU not made by Intel (MKL takes
-    its own fast path there; the kernel is not measured against it at these sizes), a weight not made under
-    ``torch.inference_mode``, and the kernel `few_row_gemm.available`.
+    its own fast path there), a weight not made under ``torch.inference_mode``, and the kernel
+    `few_row_gemm.available`.
 
     Why: at these sizes MKL packs the weight into its own layout at every call; the kernel reads a copy
-    packed once (`few_row_gemm.panels`, kept beside the module; it doubles the memory of those weights). On
-    the AMD EPYC (AVX2, 2 cores), a forward at T=128 alternating with PyTorch's fused
-    encoder-layer kernel (MKL's products), the median of 8-30 paired rounds: bert-mini B=1 0.94x the time
-    (2 threads) and 0.96x (1 thread), B=32 0.97x and 0.93x; bert-base B=1 0.70x and 0.95x. Outputs within
-    2e-6 of the fused kernel's."""
+    packed once (`few_row_gemm.panels`, kept beside the module; it doubles the memory of those weights).
+    Outputs within 2e-6 of PyTorch's fused encoder-layer kernel's. Shown by ``benchmarks/inference.py``
+    (figures in docs/design_measurements.md)."""
     return kernel_product(x, weight) and x.numel() <= PACKED_ROWS * weight.shape[1] and packed_weight(weight)
 
 
@@ -122,42 +120,23 @@ def small_product(
 
     First choice, for a weight of at most `MAX_COPIED_WEIGHT` elements: attnlab's few-row kernel
     (`attnlab.accel.few_row_gemm`), on a panel copy of the weight kept on ``holder`` under ``name +
-    "_panels"``, where it can be built (x86-64 with AVX2 and FMA, a C++ compiler). It reads the weight at
-    1.0-2.3x the speed of PyTorch's fastest layout below on the 2-core AMD EPYC (one thread, weights
-    streamed, ``benchmarks/gemm.py --small-rows``; 0.75-1.0x for a small weight that stays in cache, where
-    the call's cost shows). On Intel CPUs it is not measured yet; MKL's figures there (below: 8.6 GB/s of
-    weight for the output layer at 8 rows, 17.5 at one row) are below what the kernel streams on the AMD
-    machine, and ``benchmarks/gemm.py --small-rows`` prints both side by side on any machine
-    (``ATTNLAB_FEW_ROW_GEMM=off`` returns to the rules below).
+    "_panels"``, where it can be built (x86-64 with AVX2 and FMA, a C++ compiler): it streams the weight
+    faster than any of MKL's layouts below (``ATTNLAB_FEW_ROW_GEMM=off`` returns to them).
 
-    Otherwise the way PyTorch's CPU BLAS (MKL) is fastest for its shape; MKL's speed there depends on the
-    layout. Measured on the 2-core AMD EPYC (AVX2), one thread, weights not in cache
-    (``benchmarks/gemm.py --small-rows``), ``x @ W^T`` / ``x @ W`` (W stored (K, N)) / ``(W @ x^T)^T``, us:
-
-        (N, K)         rows 1            rows 2            rows 8
-        (8192, 384)    1891 / 840 / 1814  3696 / 1518 / 1954  4382 / 5623 / 3716   (GPT output layer)
-        (1536, 384)     341 / 200 / 338    590 / 321 / 371    655 / 640 / 522     (feed-forward up)
-        (1152, 384)     333 / 215 / 357    476 / 278 / 331    475 / 416 / 348     (stacked q, k, v)
-        (384, 384)      113 / 101 / 117    135 / 123 / 104    178 / 169 / 231     (attention output)
-        (384, 1536)     191 / 326 / 205    347 / 458 / 419    407 / 461 / 493     (feed-forward down)
+    Otherwise the layout in which PyTorch's CPU BLAS (MKL) is fastest for the shape:
 
     - N >= K, 1-2 rows, a weight of at most `MAX_COPIED_WEIGHT` elements, a CPU not made by Intel: ``x @ W``
       on a contiguous (K, N) copy of W (GPT-2's ``Conv1D`` layout), kept on ``holder`` under ``name``
-      (`column_major_copy`). On Intel CPUs MKL's plain ``x @ W^T`` is faster for the wide output layer and
-      level within noise for the rest at one row (the Xeon with AVX-512 and AMX, 2026-11-28, one thread,
-      weights streamed, plain against the copy: 717 against 814 us for gpt-bpe-small's output layer, 169
-      against 168 for the feed-forward up, 128 against 120 for the stacked q, k, v); gpt-bpe-small's greedy
-      generation at batch size 1 took 1.027x less time, in 6 of 6 alternating rounds, with the same tokens.
-      So there `linear` takes them, and no copy is kept (`INTEL_MKL`).
+      (`column_major_copy`). On Intel CPUs MKL's plain ``x @ W^T`` is as fast or faster, so there `linear`
+      takes them, and no copy is kept (`INTEL_MKL`).
     - N > K, 3-8 rows, a weight of at least `STREAMED_WEIGHT` elements, a CPU not made by Intel:
       ``(W @ x^T)^T``, W as stored: MKL then packs the few rows, not the weight. The result is
       column-major (a copy costs more than the strided reads after it). A smaller weight stays in cache
-      from step to step, and there this form is the slowest: 45 against 23 us at (384, 128) and 8 rows.
-      On Intel CPUs MKL's own path for ``x @ W^T`` is the faster one at 3-8 rows (a Xeon with AVX-512 and
-      a 480 MB cache, 2026-11-28: 1,468 against 1,576 us for the output layer at 8 rows, 362 against 393
-      for the feed-forward up; gpt-bpe-small's greedy generation at batch size 8 went from 1.12x to
-      1.28x HF's tokens/s without this form), so there `linear` takes them (`INTEL_MKL`).
+      from step to step, and there this form is the slowest. On Intel CPUs MKL's own path for ``x @ W^T``
+      is the faster one at 3-8 rows, so there `linear` takes them (`INTEL_MKL`).
     - otherwise (N < K; a larger weight at 1-2 rows; N = K or a small weight at 3-8 rows): `linear`.
+
+    Why: ``benchmarks/gemm.py --small-rows`` (figures in docs/design_measurements.md).
 
     Results equal `linear`'s up to float32 summation order (about 1e-7 relative). The kernel's do not depend
     on the number of rows or threads; MKL's may."""

@@ -1,10 +1,9 @@
 """`linear`, `OneDNNLinear`: a float32 ``F.linear`` on the CPU computed by oneDNN or by PyTorch's own (MKL).
 
 Why: PyTorch's x86 builds send a float32 ``F.linear`` on the CPU to MKL's sgemm. On non-Intel CPUs with
-AVX-512 MKL takes a generic code path: measured 140-230 GFLOPS on 2 cores for BERT- and Transformer-shaped
-products, where oneDNN, which ships in the same PyTorch build and is what ``torch.compile``'s CPU backend
-calls, reaches 450-520 GFLOPS (``benchmarks/gemm.py``). Both are IEEE float32 with float32 accumulation;
-results differ only by summation order (about 1e-7 relative).
+AVX-512 MKL takes a generic code path, about half as fast as oneDNN, which ships in the same PyTorch build and
+is what ``torch.compile``'s CPU backend calls. Both are IEEE float32 with float32 accumulation; results
+differ only by summation order (about 1e-7 relative).
 
 `linear` takes the oneDNN path (``torch.ops.mkldnn._linear_pointwise``, forward and both backward
 products through a custom autograd function) when all of these hold, and is ``F.linear`` otherwise:
@@ -14,13 +13,11 @@ products through a custom autograd function) when all of these hold, and is ``F.
 - the product has at least ``2**20`` multiply-adds (below that oneDNN's ~8 us call overhead loses);
 - PyTorch was built with oneDNN and has the operator (a private one, so its presence is checked);
 - the choice is ``onednn``: ``ATTNLAB_CPU_GEMM`` (or `set_cpu_gemm`) is ``onednn``, or ``auto`` (the
-  default) on a CPU with AVX-512 that is not Intel's. On AVX2-only CPUs (AMD EPYC without AVX-512)
-  oneDNN's float32 kernels are the slower ones: ``benchmarks/gemm.py --threads 1`` measured oneDNN / MKL
-  0.42-1.19 over the same shapes, 0.42-0.68 for the backward products. On Intel CPUs MKL takes its own
-  fast path: on an Intel Xeon with AVX-512 and AMX (2026-11-28, one thread) oneDNN / MKL was 0.87-1.02
-  forward and 0.38-0.95 backward, and bert-mini's B=1 forward took 10.0 ms on oneDNN against 8.0 ms on
-  MKL. So ``auto`` keeps ``F.linear`` on both. The choice is a function of the machine, so a run resumed
-  on the same machine computes exactly as before.
+  default) on a CPU with AVX-512 that is not Intel's. On AVX2-only CPUs oneDNN's float32 kernels are the
+  slower ones, and on Intel CPUs MKL takes its own fast path, so ``auto`` keeps ``F.linear`` on both. The
+  choice is a function of the machine, so a run resumed on the same machine computes exactly as before.
+
+Why these defaults: ``benchmarks/gemm.py`` (figures in docs/design_measurements.md).
 
 The models' ``nn.Linear`` layers take this path once `attnlab.accel.optimize` has swapped them for
 `attnlab.accel.linear.FastLinear`.

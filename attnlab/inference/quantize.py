@@ -2,7 +2,7 @@
 
 ``torch.ao.quantization.quantize_dynamic`` swaps modules whose type is exactly ``nn.Linear``; an
 optimized model's `attnlab.accel.linear.FastLinear` (the subclass `attnlab.accel.optimize` swaps in) is not,
-so it leaves almost all of such a model in float32 (measured 81 ms against 83 ms fp32 for bert-base).
+so it leaves almost all of such a model in float32 (about as fast as float32 for bert-base).
 `quantize` swaps every ``nn.Linear`` (subclasses included) for `Int8Linear`:
 
 - weights: int8, symmetric, one scale per output channel (row), ``scale = max|w_row| / 127``;
@@ -50,10 +50,7 @@ def auto_engine(
     build has it; ``attnlab`` (`attnlab.accel.int8_gemm`) where the CPU has neither AVX-512 nor VNNI and the
     kernel is available; else PyTorch's current engine (``x86``: FBGEMM's kernels, which use AVX-512 and
     VNNI where the CPU has them).
-    Measured on an Intel Xeon with AMX (2026-11-28, one thread, bert-mini int8, the same relative error
-    4.4e-3): B=32 x 128 tokens 97 ms on ``onednn`` against 140-191 ms on ``x86``; B=1 5.1 against 5.4 ms.
-    On a 2-core AMD EPYC with AVX2 (2026-11-29, bert-mini's products at 128 tokens): ``attnlab`` 0.65-0.85x
-    the time of ``x86``, relative error 0.009 against 0.012.
+    Why: ``benchmarks/inference.py``'s int8 rows (figures in docs/design_measurements.md).
     ``flags``, ``engines`` and ``kernel`` default to the CPU's, ``torch.backends.quantized.supported_engines``
     and `int8_gemm.available`."""
     flags = cpu_flags() if flags is None else flags

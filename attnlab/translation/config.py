@@ -212,10 +212,8 @@ def transformer_tiny(**overrides: Any) -> Seq2SeqConfig:
 
 def transformer_cpu(**overrides: Any) -> Seq2SeqConfig:
     """Base at the size a 2-core CPU trains in an hour (not in the paper): N=3, d_model=256, d_ff=1024, h=4
-    (d_k=d_v=64; 7.6M parameters with an 8k joint BPE). Measured (experiments/translate_multi30k.py, one
-    torch thread): Multi30k en-de, 3,420 updates in 55 minutes with warm-up 800 and 2,500-token batches,
-    last 5 checkpoints averaged, test2016 BLEU 36.51; transformer-base takes ~10 s a step there (350
-    steps an hour, inside its warm-up) and produces no usable output in that time."""
+    (d_k=d_v=64; 7.6M parameters with an 8k joint BPE); transformer-base produces no usable output in that
+    time. Why: ``experiments/translate_multi30k.py`` (figures in docs/design_measurements.md)."""
     return dataclasses.replace(
         transformer_base(num_layers=3, d_model=256, d_ff=1024, num_heads=4), **overrides
     )

@@ -116,13 +116,21 @@ class Seq2SeqEmbedding(nn.Module):
         return self.dropout(x)
 
 
-class Encoder(Decoder):
+class Seq2SeqEncoder(nn.Module):
     """The encoder stack: the shared `DecoderLayer` without encoder-decoder attention, given a key-padding
-    mask instead of a causal one (self-attention, feed-forward; section 3.1); ``final_norm`` with pre-LN."""
+    mask instead of a causal one (self-attention, feed-forward; section 3.1); ``final_norm`` with pre-LN.
+    (Not the BERT family's `attnlab.models.Encoder`, which owns its embeddings and pooler.)"""
 
-    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:  # type: ignore[override]
+    def __init__(self, layers: list[DecoderLayer], final_norm: nn.Module | None = None) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = final_norm
+
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         """(B, S, H) -> (B, S, H); ``mask`` additive or bool, broadcastable to (B, N, S, S)."""
-        return super().forward(x, mask)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.final_norm(x) if self.final_norm is not None else x
 
 
 class Seq2Seq(nn.Module):
@@ -135,7 +143,7 @@ class Seq2Seq(nn.Module):
 
     def __init__(
         self,
-        encoder: Encoder,
+        encoder: Seq2SeqEncoder,
         decoder: Decoder,
         src_embed: Seq2SeqEmbedding,
         tgt_embed: Seq2SeqEmbedding,
@@ -220,7 +228,7 @@ def build_model(config: Seq2SeqConfig) -> Seq2Seq:
     def ffn() -> FeedForward:
         return FeedForward(h, cfg.d_ff, cfg.activation, cfg.activation_dropout)
 
-    encoder = Encoder(
+    encoder = Seq2SeqEncoder(
         [DecoderLayer(residual(make_attention(cfg)), residual(ffn())) for _ in range(cfg.num_layers)],
         nn.LayerNorm(h, eps=cfg.layer_norm_eps) if cfg.norm_first else None,
     )

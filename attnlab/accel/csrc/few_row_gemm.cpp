@@ -4,12 +4,11 @@
 //
 // Why a kernel of our own:
 // - A step of 1-8 rows reads every weight once and does little with it, so it runs at the speed the weight
-//   streams from memory. MKL, PyTorch's CPU BLAS, streams a float32 weight at 6-8 GB/s for 2-8 rows on the
-//   2-core AMD EPYC (Zen 3, AVX2; about 15 GB/s at one row), where the core reads 21 GB/s. This kernel
-//   reads the weight once, in order, and keeps every partial sum in a register.
+//   streams from memory. MKL, PyTorch's CPU BLAS, streams a float32 weight well below the memory's speed.
+//   This kernel reads the weight once, in order, and keeps every partial sum in a register.
 // - With more rows (an encoder's 128-4096 tokens) MKL packs the weight again at every call; this kernel's
-//   copy is packed once. Whole encoder forwards with these products took 0.70-0.97x the time of PyTorch's
-//   fused encoder layer on MKL's on that machine (bert-mini and bert-base, T=128; attnlab/accel/linear.py).
+//   copy is packed once.
+// Why: benchmarks/gemm.py --small-rows and benchmarks/inference.py (figures in docs/design_measurements.md).
 //
 // Layout. W (N, K) is copied into panels of 8 output columns (the last one zero-padded):
 //     P[p][k][j] = W[8p + j][k],   p < ceil(N / 8), k < K, j < 8

@@ -3,10 +3,9 @@
 //
 // Why a kernel of our own: PyTorch's dynamic int8 product (FBGEMM's, `quantized::linear_dynamic`) splits an
 // encoder's small products (128 tokens x 256-1024 columns) poorly over two threads and quantizes its input in
-// separate passes. On the 2-core AMD EPYC (Zen 3, AVX2, no AVX-512), at bert-mini's shapes, it reached
-// 58-72 GMAC/s on one core and 50-67 per core on two; this kernel 77-86 on one core (AVX2's 8-bit
-// multiply-add peaks near 90 there, float32 FMA near 50). Measured 2026-11-29 with a scratch script timing
-// both products on the same weights; benchmarks/inference.py times whole forwards ("attnlab int8").
+// separate passes; on AVX2 without VNNI this kernel runs bert-mini's products closer to the 8-bit
+// multiply-add's peak. Why: benchmarks/inference.py times whole forwards ("attnlab int8"; figures in
+// docs/design_measurements.md).
 //
 // Quantization.
 // - W (N, K): int8, symmetric, one scale per output row, |Wq| <= 127 (int8_gemm.py quantizes it).
