@@ -103,6 +103,7 @@ def run_distill(args: argparse.Namespace) -> int:
 
     from attnlab.cli.overrides import check_overrides, collect_overrides
     from attnlab.cli.pretrain import print_result
+    from attnlab.inference.allocator import bound_kernel_caches
     from attnlab.pretraining.corpus import corpus_documents, files_key, prepare_corpus
     from attnlab.pretraining.distillation import (
         DistillationConfig,
@@ -117,6 +118,8 @@ def run_distill(args: argparse.Namespace) -> int:
     from attnlab.train import set_seed, setup_distributed
     from attnlab.train.distributed import barrier
     from attnlab.train.run_dir import prepare_run_directory, read_run_file
+
+    bound_kernel_caches()  # oneDNN's kernels per batch shape, capped (benchmarks/training_memory.py)
 
     for path in args.corpus:
         if not Path(path).exists():

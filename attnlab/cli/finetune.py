@@ -327,8 +327,10 @@ def _plot_runs(output_dir: Path) -> None:
 def run_finetune(args: argparse.Namespace) -> int:
     import logging
 
+    from attnlab.inference.allocator import bound_kernel_caches
     from attnlab.tasks.finetune import finetune, get_task
 
+    bound_kernel_caches()  # oneDNN's kernels per batch shape, capped (benchmarks/training_memory.py)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     spec = get_task(args.task)
     source = _source(args)

@@ -233,6 +233,9 @@ class PretrainSettings:
 
 def run_pretrain(args: argparse.Namespace) -> int:
     """Errors reach `attnlab.cli.main`: one line for a user's, ``--debug`` for the traceback."""
+    from attnlab.inference.allocator import bound_kernel_caches
+
+    bound_kernel_caches()  # oneDNN's kernels per batch shape, capped (benchmarks/training_memory.py)
     if args.recipe == "elmo":  # ELMo's biLM: character inputs, a word softmax, its own data path
         return run_pretrain_elmo(args)
     from attnlab.pretraining.model import masked_lm_of

@@ -266,8 +266,11 @@ def _check_before_writing(args: argparse.Namespace, paths: dict[str, Path | None
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from attnlab.inference.allocator import bound_kernel_caches
     from attnlab.translation.plan import DEFAULT_WARMUP_SHARE, sizes_for
     from attnlab.translation.recipe import train_translation
+
+    bound_kernel_caches()  # oneDNN's kernels per batch shape, capped (benchmarks/training_memory.py)
 
     paths = _data_paths(args)
     _set_threads(args.threads)

@@ -10,7 +10,7 @@
   caught by ``torch.ao``'s dynamic quantization) becomes an int8 dynamically quantized linear.
 - `allocator.keep_freed_memory`: glibc keeps freed blocks for the next forward instead of unmapping them
   (large batches' tensors were faulted in afresh every forward); `allocator.bound_kernel_caches`: oneDNN's
-  per-shape kernel caches capped; `attnlab serve` and `predict` call both.
+  per-shape kernel caches capped; `attnlab serve` and `predict` call both, the training commands the cap.
 - `engine.load_encoder`: the model `predict` and `serve` run for an encoder directory, by ``--backend``
   (torch or onnxruntime) and ``--int8``.
 

@@ -19,9 +19,13 @@ start, and ``ATTNLAB_MALLOC=default`` leaves glibc's defaults. Nothing happens o
 (``LRU_CACHE_CAPACITY``) keep a compiled kernel per input shape, 1,024 each by default, for the int8 layers'
 products and attnlab's oneDNN float32 path. A server sees a new batch shape with almost every batch, so they
 fill: bert-mini int8 with its MLM head over 2,000 random batch shapes held 1,104 MiB, against 506 MiB with 64
-of each, and ran 12.9-13.7 against 15.1-15.3 ms a forward (2026-11-28, Intel Xeon, one thread). Both are read
+of each, and ran 12.9-13.7 against 15.1-15.3 ms a forward (2026-11-28, Intel Xeon, one thread). Training
+fills them too where its float32 products run on oneDNN (`attnlab.accel.onednn_linear`): every token batch
+has its own shape, each a forward and two backward kernels per layer, so the training commands
+(``translate-train``, ``pretrain``, ``finetune``, ``distill``) cap them as well: flat resident memory after
+the first steps instead of growth over hundreds of steps (``benchmarks/training_memory.py``). Both are read
 when oneDNN first needs them, so the commands set them before loading a model; a value already in the
-environment wins.
+environment wins. `keep_freed_memory` is for inference only: training keeps glibc's defaults.
 """
 
 from __future__ import annotations
