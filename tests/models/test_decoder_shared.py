@@ -22,7 +22,8 @@ def test_gpt_and_translation_use_the_same_layer_class() -> None:
     gpt = build_gpt(get_gpt_preset("gpt-char-tiny", vocab_size=65))
     layers = [*seq2seq.encoder.layers, *seq2seq.decoder.layers, *gpt.decoder.layers]
     assert {type(layer) for layer in layers} == {DecoderLayer}
-    assert isinstance(seq2seq.decoder, Decoder) and isinstance(seq2seq.encoder, Decoder)
+    assert isinstance(seq2seq.decoder, Decoder) and isinstance(gpt.decoder, Decoder)
+    assert not isinstance(seq2seq.encoder, Decoder)  # its own stack of the shared layer, not a decoder
     assert all(layer.cross_attn is not None for layer in seq2seq.decoder.layers)
     assert all(layer.cross_attn is None for layer in [*seq2seq.encoder.layers, *gpt.decoder.layers])
 
