@@ -15,15 +15,12 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.io.checkpoint import load_state_checked
 from attnlab.io.format import (
+    CONFIG_NAME,
+    WEIGHTS_NAME,
     CheckpointError,
     check_directory,
     read_json,
-    read_safetensors,
-    resolve_dtype,
-    tied_aliases,
-    write_model_files,
     written_by_attnlab,
 )
 from attnlab.io.hf_gpt2 import (
@@ -35,8 +32,8 @@ from attnlab.io.hf_gpt2 import (
     state_dict_to_gpt2,
 )
 from attnlab.io.hf_layout import HF_FAMILY_FIELD
+from attnlab.io.model_files import placed, read_model_directory, save_model_directory
 from attnlab.io.registry import ModelFamily, register
-from attnlab.manifest import write_manifest
 from attnlab.models.gpt import GPT, MODEL_TYPE, GPTConfig, build_gpt
 
 ARCHITECTURE = "GPT"
@@ -73,19 +70,15 @@ def save_causal_lm(
     exact HF form (`gpt2_form`: GPT-2 for pre-LN, OpenAI GPT for post-LN) is written in HF's layout with
     attnlab's fields beside HF's, so ``transformers.AutoModelForCausalLM`` and ``pipeline("text-generation")``
     load the directory as it is (`attnlab.io.hf_layout` does the same for encoders)."""
-    aliases = tied_aliases(model)
-    tensors = {k: v for k, v in model.state_dict().items() if k not in aliases}
-    fields: dict = {}
+    tensors, fields = None, None
     form = gpt2_form(model)
     if not isinstance(form, str):
         fields, tensors, family = form
         fields = {**fields, HF_FAMILY_FIELD: family}
-    target = resolve_dtype(dtype)
-    if target is not None:
-        tensors = {k: v.to(target) if v.is_floating_point() else v for k, v in tensors.items()}
-    write_model_files(directory, tensors, ARCHITECTURE, model.config.to_dict(), aliases, fields)
-    write_manifest(directory, ["model.safetensors", "config.json"], run_id=run_id)
-    return Path(directory)
+    return save_model_directory(
+        model, directory, ARCHITECTURE, model.config.to_dict(), dtype=dtype, run_id=run_id, tensors=tensors,
+        hf_fields=fields,
+    )  # fmt: skip
 
 
 def wrong_model_hint(raw: dict, path: Path) -> str | None:
@@ -119,39 +112,48 @@ def load_causal_lm(
     directory: str | os.PathLike, dtype: str | torch.dtype | None = None, device: str | torch.device = "cpu"
 ) -> GPT:
     """A `GPT` in eval mode from an attnlab GPT directory or a HF GPT-2 directory."""
-    target = resolve_dtype(dtype)
-    model = _load_causal_lm(check_directory(directory))
-    return (model if target is None else model.to(dtype=target)).to(device).eval()
-
-
-def _load_causal_lm(directory: Path) -> GPT:
-    path = directory / "config.json"
+    directory = check_directory(directory)
+    path = directory / CONFIG_NAME
     raw = read_json(path)
     hint = wrong_model_hint(raw, path)
     if hint is not None:
         raise CheckpointError(hint)
     if raw.get("model_type") == "gpt2" and not written_by_attnlab(raw):
-        return load_gpt2(directory)
-    if raw.get("format") != "attnlab" or not isinstance(raw.get("config"), dict):
+        return placed(load_gpt2(directory), dtype, device)
+    if raw.get("format") != "attnlab":
         raise CheckpointError(f'{path}: neither an attnlab GPT checkpoint ("format": "attnlab") nor HF GPT-2')
-    try:
-        config = GPTConfig.from_dict(raw["config"], source=f"{path}: field 'config'")
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(str(e)) from e
-    tensors, _ = read_safetensors(directory / "model.safetensors")
     family = raw.get(HF_FAMILY_FIELD)
-    if family in ("gpt2", "openai-gpt"):  # written in HF's layout (save_causal_lm)
-        try:
-            tensors = state_dict_from_gpt2(tensors, config, family)
-        except CheckpointError as e:
-            raise CheckpointError(f"{directory / 'model.safetensors'}: {e}") from None
-    elif family is not None:
+    if family not in (None, "gpt2", "openai-gpt"):
         raise CheckpointError(
             f"{path}: field {HF_FAMILY_FIELD!r} is {family!r}; a GPT directory takes 'gpt2' or 'openai-gpt'"
         )
-    model = build_gpt(config)
-    load_state_checked(model, tensors, source=str(directory), architecture=ARCHITECTURE, config=config)
-    return model.eval()
+
+    def from_hf_layout(tensors: dict[str, Tensor], config: GPTConfig) -> dict[str, Tensor]:
+        try:  # written in HF's layout by save_causal_lm
+            return state_dict_from_gpt2(tensors, config, family)
+        except CheckpointError as e:
+            raise CheckpointError(f"{directory / WEIGHTS_NAME}: {e}") from None
+
+    model = read_model_directory(
+        directory,
+        raw,
+        ARCHITECTURE,
+        _gpt_config,
+        build_gpt,
+        convert=None if family is None else from_hf_layout,
+    )
+    return placed(model, dtype, device)
+
+
+def _gpt_config(data: object, source: str) -> GPTConfig:
+    if not isinstance(data, dict):
+        raise CheckpointError(
+            f"{source}: expected an object of GPTConfig fields, found {type(data).__name__}"
+        )
+    try:
+        return GPTConfig.from_dict(data, source=source)
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(str(e)) from e
 
 
 def reads(directory: Path, raw: dict | None) -> bool:

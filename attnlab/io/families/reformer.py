@@ -15,23 +15,15 @@ from typing import Any
 
 import torch
 
-from attnlab.io.checkpoint import load_state_checked
 from attnlab.io.format import (
     CONFIG_NAME,
-    WEIGHTS_NAME,
-    CheckpointError,
     check_directory,
-    dataclass_from_fields,
     read_json,
-    read_safetensors,
-    resolve_dtype,
-    tied_aliases,
-    write_model_files,
     written_by_attnlab,
 )
 from attnlab.io.hf_reformer import load_hf_reformer
+from attnlab.io.model_files import placed, read_model_directory, save_model_directory
 from attnlab.io.registry import ModelFamily, register
-from attnlab.manifest import verify_directory, write_manifest
 from attnlab.models.reformer import Reformer, ReformerConfig
 
 ARCHITECTURE = "Reformer"
@@ -45,16 +37,8 @@ def save_reformer(
 ) -> Path:
     """Write ``config.json`` + ``model.safetensors`` into ``directory`` (each atomically), then the
     manifest."""
-    aliases = tied_aliases(model)
-    target = resolve_dtype(dtype)
-    tensors = {
-        k: v.to(target) if target is not None and v.is_floating_point() else v
-        for k, v in model.state_dict().items()
-        if k not in aliases
-    }
-    write_model_files(directory, tensors, ARCHITECTURE, dataclasses.asdict(model.config), aliases)
-    write_manifest(directory, [WEIGHTS_NAME, CONFIG_NAME], run_id=run_id)
-    return Path(directory)
+    config = dataclasses.asdict(model.config)
+    return save_model_directory(model, directory, ARCHITECTURE, config, dtype=dtype, run_id=run_id)
 
 
 def load_reformer(
@@ -62,24 +46,11 @@ def load_reformer(
 ) -> Reformer:
     """A `Reformer` in eval mode from attnlab's directory or HF's."""
     directory = check_directory(directory)
-    path = directory / CONFIG_NAME
-    raw = read_json(path)
+    raw = read_json(directory / CONFIG_NAME)
     if not written_by_attnlab(raw):
-        model = load_hf_reformer(directory)
-    else:
-        verify_directory(directory, [CONFIG_NAME])
-        if raw.get("architecture") != ARCHITECTURE:
-            raise CheckpointError(
-                f"{path}: field 'architecture' is {raw.get('architecture')!r}, expected 'Reformer'"
-            )
-        config = dataclass_from_fields(ReformerConfig, raw.get("config"), f"{path}: field 'config'")
-        tensors, _ = read_safetensors(directory / WEIGHTS_NAME)
-        model = Reformer(config)
-        load_state_checked(
-            model, tensors, source=str(directory / WEIGHTS_NAME), architecture=ARCHITECTURE, config=config
-        )
-    target = resolve_dtype(dtype)
-    return (model if target is None else model.to(dtype=target)).to(device).eval()
+        return placed(load_hf_reformer(directory), dtype, device)
+    model = read_model_directory(directory, raw, ARCHITECTURE, ReformerConfig, Reformer)
+    return placed(model, dtype, device)
 
 
 def reads(directory: Path, raw: dict[str, Any] | None) -> bool:

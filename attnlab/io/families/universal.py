@@ -16,21 +16,14 @@ from typing import Any
 
 import torch
 
-from attnlab.io.checkpoint import SkipRandomInit, load_state_checked
 from attnlab.io.format import (
     CONFIG_NAME,
-    WEIGHTS_NAME,
     check_directory,
-    dataclass_from_fields,
     read_json,
-    read_safetensors,
-    resolve_dtype,
-    tied_aliases,
-    write_model_files,
     written_by_attnlab,
 )
+from attnlab.io.model_files import placed, read_model_directory, save_model_directory
 from attnlab.io.registry import ModelFamily, register
-from attnlab.manifest import verify_directory, write_manifest
 from attnlab.models.universal import TaggingModel
 from attnlab.models.universal_config import UniversalConfig, build_tagging_model
 
@@ -43,24 +36,17 @@ def save_universal(
     dtype: str | torch.dtype | None = None,
     run_id: str | None = None,
 ) -> Path:
-    """Write ``config.json`` + ``model.safetensors`` into ``directory`` (each atomically), then the
-    manifest."""
+    """Write ``config.json`` + ``model.safetensors`` into ``directory`` (each atomically; the tied output
+    projection once, under the embedding's name), then the manifest."""
     config = getattr(model, "config", None)
     if not isinstance(config, UniversalConfig):
         raise TypeError(
             "this TaggingModel has no UniversalConfig `config`; build it with "
             "attnlab.models.universal_config.build_tagging_model to save it"
         )
-    aliases = tied_aliases(model)  # head.weight -> embed.weight
-    target = resolve_dtype(dtype)
-    tensors = {
-        k: v.to(target) if target is not None and v.is_floating_point() else v
-        for k, v in model.state_dict().items()
-        if k not in aliases
-    }
-    write_model_files(directory, tensors, ARCHITECTURE, dataclasses.asdict(config), aliases)
-    write_manifest(directory, [WEIGHTS_NAME, CONFIG_NAME], run_id=run_id)
-    return Path(directory)
+    return save_model_directory(
+        model, directory, ARCHITECTURE, dataclasses.asdict(config), dtype=dtype, run_id=run_id
+    )
 
 
 def load_universal(
@@ -68,18 +54,11 @@ def load_universal(
 ) -> TaggingModel:
     """The `TaggingModel` of a directory `save_universal` wrote, in eval mode."""
     directory = check_directory(directory)
-    path = directory / CONFIG_NAME
-    verify_directory(directory, [CONFIG_NAME])
-    raw = read_json(path)
-    config = dataclass_from_fields(UniversalConfig, raw.get("config"), f"{path}: field 'config'")
-    tensors, _ = read_safetensors(directory / WEIGHTS_NAME)
-    with SkipRandomInit():  # every weight is loaded next
-        model = build_tagging_model(config)
-    load_state_checked(
-        model, tensors, source=str(directory / WEIGHTS_NAME), architecture=ARCHITECTURE, config=config
-    )
-    target = resolve_dtype(dtype)
-    return (model if target is None else model.to(dtype=target)).to(device).eval()
+    model = read_model_directory(
+        directory, read_json(directory / CONFIG_NAME), ARCHITECTURE,
+        UniversalConfig, build_tagging_model,
+    )  # fmt: skip
+    return placed(model, dtype, device)
 
 
 def reads(directory: Path, raw: dict[str, Any] | None) -> bool:
