@@ -24,14 +24,14 @@ from attnlab.atomic import write_json_atomic
 from attnlab.data.corpus import ERRORS, FORMATS, IngestStats, read_documents
 from attnlab.data.shards import PrepareReport, prepare_shards
 from attnlab.errors import input_error_message
+from attnlab.tokenizers import Tokenizer
+from attnlab.tokenizers import load_tokenizer as load_tokenizer_dir
 
 
 def load_tokenizer(path: str) -> Any:
     """A ``tokenizer.json`` file or a directory holding the field's vocabulary files."""
-    from attnlab.tokenizers import Tokenizer, load_tokenizer
-
     p = Path(path)
-    return load_tokenizer(p) if p.is_dir() else Tokenizer.from_file(p)
+    return load_tokenizer_dir(p) if p.is_dir() else Tokenizer.from_file(p)
 
 
 def main(argv: list[str] | None = None) -> PrepareReport:

@@ -15,6 +15,9 @@ import torch
 from torch import nn
 
 from attnlab.accel import optimize
+from attnlab.inference.onnx_runner import OnnxRunner
+from attnlab.inference.quantize import quantize
+from attnlab.io import load
 
 BACKENDS = ("torch", "onnxruntime")
 
@@ -34,15 +37,10 @@ def load_encoder(
     ``threads``: ONNX Runtime's intra-op threads (the torch engine uses PyTorch's setting)."""
     check_engine(backend, int8)
     if backend == "onnxruntime":
-        from attnlab.inference.onnx_runner import OnnxRunner
-
         return OnnxRunner(directory, threads=threads, int8=int8)
-    from attnlab.io import load
 
     model = load(directory).eval()
     if int8:
-        from attnlab.inference.quantize import quantize
-
         model = quantize(model, inplace=True)
     return optimize(model)  # the CPU fast paths (attnlab.accel), after quantize: int8 layers stay
 

@@ -29,6 +29,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnlab import __version__
+from attnlab.atomic import atomic_path, write_json_atomic
+from attnlab.io.checkpoint import architecture_of
+from attnlab.manifest import write_manifest
+from attnlab.models import Encoder
+
 ONNX_NAME = "model.onnx"
 ONNX_INT8_NAME = "model.int8.onnx"
 ONNX_META = "onnx.json"
@@ -115,12 +121,6 @@ def export_onnx(
     """
     import onnx
 
-    from attnlab import __version__
-    from attnlab.atomic import atomic_path, write_json_atomic
-    from attnlab.io.checkpoint import architecture_of
-    from attnlab.manifest import write_manifest
-    from attnlab.models import Encoder
-
     check_opset(opset)
     architecture, options = architecture_of(model)
     if architecture == "EncoderForMultipleChoice":
@@ -193,8 +193,6 @@ def quantize_onnx(src: str | os.PathLike, dst: str | os.PathLike, per_channel: b
     """ONNX Runtime's dynamic int8 quantization of ``src`` written to ``dst``: MatMul/Gemm weights int8
     (one scale per tensor, ONNX Runtime's default, or per channel), activations uint8 per call."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    from attnlab.atomic import atomic_path
 
     dst = Path(dst)
     with atomic_path(dst) as tmp, warnings.catch_warnings():

@@ -28,6 +28,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnlab.inference.onnx_export import ONNX_INT8_NAME, ONNX_META, ONNX_NAME
+from attnlab.io.checkpoint import read_checkpoint_config
+from attnlab.io.format import read_json
+from attnlab.manifest import verify_directory
+
 
 class OnnxOutput:
     """The InferenceSession's outputs as attributes (torch tensors), like the torch model's dataclass."""
@@ -81,11 +86,6 @@ class OnnxRunner:
         int8: bool = False,
     ) -> None:
         import onnxruntime as ort
-
-        from attnlab.inference.onnx_export import ONNX_INT8_NAME, ONNX_META, ONNX_NAME
-        from attnlab.io.checkpoint import read_checkpoint_config
-        from attnlab.io.format import read_json
-        from attnlab.manifest import verify_directory
 
         d = Path(directory)
         name = ONNX_INT8_NAME if int8 else ONNX_NAME

@@ -52,8 +52,20 @@ from typing import Any
 import torch
 
 import attnlab.serving.schemas as schemas
+from attnlab.accel import optimize
+from attnlab.generation import GenerationConfig, generate, left_pad
 from attnlab.generation.text_stream import TextStream, cut_at_stop
+from attnlab.inference.engine import check_engine, load_encoder
+from attnlab.io import load
+from attnlab.io.directories import check_model_dir
 from attnlab.limits import FILL_MASK_WHAT
+from attnlab.tasks import pipelines as P
+from attnlab.tasks.attention import attention_weights
+from attnlab.tokenizers import Tokenizer, load_tokenizer
+from attnlab.tokenizers import load_tokenizer as load_directory_tokenizer
+from attnlab.translation.config import is_seq2seq_config
+from attnlab.translation.data import encode_text
+from attnlab.translation.recipe import translate_texts
 
 ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
     "EncoderForPreTraining": "fill-mask",
@@ -115,8 +127,6 @@ class ModelService:
         self.backend = "onnxruntime" if getattr(model, "is_onnx_runner", False) else "torch"
         self.pipes: dict[str, Any] = {}
         if kind == "encoder":
-            from attnlab.tasks import pipelines as P
-
             task = ENCODER_HEADS.get(self.architecture)
             built = {"fill-mask": P.FillMaskPipeline, "classify": P.TextClassificationPipeline,
                      "ner": P.TokenClassificationPipeline, "qa": P.QuestionAnsweringPipeline}  # fmt: skip
@@ -253,8 +263,6 @@ class ModelService:
                 raise RequestError("streaming needs greedy search or sampling (num_beams 1)", "stream")
             return Prepared(("generate", next(_unique)), min(n, self.max_tokens), r, emit)
         if endpoint == "translate":
-            from attnlab.translation.data import encode_text
-
             n = len(encode_text(self.counter, [r.text.strip()])[0])
             self._fit(n, False)
             return Prepared(("translate", r.beam_size, r.alpha, r.max_length_offset), n, r)
@@ -325,8 +333,6 @@ class ModelService:
         if endpoint == "generate":
             return [self.generate(rs[0], batch[0].emit)]
         if endpoint == "translate":
-            from attnlab.translation.recipe import translate_texts
-
             r0 = rs[0]
             outs = translate_texts(
                 self.model, self.tokenizer, [r.text for r in rs], beam_size=r0.beam_size, alpha=r0.alpha,
@@ -336,15 +342,11 @@ class ModelService:
         raise RequestError(f"unknown endpoint {endpoint!r}", status=404)
 
     def attention(self, text: str, text_pair: str | None = None) -> dict[str, Any]:
-        from attnlab.tasks.attention import attention_weights
-
         return attention_weights(self.model, self.tokenizer, text, text_pair)
 
     def generate(self, r: schemas.GenerateRequest, emit: Callable[[dict], None] | None = None) -> dict:
         """What ``attnlab generate --json`` computes for one prompt; ``emit`` receives
         ``{"token", "text"}`` events as tokens arrive (``text``: the new characters)."""
-        from attnlab.generation import GenerationConfig, generate, left_pad
-
         model, tok = self.model, self.tokenizer
         eos = model.config.eos_token_id
         cfg = GenerationConfig(
@@ -420,20 +422,12 @@ def load_service(
     view: ONNX graphs return no attention probabilities). ``int8`` (encoders): attnlab's int8 layers
     (`attnlab.inference.quantize`) on ``torch``, the export's ``model.int8.onnx`` on ``onnxruntime``.
     """
-    from attnlab.inference.engine import check_engine, load_encoder
-    from attnlab.io.directories import check_model_dir
-    from attnlab.tokenizers import load_tokenizer
-    from attnlab.translation.config import is_seq2seq_config
-
     check_engine(backend, int8)
     if threads is not None:
         torch.set_num_threads(threads)
     d = check_model_dir(directory, "MODEL_DIR")
     raw = _read_config(d)
     if is_seq2seq_config(raw):
-        from attnlab.io import load
-        from attnlab.tokenizers import load_tokenizer as load_directory_tokenizer
-
         if backend != "torch" or int8:
             option = "--int8" if int8 else f"--backend {backend}"
             raise ValueError(f"{d}: a translation model; {option} serves encoders, use torch in float32")
@@ -442,8 +436,6 @@ def load_service(
         counter = load_pretrained_tokenizer(d)
         kind = "seq2seq"
     elif backend == "torch" and (raw.get("architecture") == "GPT" or raw.get("model_type") in GPT_TYPES):
-        from attnlab.io import load
-
         if int8:
             raise ValueError(f"{d}: a GPT; --int8 serves encoders, use float32")
         model, tokenizer, counter, kind = load(d, expect="gpt2"), load_tokenizer(d), load_tokenizer(d), "gpt"
@@ -451,13 +443,9 @@ def load_service(
         model = load_encoder(d, backend=backend, threads=threads, int8=int8)
         tokenizer, counter, kind = load_tokenizer(d), load_tokenizer(d), "encoder"
     if kind != "encoder":  # (load_encoder optimized the encoders already)
-        from attnlab.accel import optimize
-
         optimize(model)  # the CPU fast paths of decoding
     return ModelService(d, kind, model.eval(), tokenizer, counter, int8=int8)
 
 
 def load_pretrained_tokenizer(d: Path) -> Any:
-    from attnlab.tokenizers import Tokenizer
-
     return Tokenizer.from_file(str(d / "tokenizer.json"))

@@ -28,6 +28,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnlab.io import load
+from attnlab.io.format import CONFIG_NAME, read_json
+from attnlab.models import Encoder
+from attnlab.models.gpt import GPT
+from attnlab.tokenizers import load_tokenizer
+
 MAX_TOKENS_DEFAULT = 512  # a GPT's context is its own limit; this is only the encoders' fallback
 SPACE_MARK = "\u2423"  # ␣: a token's leading space, visible in labels
 
@@ -51,8 +57,6 @@ def token_labels(tokenizer: Any, ids: list[int]) -> list[str]:
 
 
 def _encoder_of(model: nn.Module) -> nn.Module | None:
-    from attnlab.models import Encoder
-
     if isinstance(model, Encoder):
         return model
     encoder = getattr(model, "encoder", None)
@@ -97,7 +101,6 @@ def attention_weights(
     if text_pair is not None and (not isinstance(text_pair, str) or not text_pair.strip()):
         raise ValueError("text_pair is empty; leave it out or give a second sentence")
     encoder = _encoder_of(model)
-    from attnlab.models.gpt import GPT
 
     is_gpt = isinstance(model, GPT)
     if encoder is None and not is_gpt:
@@ -153,10 +156,6 @@ def load_attention_model(directory: str | os.PathLike) -> tuple[nn.Module, Any]:
     """``(model, tokenizer)`` from a model directory: an attnlab or HF encoder directory, or a causal LM
     directory (attnlab GPT or HF GPT-2)."""
     from pathlib import Path
-
-    from attnlab.io import load
-    from attnlab.io.format import CONFIG_NAME, read_json
-    from attnlab.tokenizers import load_tokenizer
 
     d = Path(directory)
     if not d.is_dir():

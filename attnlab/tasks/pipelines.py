@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.accel import optimize, skip_padding
+from attnlab.inference.engine import check_engine, load_encoder
 from attnlab.limits import FILL_MASK_WHAT, check_max_length, check_top_k, fillable_tokens
 from attnlab.models import Encoder
 from attnlab.nn.pooling import POOLINGS, masked_mean
@@ -117,8 +118,6 @@ class Pipeline:
     ):
         """The pipeline over ``directory`` on ``backend`` (``torch`` or ``onnxruntime``), int8 if asked
         (`attnlab.inference.engine.load_encoder`)."""
-        from attnlab.inference.engine import check_engine, load_encoder
-
         device = resolve_device(device)  # before loading the model: a bad --device costs no load time
         check_engine(backend, int8, device)
         model = load_encoder(directory, backend=backend, threads=threads, int8=int8)
