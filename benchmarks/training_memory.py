@@ -13,8 +13,8 @@ peak. What a run needs: the weights W, their gradients W, Adam's two moments 2W,
 (``--max-tokens`` tokens through every layer, kept for the backward) and the libraries (PyTorch, oneDNN's
 kernels: ~0.3-0.5 GB before the first step). A run that keeps growing beyond that after the first few hundred
 steps holds something it need not: freed blocks of varying sizes kept by the C allocator, or a cache per
-batch shape. ``ATTNLAB_TRAIN_MALLOC=default`` in the environment runs without the bounding the training
-commands apply (`attnlab.train.memory`), to show the difference.
+batch shape. Each row shows RSS sampled at its last sample and the peak over its steps (a sample taken between
+two steps misses a step's activations; the peak does not).
 """
 
 from __future__ import annotations
@@ -43,9 +43,11 @@ def pretrain_command(out: Path) -> list[str]:
     return [sys.executable, "-m", "attnlab", "pretrain", "--output-dir", str(out), "--no-progress"]
 
 
-def rss_mb(pid: int) -> float:
-    """Resident set of ``pid`` and its descendants, in MiB (0 once it has exited)."""
-    total = 0.0
+def rss_mb(pid: int) -> tuple[float, float]:
+    """Resident set of ``pid`` and its descendants, in MiB (0 once it has exited): now, and its peak since the
+    previous call (``VmHWM``, then reset through ``/proc/PID/clear_refs``: a sample between two steps misses
+    the activations of a step; the peak does not)."""
+    total = peak = 0.0
     pids = [pid]
     while pids:
         p = pids.pop()
@@ -54,11 +56,16 @@ def rss_mb(pid: int) -> float:
             children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
         except OSError:
             continue
-        for line in status.splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) / 1024
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if "VmRSS" in fields:
+            total += int(fields["VmRSS"].split()[0]) / 1024
+            peak += int(fields.get("VmHWM", fields["VmRSS"]).split()[0]) / 1024
+            try:
+                Path(f"/proc/{p}/clear_refs").write_text("5")  # the peak counts from now on
+            except OSError:
+                pass
         pids.extend(int(c) for c in children)
-    return total
+    return total, peak
 
 
 def latest_step(out: Path) -> int | None:
@@ -75,7 +82,8 @@ def latest_step(out: Path) -> int | None:
     return step
 
 
-Sample = tuple[float, int | None, float, bool]  # (seconds since the start, step logged, RSS MiB, trained)
+# (seconds since the start, step logged, RSS MiB, its peak since the previous sample, training done)
+Sample = tuple[float, int | None, float, float, bool]
 
 
 def sample(command: list[str], out: Path, interval: float) -> tuple[list[Sample], int]:
@@ -87,7 +95,7 @@ def sample(command: list[str], out: Path, interval: float) -> tuple[list[Sample]
         with subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=err) as proc:
             while proc.poll() is None:
                 done = (out / "model").exists()  # written when training ends: averaging, evaluation follow
-                samples.append((time.monotonic() - start, latest_step(out), rss_mb(proc.pid), done))
+                samples.append((time.monotonic() - start, latest_step(out), *rss_mb(proc.pid), done))
                 time.sleep(interval)
         if proc.returncode:
             err.seek(0)
@@ -107,27 +115,42 @@ def speed(out: Path) -> str:
 
 
 def table(samples: list[Sample], every: int) -> list[str]:
-    trained = [(s, step, rss) for s, step, rss, done in samples if step is not None and not done]
+    """Rows of ``every`` steps: RSS at the row's last sample, and the peak RSS over the row's steps."""
+    trained = [(s, step, rss, peak) for s, step, rss, peak, done in samples if step is not None and not done]
     if not trained:
         return ["no step was logged"]
     last = trained[-1][1]
     ref_step = 200 if last >= 400 else max(10, int(0.2 * last) // 10 * 10)  # step 200, or 20% of a short run
-    reference = next(rss for _, step, rss in trained if step >= ref_step)
-    rows = [f"reference: RSS at step {ref_step} = {reference:,.0f} MiB", "", "| step | s | RSS MiB | / ref |",
-            "|---:|---:|---:|---:|"]  # fmt: skip
-    shown = -1
-    for seconds, step, rss in trained:
-        if step // every != shown // every or step in (ref_step, last):
-            if step != shown:
-                rows.append(f"| {step} | {seconds:.0f} | {rss:,.0f} | {rss / reference:.2f} |")
-                shown = step
-    after = [rss for _, step, rss in trained if step >= ref_step]
-    peak = max(rss for _, _, rss, _ in samples)
-    end = [rss for *_, rss, done in samples if done]
+    windows: dict[int, list] = {}  # row -> [seconds, step, rss, peak over the row]
+    for seconds, step, rss, peak in trained:
+        row = -(-step // every) * every  # steps (row - every, row] belong to the row
+        w = windows.setdefault(row, [seconds, step, rss, peak])
+        w[:3] = seconds, step, rss
+        w[3] = max(w[3], peak)
+    ref_row = -(-ref_step // every) * every
+    ref_rss, ref_peak = windows[ref_row][2], windows[ref_row][3]
+    rows = [
+        f"reference: step {ref_step}: RSS {ref_rss:,.0f} MiB, peak over its row's steps {ref_peak:,.0f} MiB",
+        "",
+        "| steps up to | s | RSS MiB | / ref | peak MiB over the row | / ref |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in sorted(windows):
+        seconds, step, rss, peak = windows[row]
+        cells = [f"{step}", f"{seconds:.0f}", f"{rss:,.0f}", f"{rss / ref_rss:.2f}", f"{peak:,.0f}"]
+        rows.append("| " + " | ".join([*cells, f"{peak / ref_peak:.2f}"]) + " |")
+    after = [windows[r] for r in windows if r > ref_row]
+    end = [max(rss, peak) for *_, rss, peak, done in samples if done]
     rows.append("")
+    if after:
+        rss_max, peak_max = max(w[2] for w in after), max(w[3] for w in after)
+        rows.append(
+            f"training, after step {ref_step}: sampled RSS at most {rss_max / ref_rss:.2f} x the reference, "
+            f"peak RSS of a row at most {peak_max / ref_peak:.2f} x the reference row's ({peak_max:,.0f} MiB)"
+        )
+    peak_all = max(max(rss, peak) for _, _, rss, peak, _ in samples)
     rows.append(
-        f"training, after step {ref_step}: max {max(after):,.0f} MiB = {max(after) / reference:.2f} x the "
-        f"reference; peak of the whole command {peak:,.0f} MiB"
+        f"peak of the whole command {peak_all:,.0f} MiB"
         + (f" (after training, while it averages, saves and evaluates: {max(end):,.0f} MiB)" if end else "")
     )
     return rows

@@ -3,10 +3,8 @@
 Why: glibc's ``malloc`` serves every block above its mmap threshold (at most 32 MiB) with a fresh ``mmap``
 and returns it with ``munmap`` when freed. A forward at batch size 32 makes tensors larger than that (BERT's
 feed-forward activation at B=32, T=128: 48 MiB), so each one is new memory that the kernel must fault in and
-zero page by page, on every forward. Measured on a 2-core Intel Xeon, one thread (2026-11-28): ``relu`` of a
-(32, 128, 3072) float32 tensor 21.6 ms against 6.9 ms once freed memory is kept; bert-base int8 at B=32
-1,976 against 1,331 ms a forward, float32 5,355 against 4,725 ms, for 75 MB more peak memory. ONNX Runtime
-keeps its own arena and never pays this; PyTorch and HF's models on glibc do.
+zero page by page, on every forward (``benchmarks/inference.py``; figures in docs/design_measurements.md).
+ONNX Runtime keeps its own arena and never pays this; PyTorch and HF's models on glibc do.
 
 `keep_freed_memory` turns glibc's mmap path off (``M_MMAP_MAX`` 0: large blocks come from the heap too) and
 stops it trimming the heap's top (``M_TRIM_THRESHOLD`` at its maximum), so a freed block is reused by the
@@ -18,8 +16,7 @@ start, and ``ATTNLAB_MALLOC=default`` leaves glibc's defaults. Nothing happens o
 `bound_kernel_caches`: oneDNN (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``) and its C++ wrapper ideep
 (``LRU_CACHE_CAPACITY``) keep a compiled kernel per input shape, 1,024 each by default, for the int8 layers'
 products and attnlab's oneDNN float32 path. A server sees a new batch shape with almost every batch, so they
-fill: bert-mini int8 with its MLM head over 2,000 random batch shapes held 1,104 MiB, against 506 MiB with 64
-of each, and ran 12.9-13.7 against 15.1-15.3 ms a forward (2026-11-28, Intel Xeon, one thread). Training
+fill (figures in docs/design_measurements.md). Training
 fills them too where its float32 products run on oneDNN (`attnlab.accel.onednn_linear`): every token batch
 has its own shape, each a forward and two backward kernels per layer, so the training commands
 (``translate-train``, ``pretrain``, ``finetune``, ``distill``) cap them as well: flat resident memory after
