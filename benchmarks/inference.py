@@ -16,9 +16,9 @@ fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
 - ``attnlab modules``: the same model with that path off (each sub-module called), to show what it gains;
 - ``attnlab compile``: the same under ``torch.compile`` (inductor; compiled before timing);
 - ``attnlab int8``: `attnlab.inference.quantize` (every linear layer int8, activations quantized per call;
-  the engine `attnlab.inference.quantize.auto_engine` picks: attnlab's AVX2 kernel, `attnlab.accel.int8_gemm`,
-  on CPUs without AVX-512 or VNNI, oneDNN with AMX, else FBGEMM);
-- ``attnlab int8 fbgemm``: the same on PyTorch's FBGEMM products (``quantize(engine="x86")``), its peer;
+  the engine `attnlab.inference.quantize.auto_engine` picks: attnlab's kernel, `attnlab.accel.int8_gemm`, its
+  VNNI build where the CPU has VNNI, else its AVX2 one; ``ATTNLAB_INT8_VNNI=off`` times the AVX2 build);
+- ``attnlab int8 int_mm``: the same on PyTorch's ``torch._int_mm`` (``quantize(engine="int_mm")``), its peer;
 - ``HF``: transformers ``BertModel`` (SDPA attention) with the attnlab weights (`attnlab.io.to_hf`);
 - ``ORT fp32`` / ``ORT int8``: `attnlab.inference.export_onnx` of the same model on ONNX Runtime, and
   ``onnxruntime.quantization.quantize_dynamic`` of that graph; intra-op spinning off (it would steal the next
@@ -81,7 +81,7 @@ from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import Encoder, get_preset  # noqa: E402
 
 SHAPES = ((1, 128), (32, 128))
-ENGINES = ("attnlab", "attnlab modules", "attnlab compile", "attnlab int8", "attnlab int8 fbgemm", "HF",
+ENGINES = ("attnlab", "attnlab modules", "attnlab compile", "attnlab int8", "attnlab int8 int_mm", "HF",
            "ORT fp32", "ORT int8")  # fmt: skip
 FP32_ENGINES = ("attnlab", "attnlab modules", "attnlab compile")  # attnlab's float32 paths
 
@@ -199,10 +199,10 @@ class Engines:
         return quantize(self.model)
 
     @functools.cached_property
-    def int8_fbgemm(self) -> torch.nn.Module:
+    def int8_int_mm(self) -> torch.nn.Module:
         from attnlab.inference import quantize
 
-        return quantize(self.model, engine=torch.backends.quantized.engine)
+        return quantize(self.model, engine="int_mm")
 
     @functools.cached_property
     def compiled(self) -> Callable | None:
@@ -233,8 +233,8 @@ class Engines:
         if name == "attnlab compile":
             compiled = self.compiled  # an OptimizedModule: no truth value (len() raises)
             return None if compiled is None else (lambda: compiled(**batch).last_hidden_state)
-        if name in ("attnlab int8", "attnlab int8 fbgemm"):
-            int8 = self.int8 if name == "attnlab int8" else self.int8_fbgemm
+        if name in ("attnlab int8", "attnlab int8 int_mm"):
+            int8 = self.int8 if name == "attnlab int8" else self.int8_int_mm
             return lambda: int8(**batch).last_hidden_state
         if name == "HF":
             hf = self.hf

@@ -2,7 +2,8 @@
 
 `optimize(model)` swaps the fast modules in; `skip_padding` lets an encoder's forward read a padded batch's
 real tokens only; `fused_layers(False)` turns the fused encoder layers off in a block; `set_cpu_gemm` picks
-oneDNN or MKL for float32 products. The kernels (`few_row_gemm`, `int8_gemm`) are C++ in ``csrc/``.
+oneDNN or MKL for float32 products. The kernels (`few_row_gemm`, `int8_gemm`) are C++ in ``csrc/``, built
+on first use and called as ``torch.ops.attnlab`` custom ops (`kernel_build`).
 """
 
 from attnlab.accel.derived import clear_derived_weights

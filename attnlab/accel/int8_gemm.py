@@ -1,5 +1,7 @@
 """attnlab's int8 product kernel for CPU inference (``csrc/int8_gemm.cpp``): ``y = x W^T + b`` with W int8
-(one scale per output row) and each row of x quantized to 7 bits at every call, on AVX2's 8-bit multiply-add.
+(one scale per output row) and each row of x quantized at every call: to 8 bits on the 8-bit dot product of
+CPUs with VNNI (``avx512_vnni`` with ``avx512vl``, or ``avx_vnni``: the build ``int8_gemm_vnni``), else to 7
+bits on AVX2's 8-bit multiply-add (``int8_gemm``). `levels` says which is loaded.
 
 Why: PyTorch's dynamic int8 product (FBGEMM's) quantizes the input in separate passes and splits an encoder's
 small products poorly over two threads; on AVX2 without VNNI this kernel is faster at bert-mini's shapes
@@ -9,13 +11,14 @@ file; the integer sums are exact, so a row's result does not depend on the other
 thread count.
 
 Built, cached, checked and switched off (``ATTNLAB_INT8_GEMM=off``) as `attnlab.accel.few_row_gemm`'s kernel
-is (`few_row_gemm.load_library`); its check compares the products on random data with the same quantization
-computed in float64. `attnlab.inference.quantize` uses it where `available` (its ``attnlab`` engine).
+is (`attnlab.accel.kernel_build`), its op registered as ``torch.ops.attnlab.int8_gemm`` (with a fake
+implementation for ``torch.compile`` and ``torch.export``); its check compares the products on random data
+with the same quantization computed in float64. Where the VNNI build fails (or ``ATTNLAB_INT8_VNNI=off``),
+the AVX2 one is used. `attnlab.inference.quantize` uses it where `available` (its ``attnlab`` engine).
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +26,21 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.accel.few_row_gemm import GELU, load_library, rows_input, versioned_library, warn_unless_loaded
+from attnlab.accel.few_row_gemm import GELU, rows_input
+from attnlab.accel.kernel_build import (
+    check_version,
+    load_library,
+    register_fakes_once,
+    switched_off,
+    warn_unless_loaded,
+)
+from attnlab.cpu import cpu_flags
 
 __all__ = [
     "Int8GemmWarning",
     "Int8Weight",
     "available",
+    "levels",
     "pack",
     "product",
     "quantize_rows_reference",
@@ -36,10 +48,11 @@ __all__ = [
 ]
 
 SOURCE = Path(__file__).with_name("csrc") / "int8_gemm.cpp"
-VERSION = 1  # attnlab_int8_gemm_version() of the source this module speaks to
+VERSION = 2  # torch.ops.attnlab.int8_gemm[_vnni]_version() of the source this module speaks to
 PANEL = 8  # output columns per panel
 STEP = 4  # k per 32-bit group: one vpmaddubsw pair sum twice over
-LEVELS = 127  # 7-bit activations: a pair of products stays below int16's 32767 (see the C++ file)
+LEVELS = 127  # 7-bit activations on AVX2: a pair of products stays below int16's 32767 (see the C++ file)
+VNNI_LEVELS = 255  # 8-bit activations on VNNI: its int32 sums of 4 products are exact
 
 
 class Int8GemmWarning(RuntimeWarning):
@@ -82,22 +95,22 @@ def pack(weight: Tensor, bias: Tensor | None = None) -> Int8Weight:
                       b, n, k)  # fmt: skip
 
 
-def quantize_rows_reference(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The kernel's quantization of x (M, K) float32 in PyTorch: (xq (M, K) in 0..127, scale (M,), zero
+def quantize_rows_reference(x: Tensor, levels: int = LEVELS) -> tuple[Tensor, Tensor, Tensor]:
+    """The kernel's quantization of x (M, K) float32 in PyTorch: (xq (M, K) in 0..levels, scale (M,), zero
     (M,)), the same float32 operations and round-half-to-even. For tests and the load check."""
     zero0 = torch.zeros((), dtype=x.dtype)
     lo = torch.minimum(x.amin(dim=1), zero0) if x.shape[1] else torch.zeros(x.shape[0])
     hi = torch.maximum(x.amax(dim=1), zero0) if x.shape[1] else torch.zeros(x.shape[0])
-    s = (hi - lo) / LEVELS
+    s = (hi - lo) / levels
     s = torch.where((s > 0) & torch.isfinite(s), s, torch.ones_like(s))
-    z = torch.round(-lo / s).clamp(0, LEVELS)
-    xq = (torch.round(x * (1 / s)[:, None]) + z[:, None]).clamp(0, LEVELS)
+    z = torch.round(-lo / s).clamp(0, levels)
+    xq = (torch.round(x * (1 / s)[:, None]) + z[:, None]).clamp(0, levels)
     return xq, s, z
 
 
-def _reference(x: Tensor, w: Int8Weight) -> Tensor:
-    """What the kernel computes, in float64 from the same integers."""
-    xq, s, z = quantize_rows_reference(x)
+def _reference(x: Tensor, w: Int8Weight, levels: int = LEVELS) -> Tensor:
+    """What the kernel of ``levels`` computes, in float64 from the same integers."""
+    xq, s, z = quantize_rows_reference(x, levels)
     n, k = w.out_features, w.in_features
     wq = w.panels.permute(0, 2, 1, 3).reshape(w.panels.shape[0] * PANEL, -1)[:n, :k].double()
     acc = xq.double() @ wq.T - z[:, None].double() * wq.sum(dim=1)
@@ -105,7 +118,7 @@ def _reference(x: Tensor, w: Int8Weight) -> Tensor:
     return y if w.bias is None else y + w.bias[:n].double()
 
 
-def _check(fn) -> None:
+def _check(fn, levels: int) -> None:
     """Raise if the library's products differ from the same quantization computed in float64."""
     gen = torch.Generator().manual_seed(0)
     f32 = {"generator": gen, "dtype": torch.float32, "device": "cpu"}
@@ -113,7 +126,7 @@ def _check(fn) -> None:
         w = pack(torch.randn(n, k, **f32), torch.randn(n, **f32) if with_bias else None)
         for rows in (*range(1, 10), 13, 40):  # each remainder tile; the 6 x 2 tiles; 32-wide quantization
             x = torch.randn(rows, k, **f32)
-            want = _reference(x, w)
+            want = _reference(x, w, levels)
             for act in (0, GELU):
                 got = _call(fn, x, w, act).double()
                 if act == GELU:
@@ -127,18 +140,45 @@ def _check(fn) -> None:
                                      f"(N, K)=({n}, {k})")  # fmt: skip
 
 
-def _open(path: Path):
-    lib = versioned_library(path, "int8_gemm", VERSION)
-    fn = lib.attnlab_int8_gemm
-    fn.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 6 + [ctypes.c_int, ctypes.c_int]
-    fn.restype = None
-    _check(fn)
-    return fn
+def _fake(x: Tensor, panels: Tensor, colsum: Tensor, scale: Tensor, bias: Tensor | None, n: int, act: int):
+    """The op's fake implementation: its output's shape and dtype, for torch.compile and torch.export."""
+    return x.new_empty((*x.shape[:-1], n), dtype=torch.float32)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The loaded kernel: its op (``torch.ops.attnlab.int8_gemm[_vnni].default``), its activations' levels."""
+
+    op: object
+    levels: int
+
+
+def _checked(name: str, levels: int) -> Kernel:
+    """The loaded library's op ``name``, checked (raises if it is another version or computes wrongly)."""
+    check_version(name, VERSION)
+    register_fakes_once({name: _fake})
+    kernel = Kernel(getattr(torch.ops.attnlab, name).default, levels)
+    _check(kernel.op, levels)
+    return kernel
+
+
+def vnni_flags(flags: frozenset[str]) -> tuple[str, ...] | None:
+    """The compiler flags of the VNNI build for a CPU of ``flags``, or None where it has no VNNI."""
+    if {"avx512_vnni", "avx512vl"} <= flags:
+        return ("-mavx512vnni", "-mavx512vl")
+    return ("-mavxvnni",) if "avx_vnni" in flags else None
 
 
 def _load():
-    """The checked kernel function, or the reason there is none (a string)."""
-    return load_library(SOURCE, "ATTNLAB_INT8_GEMM", _open)
+    """The checked kernel (the VNNI build where the CPU has VNNI and it builds), or the reason there is none
+    (a string)."""
+    extra = vnni_flags(cpu_flags())
+    if extra is not None and not switched_off("ATTNLAB_INT8_VNNI"):
+        check = functools.partial(_checked, "int8_gemm_vnni", VNNI_LEVELS)
+        got = load_library(SOURCE, "ATTNLAB_INT8_GEMM", check, "_vnni", (*extra, "-DATTNLAB_VNNI"))
+        if not isinstance(got, str) or got == "ATTNLAB_INT8_GEMM=off":
+            return got
+    return load_library(SOURCE, "ATTNLAB_INT8_GEMM", lambda: _checked("int8_gemm", LEVELS))
 
 
 @functools.cache
@@ -152,29 +192,32 @@ def available() -> bool:
     return not isinstance(_kernel(), str)
 
 
+def levels() -> int:
+    """The loaded kernel's activation levels: 255 (8 bits, VNNI) or 127 (7 bits, AVX2); RuntimeError where
+    not `available`."""
+    kernel = _kernel()
+    if isinstance(kernel, str):
+        raise RuntimeError(f"the int8 product kernel is not available: {kernel}")
+    return kernel.levels
+
+
 def unavailable_reason() -> str | None:
     """Why the kernel is not used, or None when it is."""
     got = _kernel()
     return got if isinstance(got, str) else None
 
 
-def _call(fn, x: Tensor, w: Int8Weight, act: int = 0) -> Tensor:
-    k, n = w.in_features, w.out_features
-    x = rows_input(x, k, n, "int8 product")
-    y = torch.empty([*x.shape[:-1], n], dtype=torch.float32)
-    rows = x.numel() // k if k else y.numel() // max(n, 1)
-    b_ptr = None if w.bias is None else w.bias.data_ptr()
-    fn(rows, n, k, x.data_ptr(), w.panels.data_ptr(), w.colsum.data_ptr(), w.scale.data_ptr(), b_ptr,
-       y.data_ptr(), torch.get_num_threads(), act)  # fmt: skip
-    return y
+def _call(op, x: Tensor, w: Int8Weight, act: int = 0) -> Tensor:
+    x = rows_input(x, w.in_features, w.out_features, "int8 product")
+    return op(x, w.panels, w.colsum, w.scale, w.bias, w.out_features, act)
 
 
 def product(x: Tensor, w: Int8Weight, act: int = 0) -> Tensor:
     """``x (..., K) @ W^T + b`` -> (..., N) float32 on the kernel, or its GELU (``act`` `GELU`, as
     `few_row_gemm.product_fn`'s); RuntimeError where not `available`."""
-    fn = _kernel()
-    if isinstance(fn, str):
-        raise RuntimeError(f"the int8 product kernel is not available: {fn}")
+    kernel = _kernel()
+    if isinstance(kernel, str):
+        raise RuntimeError(f"the int8 product kernel is not available: {kernel}")
     if act not in (0, GELU):
         raise ValueError(f"int8 product: act must be 0 or {GELU} (GELU), got {act!r}")
-    return _call(fn, x, w, act)
+    return _call(kernel.op, x, w, act)

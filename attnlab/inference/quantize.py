@@ -6,19 +6,18 @@ so it leaves almost all of such a model in float32 (about as fast as float32 for
 `quantize` swaps every ``nn.Linear`` (subclasses included) for `Int8Linear`:
 
 - weights: int8, symmetric, one scale per output channel (row), ``scale = max|w_row| / 127``;
-- activations: quantized on the fly per call, the product accumulated in int32 and the bias added in float32.
-  Three engines (`auto_engine` picks one by the CPU):
-  - ``attnlab``: attnlab's AVX2 kernel (`attnlab.accel.int8_gemm`), 7 bits with a scale and zero point per row
-    (token), the quantization inside the product; for CPUs with AVX2 but neither AVX-512 nor VNNI, where
-    it is faster and more accurate than FBGEMM's (see that module);
-  - ``x86`` / ``fbgemm``: FBGEMM's ``torch.ops.quantized.linear_dynamic``, uint8 with one scale and zero
-    point per tensor;
-  - ``onednn``: oneDNN's, for CPUs with AMX's int8 tiles.
+- activations: quantized on the fly per call, per row (token), the product accumulated in int32 and the
+  bias added in float32. Two engines (`auto_engine` picks one), neither on PyTorch's deprecated quantized
+  tensors (``torch.quantize_per_channel``, ``torch.ops.quantized.linear_dynamic``):
+  - ``attnlab``: attnlab's kernel (`attnlab.accel.int8_gemm`), a scale and zero point per row, the
+    quantization inside the product: 8 bits on the 8-bit dot product of CPUs with VNNI, 7 bits on AVX2;
+  - ``int_mm``: PyTorch's ``torch._int_mm`` (int8 x int8 -> int32) with each row of x quantized
+    symmetrically by PyTorch operations first, for CPUs where attnlab's kernel is not available.
 
-``reduce_range`` (FBGEMM and oneDNN) uses 7-bit activations: needed where the CPU has no VNNI instructions
-(AVX2's ``vpmaddubsw`` saturates int16 sums of 8-bit products); with VNNI (``avx512_vnni`` / ``avx_vnni``)
-the full 8 bits are exact and more accurate, so the default picks by the CPU's flags. The ``attnlab``
-engine always uses 7 bits, per row.
+``reduce_range`` (``int_mm``) uses 7-bit activations: needed where the CPU has no VNNI instructions (AVX2's
+``vpmaddubsw`` saturates int16 sums of 8-bit products); with VNNI (``avx512_vnni`` / ``avx_vnni``) the full
+8 bits are exact and more accurate, so the default picks by the CPU's flags. The ``attnlab`` engine's bits
+are its kernel's.
 
 Embeddings, LayerNorm, softmax and the attention products stay float32. Quantize a model in eval mode for
 inference only: `Int8Linear` has no gradient.
@@ -26,7 +25,8 @@ inference only: `Int8Linear` has no gradient.
 
 from __future__ import annotations
 
-import warnings
+import copy
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -35,7 +35,7 @@ from attnlab.accel import int8_gemm
 from attnlab.cpu import cpu_flags
 from attnlab.nn.attention import MultiHeadAttention
 
-ENGINES = ("attnlab", "x86", "fbgemm", "onednn")
+ENGINES = ("attnlab", "int_mm")
 
 
 def cpu_has_vnni() -> bool:
@@ -43,34 +43,42 @@ def cpu_has_vnni() -> bool:
     return bool({"avx512_vnni", "avx_vnni"} & cpu_flags())
 
 
-def auto_engine(
-    flags: frozenset[str] | None = None, engines: list[str] | None = None, kernel: bool | None = None
-) -> str:
-    """The engine `quantize` packs for: ``onednn`` where the CPU has AMX's int8 tiles (``amx_int8``) and the
-    build has it; ``attnlab`` (`attnlab.accel.int8_gemm`) where the CPU has neither AVX-512 nor VNNI and the
-    kernel is available; else PyTorch's current engine (``x86``: FBGEMM's kernels, which use AVX-512 and
-    VNNI where the CPU has them).
-    Why: ``benchmarks/inference.py``'s int8 rows (figures in docs/design_measurements.md).
-    ``flags``, ``engines`` and ``kernel`` default to the CPU's, ``torch.backends.quantized.supported_engines``
-    and `int8_gemm.available`."""
-    flags = cpu_flags() if flags is None else flags
-    engines = torch.backends.quantized.supported_engines if engines is None else engines
-    if "amx_int8" in flags and "onednn" in engines:
-        return "onednn"
-    if not {"avx512f", "avx512_vnni", "avx_vnni"} & flags and (int8_gemm.available() if kernel is None
-                                                                 else kernel):  # fmt: skip
-        return "attnlab"
-    return torch.backends.quantized.engine
+def auto_engine(kernel: bool | None = None) -> str:
+    """The engine `quantize` packs for: ``attnlab`` where attnlab's int8 kernel is available (``kernel``,
+    default `int8_gemm.available`: an x86-64 CPU with AVX2 and a compiler), else ``int_mm``.
+    Why: ``benchmarks/inference.py``'s int8 rows (figures in docs/design_measurements.md)."""
+    return "attnlab" if (int8_gemm.available() if kernel is None else kernel) else "int_mm"
 
 
-def _quantize_rows(weight: Tensor) -> Tensor:
-    """Per-output-channel symmetric int8 ``(N, K)`` quantized tensor of a float ``(N, K)`` weight."""
-    w = weight.detach().float()
-    scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12).double()  # (N,)
-    zero = torch.zeros(w.size(0), dtype=torch.long)
-    with warnings.catch_warnings():  # quantized tensors are marked for future removal; still the API
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.quantize_per_channel(w, scale, zero, 0, torch.qint8)
+@dataclass(frozen=True)
+class IntMMWeight:
+    """A weight (N, K) for the ``int_mm`` engine: ``weight_t`` (K, N) int8 (one scale per output column of
+    it), ``scale`` (N,) float32, ``bias`` (N,) float32 or None; the activations' ``levels`` (127 or 63)."""
+
+    weight_t: Tensor
+    scale: Tensor
+    bias: Tensor | None
+    levels: int
+
+
+def _int_mm_pack(linear: nn.Linear, reduce_range: bool) -> IntMMWeight:
+    w = linear.weight.detach().to("cpu", torch.float32)
+    scale = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12)
+    wq = torch.round(w / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    bias = None if linear.bias is None else linear.bias.detach().to("cpu", torch.float32).contiguous()
+    return IntMMWeight(wq.t().contiguous(), scale, bias, 63 if reduce_range else 127)
+
+
+def _int_mm_product(x: Tensor, w: IntMMWeight) -> Tensor:
+    """``x (..., K) @ W^T + b`` with each row of x quantized symmetrically to ``w.levels``."""
+    k, n = w.weight_t.shape
+    rows = x.reshape(-1, k)
+    step = rows.abs().amax(dim=1, keepdim=True).clamp(min=1e-30) / w.levels  # (M, 1)
+    xq = torch.round(rows / step).to(torch.int8)  # |x / step| <= levels: no clamp needed
+    y = torch._int_mm(xq, w.weight_t).float().mul_(step).mul_(w.scale)
+    if w.bias is not None:
+        y.add_(w.bias)
+    return y.reshape(*x.shape[:-1], n)
 
 
 class Int8Linear(nn.Module):
@@ -81,32 +89,36 @@ class Int8Linear(nn.Module):
 
     def __init__(self, packed: object, in_features: int, out_features: int, reduce_range: bool) -> None:
         super().__init__()
-        # not a parameter: attnlab's `int8_gemm.Int8Weight` (weight and bias), or FBGEMM's / oneDNN's packed
-        # int8 weight and float bias
+        # not a parameter: attnlab's `int8_gemm.Int8Weight` or an `IntMMWeight` (weight and bias)
         self._packed = packed
         self.in_features = in_features
         self.out_features = out_features
-        self.reduce_range = reduce_range
+        self.reduce_range = reduce_range  # 7-bit activations
 
     @classmethod
     def from_float(
         cls, linear: nn.Linear, reduce_range: bool | None = None, engine: str | None = None
     ) -> Int8Linear:
-        """Packed for ``engine`` (`ENGINES`; default PyTorch's current quantized engine; `quantize` chooses
-        it): the packed weight keeps its engine's kernels whatever the global engine is when it runs."""
+        """Packed for ``engine`` (`ENGINES`; default `auto_engine`). ``reduce_range`` (``int_mm``): None
+        picks by the CPU (see the module doc); the ``attnlab`` engine's bits are its kernel's."""
+        engine = auto_engine() if engine is None else engine
         if engine == "attnlab":
             packed = int8_gemm.pack(linear.weight, linear.bias)
-            return cls(packed, linear.in_features, linear.out_features, reduce_range=True)
+            seven_bits = int8_gemm.levels() < int8_gemm.VNNI_LEVELS
+            return cls(packed, linear.in_features, linear.out_features, reduce_range=seven_bits)
+        if engine != "int_mm":
+            raise ValueError(
+                f"Int8Linear: engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}"
+            )
         if reduce_range is None:
             reduce_range = not cpu_has_vnni()
-        bias = linear.bias.detach().float() if linear.bias is not None else None
-        packed = torch.ops.quantized.linear_prepack(_quantize_rows(linear.weight), bias)
+        packed = _int_mm_pack(linear, reduce_range)
         return cls(packed, linear.in_features, linear.out_features, reduce_range)
 
     @property
     def gelu_product(self):
         """``x -> F.gelu(self(x))`` in one call, the GELU in the product's epilogue (within 4e-7 of
-        PyTorch's), where the weights are on attnlab's kernel; None on FBGEMM's and oneDNN's. For
+        PyTorch's), where the weights are on attnlab's kernel; None on the ``int_mm`` engine. For
         `attnlab.accel.fused_layer.flat_encoder_layer`."""
         if not isinstance(self._packed, int8_gemm.Int8Weight):
             return None
@@ -122,13 +134,11 @@ class Int8Linear(nn.Module):
             raise TypeError(f"Int8Linear: expected float32 input, got {x.dtype}")
         if isinstance(self._packed, int8_gemm.Int8Weight):
             return int8_gemm.product(x, self._packed)
-        return torch.ops.quantized.linear_dynamic(x, self._packed, self.reduce_range)
+        return _int_mm_product(x, self._packed)
 
     def extra_repr(self) -> str:
-        if isinstance(self._packed, int8_gemm.Int8Weight):
-            activations = "attnlab kernel: 7-bit activations per row"
-        else:
-            activations = f"reduce_range={self.reduce_range}"
+        engine = "attnlab" if isinstance(self._packed, int8_gemm.Int8Weight) else "int_mm"
+        activations = f"{engine}: {7 if self.reduce_range else 8}-bit activations per row"
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, int8 per-channel weights, "
             f"{activations}"
@@ -138,7 +148,7 @@ class Int8Linear(nn.Module):
 def _stacked_int8(attn: MultiHeadAttention, reduce_range: bool | None, engine: str) -> Int8Linear | None:
     """The query, key and value projections of ``attn`` as one `Int8Linear` (H -> 3H), for self-attention:
     one product and one quantization of the input instead of three. Weights are quantized per output row
-    and the input per tensor (or per row), so its outputs are the three layers' exactly. None unless all
+    and the input per row, so its outputs are the three layers' exactly. None unless all
     three are ``nn.Linear`` of one input width."""
     parts = (attn.query, attn.key, attn.value)
     if not all(isinstance(p, nn.Linear) for p in parts) or len({p.in_features for p in parts}) != 1:
@@ -163,39 +173,25 @@ def quantize(
     (`MultiHeadAttention.qkv`). A copy unless ``inplace``; the result is in eval mode, on the CPU, for
     inference. Tied weights (the MLM decoder shares the word embedding) are read, not changed: the
     embedding stays float32 and the decoder gets its own int8 copy. ``reduce_range`` None picks by the
-    CPU (see the module doc). ``engine`` is the engine the weights are packed for (``attnlab``, ``x86``,
-    ``fbgemm`` or ``onednn``); None: `auto_engine`. PyTorch's global engine is left as it was.
+    CPU (see the module doc). ``engine`` is the engine the weights are packed for (``attnlab`` or
+    ``int_mm``); None: `auto_engine`.
     """
     engine = auto_engine() if engine is None else engine
     if engine not in ENGINES:
         raise ValueError(f"quantize: engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
-    if engine == "attnlab":
-        if not int8_gemm.available():
-            reason = int8_gemm.unavailable_reason()
-            raise RuntimeError(f"the 'attnlab' int8 engine is not available: {reason}")
-    elif engine not in torch.backends.quantized.supported_engines:
-        raise RuntimeError(
-            f"int8 quantization needs the {engine!r} quantized engine; this PyTorch build has "
-            f"{', '.join(torch.backends.quantized.supported_engines)}"
-        )
+    if engine == "attnlab" and not int8_gemm.available():
+        reason = int8_gemm.unavailable_reason()
+        raise RuntimeError(f"the 'attnlab' int8 engine is not available: {reason}")
     if not inplace:
-        import copy
-
         model = copy.deepcopy(model)
     model = model.cpu().float().eval()
-    previous = torch.backends.quantized.engine
-    if engine != "attnlab":
-        torch.backends.quantized.engine = engine
-    try:
-        for module in list(model.modules()):
-            if isinstance(module, MultiHeadAttention):
-                module.qkv = _stacked_int8(module, reduce_range, engine)
-            for child_name, child in list(module.named_children()):
-                if isinstance(child, nn.Linear):
-                    setattr(module, child_name, Int8Linear.from_float(child, reduce_range, engine))
-    finally:
-        torch.backends.quantized.engine = previous
+    for module in list(model.modules()):
+        if isinstance(module, MultiHeadAttention):
+            module.qkv = _stacked_int8(module, reduce_range, engine)
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(module, child_name, Int8Linear.from_float(child, reduce_range, engine))
     return model.eval()  # the new Int8Linear children too (a new module starts in training mode)
 
 
-__all__ = ["ENGINES", "Int8Linear", "auto_engine", "cpu_has_vnni", "quantize"]
+__all__ = ["ENGINES", "Int8Linear", "IntMMWeight", "auto_engine", "cpu_has_vnni", "quantize"]

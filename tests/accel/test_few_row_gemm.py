@@ -5,14 +5,13 @@ checked and refused."""
 from __future__ import annotations
 
 import os
-import subprocess
 
 import kernel_cache
 import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.accel import few_row_gemm, optimize
+from attnlab.accel import few_row_gemm, kernel_build, optimize
 from attnlab.accel.derived import _CACHE as derived_cache
 from attnlab.accel.derived import derived
 from attnlab.accel.linear import FastLinear
@@ -26,10 +25,10 @@ needs_kernel = pytest.mark.skipif(
 def test_the_kernel_is_used_wherever_it_can_be_built():
     # a kernel that fails its check is not used and the tests above skip: this one fails instead
     buildable = (
-        {"avx2", "fma"} <= few_row_gemm.cpu_flags()
-        and few_row_gemm.platform.machine().lower() in ("x86_64", "amd64")
-        and few_row_gemm.shutil.which(os.environ.get("CXX", "g++")) is not None
-        and os.environ.get("ATTNLAB_FEW_ROW_GEMM", "auto").lower() not in ("0", "off", "false", "no")
+        {"avx2", "fma"} <= kernel_build.cpu_flags()
+        and kernel_build.platform.machine().lower() in ("x86_64", "amd64")
+        and kernel_build.shutil.which(os.environ.get("CXX", "c++")) is not None
+        and not kernel_build.switched_off("ATTNLAB_FEW_ROW_GEMM")
     )
     if not buildable:
         pytest.skip(f"no kernel to build here: {few_row_gemm.unavailable_reason()}")
@@ -178,7 +177,8 @@ def test_decoding_with_the_kernel_matches_pytorchs_products(monkeypatch):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
-# building, caching and refusing: each test loads anew into its own cache directory
+# building, caching and refusing: a test that builds anew loads in a child process (ops register once a
+# process); the others run `_load` here, into their own cache directory, and stop before loading
 
 
 @pytest.fixture
@@ -187,58 +187,67 @@ def fresh(tmp_path, monkeypatch):
     yield from kernel_cache.fresh(few_row_gemm, "ATTNLAB_FEW_ROW_GEMM", tmp_path, monkeypatch)
 
 
-@needs_kernel
-def test_built_once_then_loaded_from_the_cache(fresh, monkeypatch):
-    assert not isinstance(few_row_gemm._load(), str)
-    built = list(fresh.glob("few_row_gemm-*.so"))
-    assert [p.name for p in fresh.iterdir()] == [built[0].name]  # renamed into place, no temporary left
-    assert fresh.stat().st_mode & 0o777 == 0o700
-
-    def no_compiler(*a, **k):
-        raise AssertionError("compiled again")
-
-    monkeypatch.setattr(subprocess, "run", no_compiler)
-    assert not isinstance(few_row_gemm._load(), str)
+MODULE = "attnlab.accel.few_row_gemm"
 
 
 @needs_kernel
-def test_a_library_that_computes_wrongly_is_refused(fresh, monkeypatch):
-    # a cached library whose products are wrong (the file where the build would be): found by the check
+def test_built_once_then_loaded_from_the_cache_and_another_version_refused(tmp_path):
+    assert kernel_cache.load_in_child(MODULE, tmp_path) == "loaded"
+    kernels = tmp_path / "kernels"
+    assert kernels.stat().st_mode & 0o777 == 0o700
+    (build,) = kernels.iterdir()
+    assert build.name.startswith("few_row_gemm-") and build.stat().st_mode & 0o777 == 0o700
+    library = build / "attnlab_few_row_gemm.so"
+    before = library.stat()
+    assert kernel_cache.load_in_child(MODULE, tmp_path) == "loaded"
+    after = library.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)  # not compiled again
+    # a library whose version op disagrees is refused, and its build removed for the next process
+    reason = kernel_cache.load_in_child(MODULE, tmp_path, "m.VERSION += 1")
+    assert "failed its check" in reason and "version 5, expected 6" in reason
+    assert not build.exists()
+
+
+@needs_kernel
+@pytest.mark.slow  # a build of its own (~10-30 s)
+def test_a_library_that_computes_wrongly_is_refused(tmp_path):
     source = few_row_gemm.SOURCE.read_text()
     changed = source.replace("acc[m][q] = _mm256_fmadd_ps(xv, w[q], acc[m][q])",
                              "acc[m][q] = _mm256_add_ps(xv, acc[m][q])")  # fmt: skip
-    wrong = kernel_cache.source_beside(few_row_gemm, fresh.parent, changed)
-    monkeypatch.setattr(few_row_gemm, "SOURCE", wrong)
-    reason = few_row_gemm._load()
-    assert isinstance(reason, str) and "differ from F.linear" in reason
+    assert changed != source
+    wrong = kernel_cache.source_beside(few_row_gemm, tmp_path, changed)
+    reason = kernel_cache.load_in_child(MODULE, tmp_path / "cache", f"m.SOURCE = Path({str(wrong)!r})")
+    assert "differ from F.linear" in reason
+    assert not list((tmp_path / "cache" / "kernels").iterdir())  # its build removed
 
 
 @needs_kernel
-def test_a_library_of_another_version_is_refused(fresh, monkeypatch):
-    monkeypatch.setattr(few_row_gemm, "VERSION", few_row_gemm.VERSION + 1)
+def test_another_build_is_not_loaded_into_a_process_that_has_one(fresh):
+    # its ops would be registered twice, which aborts the process: refused with a reason instead
     reason = few_row_gemm._load()
-    assert isinstance(reason, str) and "version" in reason
+    assert isinstance(reason, str) and "another build of the kernel is loaded in this process" in reason
+    assert few_row_gemm.torch.ops.attnlab.few_row_gemm_version() == few_row_gemm.VERSION  # the first stays
 
 
-def test_no_compiler_failed_build_and_switch_off_give_reasons(fresh, monkeypatch):
+def test_no_compiler_failed_build_and_switch_off_give_reasons(fresh, monkeypatch, tmp_path):
     monkeypatch.setenv("ATTNLAB_FEW_ROW_GEMM", "off")
     assert few_row_gemm._load() == "ATTNLAB_FEW_ROW_GEMM=off"
     monkeypatch.delenv("ATTNLAB_FEW_ROW_GEMM")
-    if not {"avx2", "fma"} <= few_row_gemm.cpu_flags():
+    if not {"avx2", "fma"} <= kernel_build.cpu_flags():
         assert "AVX2" in few_row_gemm._load()
         return
     monkeypatch.setenv("CXX", "no-such-compiler-here")
     assert "no C++ compiler: 'no-such-compiler-here'" in few_row_gemm._load()
-    monkeypatch.setenv("CXX", "false")  # /bin/false: a compiler that fails
-    reason = few_row_gemm._load()
-    assert "failed to build" in reason and "exited with 1" in reason
-    assert not list(fresh.glob("*.so"))  # nothing half-written left behind
+    # /bin/false: a compiler that fails (in a child: this process may have loaded a build already)
+    reason = kernel_cache.load_in_child(MODULE, tmp_path / "child", env={"CXX": "false"})
+    assert "failed to build" in reason and "'false'" in reason
+    assert not list((tmp_path / "child" / "kernels").glob("*/*.so"))  # nothing half-written left behind
 
 
 def test_a_cache_directory_others_may_write_to_is_refused(fresh):
     fresh.mkdir(parents=True)
     fresh.chmod(0o777)
-    if not {"avx2", "fma"} <= few_row_gemm.cpu_flags() or few_row_gemm.shutil.which("g++") is None:
+    if not {"avx2", "fma"} <= kernel_build.cpu_flags() or kernel_build.shutil.which("c++") is None:
         pytest.skip("no kernel to build here")
     reason = few_row_gemm._load()
     assert isinstance(reason, str) and "writable by others" in reason
@@ -246,8 +255,8 @@ def test_a_cache_directory_others_may_write_to_is_refused(fresh):
 
 def test_a_failure_warns_once_and_the_products_fall_back(fresh, monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-here")
-    monkeypatch.setattr(few_row_gemm, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
-    monkeypatch.setattr(few_row_gemm.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(kernel_build, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(kernel_build.platform, "machine", lambda: "x86_64")
     with pytest.warns(few_row_gemm.FewRowGemmWarning, match="panel product kernel is not used"):
         assert not few_row_gemm.available()
     assert "no C++ compiler" in few_row_gemm.unavailable_reason()
@@ -260,22 +269,22 @@ def test_a_failure_warns_once_and_the_products_fall_back(fresh, monkeypatch):
 
 
 def test_no_warning_for_a_cpu_the_kernel_is_not_for(fresh, monkeypatch, recwarn):
-    monkeypatch.setattr(few_row_gemm.platform, "machine", lambda: "arm64")
+    monkeypatch.setattr(kernel_build.platform, "machine", lambda: "arm64")
     assert not few_row_gemm.available()
-    assert few_row_gemm.unavailable_reason() == few_row_gemm.NOT_THIS_CPU
+    assert few_row_gemm.unavailable_reason() == kernel_build.NOT_THIS_CPU
     assert not [w for w in recwarn if issubclass(w.category, few_row_gemm.FewRowGemmWarning)]
 
 
 @needs_kernel
-def test_an_unusable_home_cache_falls_back_to_a_private_temporary_directory(tmp_path, monkeypatch):
-    monkeypatch.delenv("ATTNLAB_CACHE", raising=False)
-    monkeypatch.delenv("ATTNLAB_FEW_ROW_GEMM", raising=False)
+@pytest.mark.slow  # a build of its own (~10-30 s)
+def test_an_unusable_home_cache_falls_back_to_a_private_temporary_directory(tmp_path):
     blocked = tmp_path / "file"
     blocked.write_text("")  # the cache directory would have to be made under a file
-    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
-    monkeypatch.setattr(few_row_gemm.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
-    assert not isinstance(few_row_gemm._load(), str)
-    assert list((tmp_path / "tmp" / f"attnlab-{os.getuid()}" / "kernels").glob("few_row_gemm-*.so"))
+    setup = f"import tempfile\ntempfile.tempdir = {str(tmp_path / 'tmp')!r}\n"
+    (tmp_path / "tmp").mkdir()
+    env = {"XDG_CACHE_HOME": str(blocked), "ATTNLAB_CACHE": ""}
+    assert kernel_cache.load_in_child(MODULE, tmp_path, setup, env) == "loaded"
+    assert list((tmp_path / "tmp" / f"attnlab-{os.getuid()}" / "kernels").glob("few_row_gemm-*/*.so"))
 
 
 def test_a_named_cache_directory_that_cannot_be_made_is_reported(tmp_path, monkeypatch):
@@ -283,7 +292,7 @@ def test_a_named_cache_directory_that_cannot_be_made_is_reported(tmp_path, monke
     blocked.write_text("")
     monkeypatch.setenv("ATTNLAB_CACHE", str(blocked))
     monkeypatch.delenv("ATTNLAB_FEW_ROW_GEMM", raising=False)
-    if not {"avx2", "fma"} <= few_row_gemm.cpu_flags() or few_row_gemm.shutil.which("g++") is None:
+    if not {"avx2", "fma"} <= kernel_build.cpu_flags() or kernel_build.shutil.which("c++") is None:
         pytest.skip("no kernel to build here")
     reason = few_row_gemm._load()
     assert isinstance(reason, str) and str(blocked) in reason

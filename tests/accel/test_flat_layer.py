@@ -14,10 +14,7 @@ import attnlab.accel.fused_layer as fused_layer
 from attnlab.inference import quantize
 from attnlab.models import Encoder
 
-int8_engine = pytest.mark.skipif(
-    not {"x86", "fbgemm", "onednn"} & set(torch.backends.quantized.supported_engines),
-    reason="no int8 engine in this PyTorch build",
-)
+int8_engine = pytest.mark.skipif(not hasattr(torch, "_int_mm"), reason="no torch._int_mm in this PyTorch")
 
 
 @pytest.fixture(autouse=True)
@@ -60,15 +57,13 @@ class Spy(encoder_layers.Spy):
 def _int8_engines() -> list[str]:
     from attnlab.accel import int8_gemm
 
-    supported = torch.backends.quantized.supported_engines
-    fbgemm = [e for e in ("x86", "fbgemm") if e in supported][:1]
-    return fbgemm + (["attnlab"] if int8_gemm.available() else [])
+    return ["int_mm"] + (["attnlab"] if int8_gemm.available() else [])
 
 
 @int8_engine
 @LAYER_KINDS
 def test_int8_layers_take_the_flat_path_bit_identical(monkeypatch: pytest.MonkeyPatch, changes: dict) -> None:
-    m = model(int8=_int8_engines()[0], **changes)  # FBGEMM's products
+    m = model(int8=_int8_engines()[0], **changes)  # PyTorch's torch._int_mm products
     spy = Spy(monkeypatch)
     ids, mask = inputs()
     for attention_mask in (mask, None):

@@ -1,6 +1,6 @@
 // y = x W^T + b on a copy of W laid out for it: one decoding step's few rows, and an encoder's tokens in
-// inference (attnlab/nn/few_row_gemm.py builds this file with g++ -O3 -mavx2 -mfma [-fopenmp] and calls it
-// through ctypes).
+// inference (attnlab/accel/few_row_gemm.py builds this file with torch.utils.cpp_extension, -O3 -mavx2 -mfma
+// [-fopenmp], and calls its ops, registered at the end, as torch.ops.attnlab.*).
 //
 // Why a kernel of our own:
 // - A step of 1-8 rows reads every weight once and does little with it, so it runs at the speed the weight
@@ -20,12 +20,15 @@
 // the batch it is in or on the thread count (tests/accel/test_few_row_gemm.py checks both with torch.equal).
 // With act = 1, y = GELU(acc + b[n]) (epilogue.h), for a feed-forward layer's first product.
 #include <immintrin.h>
+#include <torch/library.h>
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "blocking.h"
 #include "epilogue.h"
+#include "ops.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -231,16 +234,12 @@ void add_norm_rows(float* y, const float* residual, const float* gamma, const fl
     }
 }
 
-}  // namespace
-
-extern "C" {
-
 // A residual sub-layer's output product and merge in one call: y = x W^T + b + residual, then, where gamma
 // is given (post-LN), LayerNorm(y) * gamma + beta with `eps`; beta must be given with gamma. residual and y
 // (M, N) row-major. The threads split the panels for the product, then the rows for the merge.
-void attnlab_product_add_norm(int64_t M, int64_t N, int64_t K, const float* x, const float* P,
-                              const float* bias, const float* residual, const float* gamma, const float* beta,
-                              float eps, float* y, int threads) {
+void product_add_norm(int64_t M, int64_t N, int64_t K, const float* x, const float* P, const float* bias,
+                      const float* residual, const float* gamma, const float* beta, float eps, float* y,
+                      int threads) {
     const int64_t np = (N + 7) / 8, pairs = (np + 1) / 2;
 #ifdef _OPENMP
     if (threads > 1 && pairs >= 2 * threads && M >= threads) {
@@ -263,8 +262,8 @@ void attnlab_product_add_norm(int64_t M, int64_t N, int64_t K, const float* x, c
 // softmax(Q K^T * scale + key_bias) V for every head: qkv (B, T, 3, H, D) contiguous (the stacked query/key/
 // value product), key_bias (B, T) additive or null, out (B, T, H, D), written. Items of (sequence, head, 64
 // query rows) split over `threads` OpenMP threads. Each item's arithmetic does not depend on the others.
-void attnlab_attention(int64_t B, int64_t T, int64_t H, int64_t D, const float* qkv, const float* key_bias,
-                       float* out, float scale, int threads) {
+void attention(int64_t B, int64_t T, int64_t H, int64_t D, const float* qkv, const float* key_bias, float* out,
+               float scale, int threads) {
     // one item per head and sequence (K and V packed once), its query rows split only where there are fewer
     // heads and sequences than threads
     const int64_t heads = B * H > 0 ? B * H : 1, want = threads > heads ? (threads + heads - 1) / heads : 1;
@@ -287,15 +286,12 @@ void attnlab_attention(int64_t B, int64_t T, int64_t H, int64_t D, const float* 
     (void)threads;
 }
 
-// Bumped with any change of the arguments' meaning; few_row_gemm.py refuses a library that disagrees.
-int attnlab_few_row_gemm_version() { return 4; }
-
 // x (M, K) row-major, P the panels of W (N, K) as above, bias (N,) or null, y (M, N) row-major, written;
 // act 0 (none) or 1 (GELU).
 // The panels (or, for more than 8 rows and few panels, the rows) are split evenly over `threads` OpenMP
 // threads (PyTorch's own runtime when it is loaded).
-void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const float* P, const float* bias,
-                          float* y, int threads, int act) {
+void few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const float* P, const float* bias, float* y,
+                  int threads, int act) {
     const int64_t np = (N + 7) / 8;
     if (M > 8) {
 #ifdef _OPENMP
@@ -336,4 +332,94 @@ void attnlab_few_row_gemm(int64_t M, int64_t N, int64_t K, const float* x, const
     rows_panels(M, N, K, x, P, bias, y, 0, np, act);
 }
 
-}  // extern "C"
+}  // namespace
+
+// The custom ops torch.ops.attnlab.* (few_row_gemm.py holds their fake implementations, the output shapes
+// for torch.compile and export). The checks below keep a wrong size or type from reading outside a tensor.
+
+namespace {
+
+using attnlab_ops::dense;
+using attnlab_ops::ptr_or_null;
+using attnlab_ops::vector_or_none;
+
+// x (..., K) float32, panels (ceil(N / 8), K, 8) of W (N, K): x as the kernel reads it.
+at::Tensor product_input(const at::Tensor& x, const at::Tensor& panels, int64_t n, const char* what) {
+    TORCH_CHECK(x.dim() >= 1, what, ": x must have at least one dimension");
+    TORCH_CHECK(panels.dim() == 3 && panels.size(2) == 8 && panels.size(1) == x.size(-1) && n >= 0 &&
+                    panels.size(0) * 8 >= n && panels.is_contiguous(),
+                what, ": panels ", panels.sizes(), " for x ", x.sizes(), " and ", n, " columns");
+    dense(panels, at::kFloat, what);
+    return dense(x, at::kFloat, what);
+}
+
+at::Tensor few_row_gemm_op(const at::Tensor& x_, const at::Tensor& panels, const std::optional<at::Tensor>& bias_,
+                           int64_t n, int64_t act) {
+    const at::Tensor x = product_input(x_, panels, n, "attnlab::few_row_gemm");
+    const at::Tensor bias = vector_or_none(bias_, n, at::kFloat, "attnlab::few_row_gemm bias");
+    TORCH_CHECK(act == 0 || act == 1, "attnlab::few_row_gemm: act must be 0 or 1 (GELU), got ", act);
+    at::Tensor y = attnlab_ops::output_for(x, n);
+    few_row_gemm(attnlab_ops::rows_of(x), n, x.size(-1), x.data_ptr<float>(), panels.data_ptr<float>(),
+                 ptr_or_null<float>(bias), y.data_ptr<float>(), at::get_num_threads(), static_cast<int>(act));
+    return y;
+}
+
+at::Tensor product_add_norm_op(const at::Tensor& x_, const at::Tensor& panels, const std::optional<at::Tensor>& bias_,
+                               const at::Tensor& residual_, const std::optional<at::Tensor>& gamma_,
+                               const std::optional<at::Tensor>& beta_, double eps) {
+    const char* what = "attnlab::product_add_norm";
+    TORCH_CHECK(residual_.dim() == x_.dim() && x_.dim() >= 1, what, ": residual ", residual_.sizes(), " for x ",
+                x_.sizes());
+    const int64_t n = residual_.size(-1);
+    const at::Tensor x = product_input(x_, panels, n, what);
+    for (int64_t i = 0; i + 1 < x.dim(); ++i)
+        TORCH_CHECK(residual_.size(i) == x.size(i), what, ": residual ", residual_.sizes(), " for x ", x.sizes());
+    const at::Tensor residual = dense(residual_, at::kFloat, what);
+    const at::Tensor bias = vector_or_none(bias_, n, at::kFloat, what);
+    const at::Tensor gamma = vector_or_none(gamma_, n, at::kFloat, what);
+    const at::Tensor beta = vector_or_none(beta_, n, at::kFloat, what);
+    TORCH_CHECK(gamma.defined() == beta.defined(), what, ": the LayerNorm's weight and bias go together");
+    at::Tensor y = attnlab_ops::output_for(x, n);
+    product_add_norm(attnlab_ops::rows_of(x), n, x.size(-1), x.data_ptr<float>(), panels.data_ptr<float>(),
+                     ptr_or_null<float>(bias), residual.data_ptr<float>(), ptr_or_null<float>(gamma),
+                     ptr_or_null<float>(beta), static_cast<float>(eps), y.data_ptr<float>(), at::get_num_threads());
+    return y;
+}
+
+at::Tensor attention_op(const at::Tensor& qkv_, int64_t heads, const std::optional<at::Tensor>& key_bias_) {
+    const char* what = "attnlab::attention";
+    TORCH_CHECK(qkv_.dim() == 3 && heads > 0 && qkv_.size(2) % (3 * heads) == 0, what, ": qkv ", qkv_.sizes(),
+                " for ", heads, " heads ((B, T, 3 * H * D) expected)");
+    const at::Tensor qkv = dense(qkv_, at::kFloat, what);
+    const int64_t b = qkv.size(0), t = qkv.size(1), d = qkv.size(2) / (3 * heads);
+    at::Tensor key_bias;
+    if (key_bias_.has_value() && key_bias_->defined()) {
+        TORCH_CHECK(key_bias_->dim() == 2 && key_bias_->size(0) == b && key_bias_->size(1) == t, what,
+                    ": key_bias ", key_bias_->sizes(), ", expected (", b, ", ", t, ")");
+        key_bias = dense(*key_bias_, at::kFloat, what);
+    }
+    at::Tensor out = at::detail::empty_cpu({b, t, heads * d}, at::kFloat, false, std::nullopt);
+    const float scale = d ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(d))) : 1.f;
+    attention(b, t, heads, d, qkv.data_ptr<float>(), ptr_or_null<float>(key_bias), out.data_ptr<float>(), scale,
+              at::get_num_threads());
+    return out;
+}
+
+// Bumped with any change of the ops' meaning; few_row_gemm.py refuses a library that disagrees.
+int64_t few_row_gemm_version() { return 5; }
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(attnlab, m) {  // a fragment: int8_gemm.cpp's library adds its ops to the namespace
+    m.def("few_row_gemm(Tensor x, Tensor panels, Tensor? bias, int n, int act) -> Tensor");
+    m.def("product_add_norm(Tensor x, Tensor panels, Tensor? bias, Tensor residual, Tensor? gamma, Tensor? beta, "
+          "float eps) -> Tensor");
+    m.def("attention(Tensor qkv, int heads, Tensor? key_bias) -> Tensor");
+    m.def("few_row_gemm_version() -> int", &few_row_gemm_version);
+}
+
+TORCH_LIBRARY_IMPL(attnlab, CPU, m) {
+    m.impl("few_row_gemm", &few_row_gemm_op);
+    m.impl("product_add_norm", &product_add_norm_op);
+    m.impl("attention", &attention_op);
+}

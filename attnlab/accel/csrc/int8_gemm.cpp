@@ -1,5 +1,5 @@
-// y = dequant(quant(x) Wq^T) + b: int8 linear layers for CPU inference on AVX2 (attnlab/nn/int8_gemm.py builds
-// this file as it builds few_row_gemm.cpp, and calls it through ctypes).
+// y = dequant(quant(x) Wq^T) + b: int8 linear layers for CPU inference on AVX2 (attnlab/accel/int8_gemm.py builds
+// this file as it builds few_row_gemm.cpp, and calls its op, registered at the end, as torch.ops.attnlab.int8_gemm).
 //
 // Why a kernel of our own: PyTorch's dynamic int8 product (FBGEMM's, `quantized::linear_dynamic`) splits an
 // encoder's small products (128 tokens x 256-1024 columns) poorly over two threads and quantizes its input in
@@ -18,12 +18,19 @@
 // The integer sums are exact, so a row's result depends neither on the other rows of the call nor on the
 // thread count. With act = 1, y = GELU(...) (epilogue.h), for a feed-forward layer's first product.
 //
+// VNNI. Built with -DATTNLAB_VNNI (and -mavx512vnni -mavx512vl, or -mavxvnni) on a CPU that has the 8-bit
+// dot product, the file becomes the op int8_gemm_vnni: vpdpbusd sums the 4 products of u8 x s8 straight into
+// int32, so nothing saturates and x is quantized to 8 bits (levels 0-255 in the formulas above): half the
+// quantization error, one instruction instead of three.
+//
 // Layout. Wq is copied into panels of 8 output columns and 4 k (K padded with zeros to a multiple of 4, N to
 // a multiple of 8):   P[p][k4][j][i] = Wq[8p + j][4 k4 + i]   (32 bytes per k4: one AVX register).
 // A tile: one 32-bit broadcast of 4 consecutive xq of a row against a panel's register gives, per column,
 // vpmaddubsw -> two int16 pair sums, vpmaddwd with ones -> one int32 sum of 4 products, added to the
 // accumulator.
 #include <immintrin.h>
+#include <torch/library.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -31,11 +38,37 @@
 
 #include "blocking.h"
 #include "epilogue.h"
+#include "ops.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#ifdef ATTNLAB_VNNI
+#define ATTNLAB_INT8_OP "int8_gemm_vnni"
+#else
+#define ATTNLAB_INT8_OP "int8_gemm"
+#endif
+
 namespace {
+
+#ifdef ATTNLAB_VNNI
+constexpr int LEVELS = 255;  // 8-bit activations: vpdpbusd's int32 sums are exact
+
+// acc + the sums of 4 products u8 x s8 per 32-bit lane
+inline __m256i dot4(__m256i acc, __m256i xv, __m256i w) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, xv, w);
+#else
+    return _mm256_dpbusd_avx_epi32(acc, xv, w);
+#endif
+}
+#else
+constexpr int LEVELS = 127;  // 7-bit activations: vpmaddubsw's int16 pair sums do not saturate
+
+inline __m256i dot4(__m256i acc, __m256i xv, __m256i w) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, w), _mm256_set1_epi16(1)));
+}
+#endif
 
 // One row of x quantized into q (Kp bytes, the padding zeroed); returns scale and zero point.
 void quantize_row(const float* x, int64_t K, int64_t Kp, uint8_t* q, float* scale, int32_t* zero) {
@@ -58,17 +91,17 @@ void quantize_row(const float* x, int64_t K, int64_t Kp, uint8_t* q, float* scal
         lo = x[k] < lo ? x[k] : lo;
         hi = x[k] > hi ? x[k] : hi;
     }
-    float s = (hi - lo) / 127.f;
+    float s = (hi - lo) / static_cast<float>(LEVELS);
     if (!(s > 0.f) || !std::isfinite(s)) s = 1.f;  // an all-zero row (or one with inf/nan: garbage in, out)
     int32_t z = static_cast<int32_t>(std::nearbyint(-lo / s));
-    z = z < 0 ? 0 : (z > 127 ? 127 : z);
+    z = z < 0 ? 0 : (z > LEVELS ? LEVELS : z);
     *scale = s;
     *zero = z;
     const float inv = 1.f / s;
     const __m256 vinv = _mm256_set1_ps(inv);
     const __m256i vz = _mm256_set1_epi32(z);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const __m256i top = _mm256_set1_epi8(127);
+    const __m256i top = _mm256_set1_epi8(static_cast<char>(LEVELS));
     k = 0;
     for (; k + 32 <= K; k += 32) {  // 32 floats -> 32 bytes; round to nearest even, as nearbyint below
         __m256i i0 = _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k), vinv)), vz);
@@ -82,7 +115,7 @@ void quantize_row(const float* x, int64_t K, int64_t Kp, uint8_t* q, float* scal
     }
     for (; k < K; ++k) {
         int32_t v = static_cast<int32_t>(std::nearbyint(x[k] * inv)) + z;
-        q[k] = static_cast<uint8_t>(v < 0 ? 0 : (v > 127 ? 127 : v));
+        q[k] = static_cast<uint8_t>(v < 0 ? 0 : (v > LEVELS ? LEVELS : v));
     }
     for (; k < Kp; ++k) q[k] = 0;
 }
@@ -92,7 +125,6 @@ void quantize_row(const float* x, int64_t K, int64_t Kp, uint8_t* q, float* scal
 template <int M, int NP>
 void tile(int64_t Kp, const uint8_t* q, const float* xs, const int32_t* xz, const int8_t* P, int64_t p0,
           const int32_t* colsum, const float* ws, const float* bias, float* y, int64_t ldy, int64_t N, int act) {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256i acc[M][NP];
     _Pragma("GCC unroll 8") for (int m = 0; m < M; ++m)
         _Pragma("GCC unroll 8") for (int j = 0; j < NP; ++j) acc[m][j] = _mm256_setzero_si256();
@@ -106,8 +138,7 @@ void tile(int64_t Kp, const uint8_t* q, const float* xs, const int32_t* xz, cons
             int32_t four;
             __builtin_memcpy(&four, q + m * Kp + k, 4);
             const __m256i xv = _mm256_set1_epi32(four);
-            _Pragma("GCC unroll 8") for (int j = 0; j < NP; ++j) acc[m][j] = _mm256_add_epi32(
-                acc[m][j], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, w[j]), ones));
+            _Pragma("GCC unroll 8") for (int j = 0; j < NP; ++j) acc[m][j] = dot4(acc[m][j], xv, w[j]);
         }
     }
     _Pragma("GCC unroll 8") for (int j = 0; j < NP; ++j) {
@@ -184,18 +215,11 @@ void work(const Args& a, const float* x, int64_t K, uint8_t* q, float* xs, int32
     }
 }
 
-}  // namespace
-
-extern "C" {
-
-// Bumped with any change of the arguments' meaning; int8_gemm.py refuses a library that disagrees.
-int attnlab_int8_gemm_version() { return 1; }
-
 // x (M, K) float32 row-major; P the panels of Wq (N, K) as above (Kp = K rounded up to 4); colsum and ws
 // (N rounded up to 8, the padding 0), bias (N,) padded to 8 or null; y (M, N) row-major, written; act 0 (none)
 // or 1 (GELU).
-void attnlab_int8_gemm(int64_t M, int64_t N, int64_t K, const float* x, const int8_t* P, const int32_t* colsum,
-                       const float* ws, const float* bias, float* y, int threads, int act) {
+void int8_gemm(int64_t M, int64_t N, int64_t K, const float* x, const int8_t* P, const int32_t* colsum,
+               const float* ws, const float* bias, float* y, int threads, int act) {
     const int64_t Kp = (K + 3) / 4 * 4;
     std::vector<uint8_t> q(static_cast<size_t>(M * Kp) + 32);
     std::vector<float> xs(static_cast<size_t>(M));
@@ -214,4 +238,38 @@ void attnlab_int8_gemm(int64_t M, int64_t N, int64_t K, const float* x, const in
     work(a, x, K, q.data(), xs.data(), xz.data(), 0, 1, true);
 }
 
-}  // extern "C"
+// The custom op torch.ops.attnlab.int8_gemm, or int8_gemm_vnni (int8_gemm.py holds its fake implementation). The checks keep a
+// wrong size or type from reading outside a tensor: every per-column tensor padded to whole panels.
+at::Tensor int8_gemm_op(const at::Tensor& x_, const at::Tensor& panels, const at::Tensor& colsum_,
+                        const at::Tensor& scale_, const std::optional<at::Tensor>& bias_, int64_t n, int64_t act) {
+    const char* what = "attnlab::" ATTNLAB_INT8_OP;
+    TORCH_CHECK(x_.dim() >= 1, what, ": x must have at least one dimension");
+    const int64_t k = x_.size(-1);
+    TORCH_CHECK(panels.dim() == 4 && panels.size(1) == (k + 3) / 4 && panels.size(2) == 8 && panels.size(3) == 4 &&
+                    n >= 0 && panels.size(0) * 8 >= n && panels.is_contiguous(),
+                what, ": panels ", panels.sizes(), " for x ", x_.sizes(), " and ", n, " columns");
+    attnlab_ops::dense(panels, at::kChar, what);
+    const int64_t n8 = panels.size(0) * 8;
+    const at::Tensor x = attnlab_ops::dense(x_, at::kFloat, what);
+    const at::Tensor colsum = attnlab_ops::vector_or_none(colsum_, n8, at::kInt, what);
+    const at::Tensor scale = attnlab_ops::vector_or_none(scale_, n8, at::kFloat, what);
+    const at::Tensor bias = attnlab_ops::vector_or_none(bias_, n8, at::kFloat, what);
+    TORCH_CHECK(act == 0 || act == 1, what, ": act must be 0 or 1 (GELU), got ", act);
+    at::Tensor y = attnlab_ops::output_for(x, n);
+    int8_gemm(attnlab_ops::rows_of(x), n, k, x.data_ptr<float>(), panels.data_ptr<int8_t>(), colsum.data_ptr<int32_t>(),
+              scale.data_ptr<float>(), attnlab_ops::ptr_or_null<float>(bias), y.data_ptr<float>(), at::get_num_threads(),
+              static_cast<int>(act));
+    return y;
+}
+
+// Bumped with any change of the op's meaning; int8_gemm.py refuses a library that disagrees.
+int64_t int8_gemm_version() { return 2; }
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(attnlab, m) {  // a fragment: few_row_gemm.cpp's library adds its ops to the namespace
+    m.def(ATTNLAB_INT8_OP "(Tensor x, Tensor panels, Tensor colsum, Tensor scale, Tensor? bias, int n, int act) -> Tensor");
+    m.def(ATTNLAB_INT8_OP "_version() -> int", &int8_gemm_version);
+}
+
+TORCH_LIBRARY_IMPL(attnlab, CPU, m) { m.impl(ATTNLAB_INT8_OP, &int8_gemm_op); }
