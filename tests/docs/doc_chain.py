@@ -5,8 +5,9 @@ one folder, so that each command reads what the earlier ones wrote (``runs/rb/mo
 above it), at tiny budgets (`tiny`: ``--minutes`` shrunk, ``--max-steps 2``, a few examples), with
 ``../shared/data`` next to the folder: a view of the shared data with the big files cut to their first lines.
 ``attnlab serve`` runs bounded: it starts on a free port, answers the ``curl`` lines after it (or one request
-of the test's own) and stops at the next command. Used by ``test_docs_commands.py`` (every guide) and
-``tests/test_newcomer.py`` (the README's walk-through).
+of the test's own) and stops at the next command. With a `Forker`, each ``attnlab`` command is a fork of one
+process that imported attnlab once (a fresh process all the same, without the import's seconds). Used by
+``test_docs_commands.py`` (every guide) and ``tests/test_newcomer.py`` (the README's walk-through).
 """
 
 from __future__ import annotations
@@ -197,10 +198,68 @@ def attnlab(*args: str, cwd: Path) -> str:
     return done.stdout
 
 
-class Shell:
-    """A doc's commands run in ``folder/work`` as a reader runs them, ``../shared/data`` beside it."""
+# A process that imports attnlab once, then forks a child for each command: the child runs `attnlab.cli.main`
+# as `python -m attnlab` would, in its own folder, environment and files, and the import (most of a small
+# command's time) is paid once. Nothing runs in it before a fork but the import.
+FORKER = """
+import atexit, json, os, sys
+import attnlab.cli
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.chdir(job["cwd"]); os.environ.clear(); os.environ.update(job["env"])
+        for fd, (name, mode) in enumerate([(job["stdin"], os.O_RDONLY), (job["stdout"], os.O_WRONLY),
+                                           (job["stderr"], os.O_WRONLY)]):
+            os.dup2(os.open(name, mode), fd)
+        sys.stdin = open(0, closefd=False)
+        sys.argv = ["attnlab", *job["argv"]]
+        try:
+            code = attnlab.cli.main(job["argv"])
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+        except BaseException:
+            import traceback; traceback.print_exc(); code = 1
+        atexit._run_exitfuncs(); sys.stdout.flush(); sys.stderr.flush(); os._exit(code or 0)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+"""
 
-    def __init__(self, folder: Path, data_view: Path | None = None) -> None:
+
+class Forker:
+    """`FORKER` running: ``run(argv, cwd, env, stdin)`` is ``attnlab ARGV`` -> (exit code, stdout, stderr)."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", FORKER], env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
+    def run(self, argv: list[str], cwd: Path, env: dict, stdin: str) -> tuple[int, str, str]:
+        files = {name: cwd / f".attnlab-{name}" for name in ("stdin", "stdout", "stderr")}
+        files["stdin"].write_text(stdin)
+        for name in ("stdout", "stderr"):
+            files[name].write_text("")
+        job = {"argv": argv, "cwd": str(cwd), "env": env, **{k: str(v) for k, v in files.items()}}
+        self.process.stdin.write(json.dumps(job) + "\n")
+        self.process.stdin.flush()
+        code = int(self.process.stdout.readline())
+        out, err = (files[name].read_text() for name in ("stdout", "stderr"))
+        for path in files.values():
+            path.unlink()
+        return code, out, err
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+class Shell:
+    """A doc's commands run in ``folder/work`` as a reader runs them, ``../shared/data`` beside it; with a
+    `Forker`, the ``attnlab`` commands are forked from it instead of started afresh."""
+
+    def __init__(self, folder: Path, data_view: Path | None = None, forker: Forker | None = None) -> None:
+        self.forker = forker
         self.cwd = folder / "work"
         self.cwd.mkdir(parents=True, exist_ok=True)
         if data_view is not None:
@@ -234,15 +293,19 @@ class Shell:
 
     def _process(self, argv: list[str], words: list[str], stdin: str) -> str:
         self.log.append(shlex.join(words))
-        done = subprocess.run(
-            argv, cwd=self.cwd, env=self.env, input=stdin, capture_output=True, text=True, timeout=600
-        )
-        if done.returncode != 0:
-            raise AssertionError(
-                f"`{shlex.join(words)}` exited {done.returncode} in {self.cwd}\n"
-                f"ran before it: {self.log[:-1]}\nstderr:\n{done.stderr[-4000:]}"
+        if self.forker is not None and words[0] == "attnlab":
+            code, out, err = self.forker.run(words[1:], self.cwd, self.env, stdin)
+        else:
+            done = subprocess.run(
+                argv, cwd=self.cwd, env=self.env, input=stdin, capture_output=True, text=True, timeout=600
             )
-        return done.stdout
+            code, out, err = done.returncode, done.stdout, done.stderr
+        if code != 0:
+            raise AssertionError(
+                f"`{shlex.join(words)}` exited {code} in {self.cwd}\n"
+                f"ran before it: {self.log[:-1]}\nstderr:\n{err[-4000:]}"
+            )
+        return out
 
     def start_server(self, words: list[str]) -> str:
         self.port = free_port()

@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from doc_chain import ROOT, Shell, attnlab, blocks, commands, data_paths, small_view
+from doc_chain import ROOT, Forker, Shell, attnlab, blocks, commands, data_paths, small_view
 from shared_data import DATA, require
 
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
@@ -137,6 +137,13 @@ def given(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
+def forker():
+    forker = Forker()
+    yield forker
+    forker.close()
+
+
+@pytest.fixture(scope="module")
 def data_view(tmp_path_factory) -> Path:
     """The shared data with its big files cut to their first lines (made where the data is here)."""
     view = tmp_path_factory.mktemp("shared-data")
@@ -158,10 +165,10 @@ def test_every_command_not_run_is_in_the_docs() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("doc", CHAINS, ids=lambda d: d.name)
-def test_doc_commands_run(doc: Path, given, data_view, tmp_path) -> None:
+def test_doc_commands_run(doc: Path, given, data_view, forker, tmp_path) -> None:
     steps = chain(doc)
     require(*(p for words in steps for p in data_paths(words)))
-    shell = Shell(tmp_path, data_view)
+    shell = Shell(tmp_path, data_view, forker)
     for path, kind in GIVEN.get(doc.name, {}).items():
         shell.copy_in(given[kind], path)
     ran = 0
