@@ -9,8 +9,12 @@ The fenced blocks of ``docs/*.md`` and ``README.md`` are found and checked by la
   fail); ``torchrun ...`` parsed by torchrun's own parser, and in the slow test, a ``--standalone`` launch of
   at most 2 processes really run on the CPU.
 - a block preceded by ``<!-- docs-test: skip (why) -->`` or ``<!-- docs-test: parse (why) -->`` is skipped
-  or only parsed, with the reason in the doc; a block without a language (a directory tree, a diagram) is an
-  illustration. Anything else fails here, so a new block must be runnable or say why not.
+  or only parsed here, with the reason in the doc; a block without a language (a directory tree, a diagram)
+  or a ``csv`` block (a file's format) is an illustration. Anything else fails here, so a new block must be
+  runnable or say why not.
+
+The ``attnlab`` commands of the ``bash`` blocks, parsed or run, are also executed in the doc's order at tiny
+budgets by the slow ``test_docs_commands.py`` (the README's walk-through by ``tests/test_newcomer.py``).
 """
 
 from __future__ import annotations
@@ -18,68 +22,17 @@ from __future__ import annotations
 import os
 import re
 import runpy
-import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from doc_chain import ROOT, Block, blocks, commands
 
-ROOT = Path(__file__).resolve().parents[2]
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
-MARKER = re.compile(r"<!-- docs-test: (skip|parse) \((.+)\) -->")
 # README.md's set-up commands: the Makefile's own targets (CI runs them), and activating the venv
 NOT_COMMANDS = {"make", "source"}
-
-
-@dataclass
-class Block:
-    doc: Path
-    line: int  # of the opening fence, 1-based
-    lang: str
-    text: str
-    mode: str = "run"  # run | parse | skip
-    reason: str = ""
-
-    @property
-    def id(self) -> str:
-        return f"{self.doc.name}:{self.line}"
-
-
-def blocks(doc: Path) -> list[Block]:
-    found, lines = [], doc.read_text(encoding="utf-8").splitlines()
-    i = 0
-    while i < len(lines):
-        fence = re.match(r"^```(\w*)\s*$", lines[i])
-        if not fence:
-            i += 1
-            continue
-        end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-        block = Block(doc, i + 1, fence.group(1), "\n".join(lines[i + 1 : end]) + "\n")
-        previous = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
-        marker = MARKER.search(previous)
-        if marker:
-            block.mode, block.reason = marker.group(1), marker.group(2)
-        found.append(block)
-        i = end + 1
-    return found
-
-
 ALL = [b for doc in DOCS for b in blocks(doc)]
-
-
-def commands(text: str) -> list[list[str]]:
-    """Shell commands of a bash block: continuations joined, comments dropped, the part after a pipe."""
-    joined = re.sub(r"\\\n\s*", " ", text)
-    out = []
-    for line in joined.splitlines():
-        words = shlex.split(line, comments=True)
-        if "|" in words:
-            words = words[len(words) - words[::-1].index("|") :]
-        if words:
-            out.append(words)
-    return out
 
 
 def scripts(doc: Path) -> dict[str, str]:
@@ -96,7 +49,7 @@ def scripts(doc: Path) -> dict[str, str]:
 def test_every_block_is_checked_or_says_why_not() -> None:
     assert len(ALL) >= 10
     for b in ALL:
-        assert b.lang in ("python", "bash", "") or b.mode == "skip", f"{b.id}: a {b.lang!r} block"
+        assert b.lang in ("python", "bash", "csv", "") or b.mode == "skip", f"{b.id}: a {b.lang!r} block"
         if b.lang == "bash" and b.mode == "run":
             for words in commands(b.text):
                 known = {"python", "torchrun", "attnlab"} | (
