@@ -326,7 +326,8 @@ def test_classifier_without_exact_family_head_takes_one_that_has_it(tokenizers, 
     config, tok = _setup("distilbert", tokenizers)
     config = dataclasses.replace(config, pooler_activation="tanh")
     for kind in ("classification", "multiple_choice"):
-        with pytest.raises(UnsupportedHeadError, match="applies relu to dense.* pooler applies tanh.* exactly as: bert"):
+        refused = "applies relu to dense.* pooler applies tanh.* exactly as: bert"
+        with pytest.raises(UnsupportedHeadError, match=refused):
             save_hf(_model(kind, config), tmp_path / "distil", family="distilbert", tokenizer=tok)
     # BERT's class holds it: its tanh pooler, and a zero type row for the missing segment embeddings
     torch.manual_seed(0)
