@@ -54,6 +54,7 @@ import torch
 import attnlab.serving.schemas as schemas
 from attnlab.generation.text_stream import TextStream, cut_at_stop
 from attnlab.limits import FILL_MASK_WHAT
+from attnlab.tokenizers.mask_token import MASK_SPELLINGS, no_mask_message, with_model_mask
 
 ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
     "EncoderForPreTraining": "fill-mask",
@@ -62,15 +63,6 @@ ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
     "EncoderForQuestionAnswering": "qa",
 }
 _unique = itertools.count()  # batch keys of requests that never share a batch
-MASK_SPELLINGS = ("[MASK]", "<mask>")  # what clients write for "the masked token", whatever the model's is
-
-
-def with_model_mask(text: str, mask_token: str) -> str:
-    """``text`` with each spelling in `MASK_SPELLINGS` written as the model's own mask token."""
-    for spelling in MASK_SPELLINGS:
-        if spelling != mask_token:
-            text = text.replace(spelling, mask_token)
-    return text
 
 
 class RequestError(ValueError):
@@ -200,8 +192,8 @@ class ModelService:
             if pipe.mask_id not in ids[:n]:
                 where = f" within the first {n} tokens" if n < len(ids) else ""
                 raise RequestError(
-                    f"'text' has no {pipe.mask_token} token{where} to fill (this model's mask token is "
-                    f"{pipe.mask_token}; {' and '.join(MASK_SPELLINGS)} are both read as it)",
+                    f"'text' has no {pipe.mask_token} token{where} to fill "
+                    f"({no_mask_message(pipe.mask_token)})",
                     "text",
                 )
             # Not cut: the same encoding as the pipeline's (same tokenizer file; truncation changes nothing)
