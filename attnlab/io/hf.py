@@ -399,10 +399,8 @@ def infer_family(config: Any, kind: str) -> str:
     ELECTRA for the discriminator, RoBERTa-PreLayerNorm for pre-LN, ALBERT for cross-layer sharing,
     DistilBERT without segment embeddings where it holds the model (post-LN, LayerNorm eps 1e-12, E = H),
     RoBERTa with an offset; when E != H, ELECTRA for a gelu MLM model (the generator) and ALBERT otherwise;
-    else BERT. A model without segment embeddings that DistilBERT does not hold (a pre-LN student) goes to
-    its family with one zero type row (`adds_type_row`). Pass ``family`` to `save_hf` to choose another
-    compatible one.
-    """
+    else BERT (a student DistilBERT does not hold with one zero type row: `adds_type_row`). Pass ``family``
+    to `save_hf` to choose another compatible one."""
     if kind == "rtd":
         return "electra"
     if config.norm_first:
@@ -420,9 +418,8 @@ def infer_family(config: Any, kind: str) -> str:
 
 
 def adds_type_row(config: Any, family: Family) -> bool:
-    """Whether the export gives a model without segment embeddings (``type_vocab_size=0``: a distilled
-    student) one all-zero type row, because ``family``'s HF class always adds ``token_type_embeddings``:
-    HF adds row 0 to every token, which then changes nothing, so the outputs stay attnlab's."""
+    """Whether a model without segment embeddings (a distilled student) gets one all-zero type row, which
+    ``family``'s HF class always adds to every token: then it changes nothing, the outputs stay attnlab's."""
     return config.type_vocab_size == 0 and "type_vocab_size" not in family.fixed
 
 
@@ -503,8 +500,8 @@ def config_to_hf(
         hf["inner_group_num"] = 1
     if family.sinusoidal_field:
         hf[family.sinusoidal_field] = config.position_embedding == "sinusoidal"
-    if adds_type_row(config, family):
-        hf["type_vocab_size"] = 1  # the zero row export_tensors writes
+    if adds_type_row(config, family):  # the zero row export_tensors writes
+        hf["type_vocab_size"] = 1
     hf["max_position_embeddings"] = config.max_position_embeddings + position_shift(config, family)
     hf["tie_word_embeddings"] = tied
     hf["dtype"] = dtype_name(dtype)
@@ -586,10 +583,9 @@ def export_tensors(
         tensors[mapped] = value.to(target) if target is not None and value.is_floating_point() else value
     if unmapped:
         raise CheckpointError(f"no HF {family_name} name for: {', '.join(sorted(unmapped))}")
-    if adds_type_row(config, FAMILIES[family_name]):
-        key = table.to_hf(f"{prefix}embeddings.token_type.weight")
+    if adds_type_row(config, FAMILIES[family_name]):  # (1, E) zeros: every token's type 0 adds nothing
         word = tensors[table.to_hf(f"{prefix}embeddings.word.weight")]
-        tensors[key] = word.new_zeros(1, word.shape[1])  # (1, E): every token's type 0 adds nothing
+        tensors[table.to_hf(f"{prefix}embeddings.token_type.weight")] = word.new_zeros(1, word.shape[1])
     shift = position_shift(config, FAMILIES[family_name])
     if shift:  # HF counts positions from pad_token_id + 1: the same embedding per position, rows moved
         key = table.to_hf(f"{prefix}embeddings.position.weight")

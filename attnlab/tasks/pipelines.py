@@ -231,8 +231,8 @@ class FillMaskPipeline(Pipeline):
     # `top_tokens` (the model) on its model thread, batched (attnlab.serving.service).
 
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
-        """Each text's encoding (truncated to ``max_length``), ``[MASK]`` and ``<mask>`` read as the model's
-        mask token (`attnlab.tokenizers.mask_token`); ValueError for a text without a mask token."""
+        """Each text's encoding (truncated to ``max_length``; either mask spelling read as the model's token),
+        ValueError for a text without a mask token."""
         encodings = self._encode([with_model_mask(text, self.mask_token) for text in texts])
         for text, e in zip(texts, encodings):
             self.check_mask(text, e)
@@ -240,10 +240,8 @@ class FillMaskPipeline(Pipeline):
 
     def check_mask(self, text: str, encoding: Encoding) -> None:
         if self.mask_id not in encoding.ids:
-            raise ValueError(
-                f"no {self.mask_token} in {text!r} (after truncation to {self.max_length}); "
-                + no_mask_message(self.mask_token)
-            )
+            where = f"{text!r} (after truncation to {self.max_length})"
+            raise ValueError(f"no {self.mask_token} in {where}; {no_mask_message(self.mask_token)}")
 
     def top_tokens(self, encodings: Sequence[Encoding], top_k: int) -> list[list[tuple[int, list, list]]]:
         """The model's ``top_k`` tokens at each mask: per encoding, per mask in order, ``(position, scores,
