@@ -64,8 +64,8 @@ def _add_examples(parser: argparse.ArgumentParser) -> None:
     for name, sub in _subcommands(parser).items():
         if not sub.description and helps.get(name):
             sub.description = helps[name][0].upper() + helps[name][1:].rstrip(".") + "."
-        if name in EXAMPLES:
-            sub.epilog = f"example: {EXAMPLES[name]}"
+        if name in EXAMPLES:  # after the command's own epilog (its input formats), if it has one
+            sub.epilog = "\n\n".join(filter(None, [sub.epilog, f"example: {EXAMPLES[name]}"]))
 
 
 def _grouped_commands(parser: argparse.ArgumentParser) -> str:

@@ -10,8 +10,9 @@ starts from every other teacher layer (``--layers`` picks them, ``--random-init`
 embeddings or pooler, and is trained with the triple loss on the teacher's tokenizer, through the same
 pre-training run as ``attnlab pretrain`` (shards, Trainer, checkpoints, ``--resume``, torchrun DDP, held-out
 MLM accuracy): see `attnlab.pretraining.distillation`. ``--set``/``--config`` work as for ``attnlab
-pretrain``. The student is saved to OUTPUT/model (and OUTPUT/hf as DistilBertForMaskedLM when post-LN).
-"""
+pretrain``. The student is saved to OUTPUT/model and OUTPUT/hf, both loadable by HF transformers: as
+DistilBertForMaskedLM when post-LN, else as the teacher's family with one zero type row
+(`attnlab.io.hf.adds_type_row`)."""
 
 from __future__ import annotations
 

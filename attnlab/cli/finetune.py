@@ -37,12 +37,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _evaluate_parser(subparsers)
 
 
+OWN_DATA_EPILOG = """\
+your own data (--task generic):
+  --data-dir holds train.csv and dev.csv (or train.tsv/dev.tsv, train.jsonl/dev.jsonl): CSV quoted,
+  TSV unquoted (GLUE style), JSON lines one object per line; every file has a header row (JSON: keys)
+  naming its columns. --text-a names the text column (default sentence), --text-b a second text for
+  sentence pairs, --label-column the label (default label): labels are class names (any strings),
+  or numbers with --regression (MSE loss, Pearson/Spearman).
+  e.g. attnlab finetune --task generic --data-dir mydata --model runs/pretrain-mlm/model \\
+           --text-a review --label-column stars
+the named tasks read their data sets' own files: GLUE's train.tsv/dev.tsv (MNLI dev_matched.tsv),
+SQuAD's train-v1.1.json/dev-v1.1.json (or train.json/dev.json), CoNLL-2003's train.txt/valid.txt,
+SWAG's train.csv/val.csv."""
+
+
 def _finetune_parser(subparsers: argparse._SubParsersAction) -> None:
     ft = subparsers.add_parser(
         "finetune",
         help="fine-tune a checkpoint (or a randomly initialised preset) on a task",
         description="BERT's fine-tuning recipe: AdamW, 10% warm-up then linear decay, dropout 0.1, "
         "batch 32, 2-4 epochs, dev evaluation after every epoch, the best epoch kept in OUTPUT_DIR/best.",
+        epilog=OWN_DATA_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _task_args(ft)
     ft.add_argument(
@@ -63,7 +79,12 @@ def _finetune_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _task_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", required=True, choices=sorted(TASKS), help="the task")
-    p.add_argument("--data-dir", required=True, help="directory with the task's train and dev files")
+    p.add_argument(
+        "--data-dir",
+        required=True,
+        help="directory with the task's train and dev files (--task generic: train.csv and dev.csv, or "
+        ".tsv/.jsonl; see below)",
+    )
 
 
 def _recipe_args(ft: argparse.ArgumentParser) -> None:
@@ -253,11 +274,15 @@ def _run_dir_args(p: argparse.ArgumentParser) -> None:
 
 
 def _generic_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("generic task (CSV / TSV / JSON-lines tables)")
+    g = p.add_argument_group(
+        "generic task (--task generic: DATA_DIR/train.csv and dev.csv, or .tsv / .jsonl, with a header)"
+    )
     g.add_argument("--text-a", default="sentence", help="first text column (default: sentence)")
-    g.add_argument("--text-b", default=None, help="second text column, for pairs")
-    g.add_argument("--label-column", default="label", help="label column (default: label)")
-    g.add_argument("--regression", action="store_true", help="float labels, MSE loss, correlation metrics")
+    g.add_argument("--text-b", default=None, help="second text column, for sentence pairs (default: none)")
+    g.add_argument("--label-column", default="label", help="label column, class names (default: label)")
+    g.add_argument(
+        "--regression", action="store_true", help="numeric labels: MSE loss, Pearson/Spearman metrics"
+    )
 
 
 def _columns(args: argparse.Namespace) -> Any:

@@ -45,6 +45,18 @@ PRETRAIN_OUTPUTS = ("train", "model", "generator", "hf", "tokenizer")  # what a 
 LEARNED_MARGIN = 0.05
 
 
+CORPUS_FORMATS_EPILOG = """\
+your own corpus (--corpus FILES_OR_DIRECTORIES, UTF-8 text; a directory: every file under it):
+  --format sentences  BERT's: one sentence per line, a blank line between documents (the default)
+  --format lines      one document per line, split into sentences here
+  --format jsonl      one JSON object per line, its "text" field a document (blank lines: paragraphs)
+  --format text       running text, one document per file (a book): wrapped lines joined into
+                      paragraphs, paragraphs split into sentences
+  Without --tokenizer one is trained on the corpus (--tokenizer-kind, --vocab-size); every 20th
+  document is held out for the reported accuracy (--heldout-every).
+  e.g. attnlab pretrain --recipe mlm --corpus books/ --format text --minutes 20"""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "pretrain",
@@ -57,6 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "sequences, 40% masking, a high learning rate planned inside the budget). With no --corpus: a "
         "built-in corpus of the Python standard library's docstrings for --minutes (default 4), then "
         "fill-mask examples with the expected words.",
+        epilog=CORPUS_FORMATS_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for add_options in PRETRAIN_OPTIONS:
         add_options(p)

@@ -397,17 +397,17 @@ def infer_family(config: Any, kind: str) -> str:
     """The HF family an attnlab model exports to when none is named.
 
     ELECTRA for the discriminator, RoBERTa-PreLayerNorm for pre-LN, ALBERT for cross-layer sharing,
-    DistilBERT without segment
-    embeddings, RoBERTa with an offset; when E != H, ELECTRA for a gelu MLM model (the generator) and
-    ALBERT otherwise; else BERT. Pass ``family`` to `save_hf` to choose another compatible one.
-    """
+    DistilBERT without segment embeddings where it holds the model (post-LN, LayerNorm eps 1e-12, E = H),
+    RoBERTa with an offset; when E != H, ELECTRA for a gelu MLM model (the generator) and ALBERT otherwise;
+    else BERT (a student DistilBERT does not hold with one zero type row: `adds_type_row`). Pass ``family``
+    to `save_hf` to choose another compatible one."""
     if kind == "rtd":
         return "electra"
     if config.norm_first:
         return "roberta-prelayernorm"
     if config.sharing != "none":
         return "albert"
-    if config.type_vocab_size == 0:
+    if config.type_vocab_size == 0 and not export_problems(config, FAMILIES["distilbert"], kind):
         return "distilbert"
     if config.position_offset > 0:
         return "roberta"
@@ -415,6 +415,12 @@ def infer_family(config: Any, kind: str) -> str:
         # ELECTRA's generator head hard-codes gelu and ELECTRA has no SOP head: anything else is ALBERT.
         return "electra" if kind != "pretraining" and config.activation == "gelu" else "albert"
     return "bert"
+
+
+def adds_type_row(config: Any, family: Family) -> bool:
+    """Whether a model without segment embeddings (a distilled student) gets one all-zero type row, which
+    ``family``'s HF class always adds to every token: then it changes nothing, the outputs stay attnlab's."""
+    return config.type_vocab_size == 0 and "type_vocab_size" not in family.fixed
 
 
 def position_shift(config: Any, family: Family) -> int:
@@ -460,8 +466,6 @@ def export_problems(config: Any, family: Family, kind: str) -> list[str]:
     for name, value in family.fixed.items():
         if getattr(config, name) != value:
             problems.append(f"{name}={getattr(config, name)!r} ({family.model_type} fixes it to {value!r})")
-    if "type_vocab_size" not in family.fixed and config.type_vocab_size == 0:
-        problems.append(f"type_vocab_size=0 ({family.model_type} always has segment embeddings)")
     if config.add_pooler and family.pooler.get(kind, False) and config.pooler_activation != "tanh":
         problems.append(
             f"pooler_activation={config.pooler_activation!r} (HF {family.model_type}'s pooler is tanh)"
@@ -496,6 +500,8 @@ def config_to_hf(
         hf["inner_group_num"] = 1
     if family.sinusoidal_field:
         hf[family.sinusoidal_field] = config.position_embedding == "sinusoidal"
+    if adds_type_row(config, family):  # the zero row export_tensors writes
+        hf["type_vocab_size"] = 1
     hf["max_position_embeddings"] = config.max_position_embeddings + position_shift(config, family)
     hf["tie_word_embeddings"] = tied
     hf["dtype"] = dtype_name(dtype)
@@ -577,6 +583,9 @@ def export_tensors(
         tensors[mapped] = value.to(target) if target is not None and value.is_floating_point() else value
     if unmapped:
         raise CheckpointError(f"no HF {family_name} name for: {', '.join(sorted(unmapped))}")
+    if adds_type_row(config, FAMILIES[family_name]):  # (1, E) zeros: every token's type 0 adds nothing
+        word = tensors[table.to_hf(f"{prefix}embeddings.word.weight")]
+        tensors[table.to_hf(f"{prefix}embeddings.token_type.weight")] = word.new_zeros(1, word.shape[1])
     shift = position_shift(config, FAMILIES[family_name])
     if shift:  # HF counts positions from pad_token_id + 1: the same embedding per position, rows moved
         key = table.to_hf(f"{prefix}embeddings.position.weight")

@@ -26,7 +26,7 @@ checkpoint it now is (`attnlab.io.checkpoint.written_by_attnlab`).
 
 Reading (`to_attnlab_names`) maps HF names back to the state-dict names of the model rebuilt from
 attnlab's own config, and drops what HF alone keeps (a written-out sinusoidal table, an untied decoder's
-second bias).
+second bias, the zero type row of a model without segment embeddings).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from torch import Tensor, nn
 
 from attnlab.io.checkpoint import architecture_of
 from attnlab.io.format import CheckpointError, tied_aliases
-from attnlab.io.hf import _kind_of, infer_family, position_shift
+from attnlab.io.hf import _kind_of, adds_type_row, infer_family, position_shift
 from attnlab.io.hf_encoders import to_hf
 from attnlab.io.hf_tables import FAMILIES, key_map
 from attnlab.io.hf_tasks import task_head, task_key_map
@@ -141,7 +141,13 @@ def to_attnlab_names(tensors: Mapping[str, Tensor], model: nn.Module, family: st
 
 def _hf_only_names(model: nn.Module, family: str) -> set[str]:
     """HF names the export writes that hold no attnlab tensor: the sinusoidal position table DistilBERT
-    keeps in its weights, the second bias name of an untied decoder."""
+    keeps in its weights, the second bias name of an untied decoder, the zero type row of a model without
+    segment embeddings."""
     table, prefix = _table(model, family)
+    names = set(FAMILIES[family].hf_aliases)
     position = table.to_hf(f"{prefix}embeddings.position.weight")
-    return set(FAMILIES[family].hf_aliases) | ({position} if position else set())
+    if position:
+        names.add(position)
+    if adds_type_row(model.config, FAMILIES[family]):
+        names.add(table.to_hf(f"{prefix}embeddings.token_type.weight"))
+    return names

@@ -18,8 +18,7 @@ from attnlab.io import load
 from attnlab.limits import FILL_MASK_WHAT, check_top_k, fillable_tokens
 from attnlab.models import EncoderForPreTraining, ReplacedTokenDetection
 from attnlab.tokenizers import load_tokenizer
-
-MASK_TOKENS = ("[MASK]", "<mask>")
+from attnlab.tokenizers.mask_token import mask_token_of, no_mask_message, with_model_mask
 
 
 @dataclass(frozen=True)
@@ -51,27 +50,20 @@ def load_masked_lm(directory: str | os.PathLike) -> tuple[EncoderForPreTraining,
     return model, load_tokenizer(d)
 
 
-def mask_token_of(tokenizer: Any) -> tuple[str, int]:
-    for token in MASK_TOKENS:
-        i = tokenizer.token_to_id(token)
-        if i is not None:
-            return token, int(i)
-    raise ValueError(f"the tokenizer has no mask token (tried {', '.join(MASK_TOKENS)})")
-
-
 @torch.no_grad()
 def fill_mask(model: nn.Module, tokenizer: Any, text: str, top_k: int = 5) -> list[list[Prediction]]:
-    """The ``top_k`` predictions for every mask token in ``text``, in order of the masks."""
+    """The ``top_k`` predictions for every mask token in ``text``, in order of the masks; ``[MASK]`` and
+    ``<mask>`` are read as the model's mask token (`attnlab.tokenizers.mask_token`, as the pipeline's)."""
     if top_k < 1:
         raise ValueError(f"top_k: expected >= 1, got {top_k}")
     special = set(getattr(tokenizer, "all_special_ids", ()) or ())
     check_top_k(top_k, fillable_tokens(model.config.vocab_size, special), "--top-k", FILL_MASK_WHAT)
     mask, mask_id = mask_token_of(tokenizer)
-    encoding = tokenizer.encode(text)
+    encoding = tokenizer.encode(with_model_mask(text, mask))
     ids = torch.tensor([encoding.ids], dtype=torch.long)  # (1, T)
     positions = (ids[0] == mask_id).nonzero().flatten().tolist()
     if not positions:
-        raise ValueError(f"no {mask} in the text {text!r}")
+        raise ValueError(f"no {mask} in the text {text!r}; {no_mask_message(mask)}")
     config = model.config
     kwargs = {}
     if config.type_vocab_size > 0:

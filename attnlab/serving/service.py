@@ -63,6 +63,7 @@ from attnlab.tasks import pipelines as P
 from attnlab.tasks.attention import attention_weights
 from attnlab.tokenizers import Tokenizer, load_tokenizer
 from attnlab.tokenizers import load_tokenizer as load_directory_tokenizer
+from attnlab.tokenizers.mask_token import MASK_SPELLINGS, no_mask_message, with_model_mask
 from attnlab.translation.config import is_seq2seq_config
 from attnlab.translation.data import encode_text
 from attnlab.translation.recipe import translate_texts
@@ -74,15 +75,6 @@ ENCODER_HEADS = {  # architecture -> the task endpoint its head serves
     "EncoderForQuestionAnswering": "qa",
 }
 _unique = itertools.count()  # batch keys of requests that never share a batch
-MASK_SPELLINGS = ("[MASK]", "<mask>")  # what clients write for "the masked token", whatever the model's is
-
-
-def with_model_mask(text: str, mask_token: str) -> str:
-    """``text`` with each spelling in `MASK_SPELLINGS` written as the model's own mask token."""
-    for spelling in MASK_SPELLINGS:
-        if spelling != mask_token:
-            text = text.replace(spelling, mask_token)
-    return text
 
 
 class RequestError(ValueError):
@@ -210,8 +202,8 @@ class ModelService:
             if pipe.mask_id not in ids[:n]:
                 where = f" within the first {n} tokens" if n < len(ids) else ""
                 raise RequestError(
-                    f"'text' has no {pipe.mask_token} token{where} to fill (this model's mask token is "
-                    f"{pipe.mask_token}; {' and '.join(MASK_SPELLINGS)} are both read as it)",
+                    f"'text' has no {pipe.mask_token} token{where} to fill "
+                    f"({no_mask_message(pipe.mask_token)})",
                     "text",
                 )
             # Not cut: the same encoding as the pipeline's (same tokenizer file; truncation changes nothing)

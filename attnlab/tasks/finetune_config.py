@@ -12,8 +12,9 @@ import dataclasses
 import logging
 import os
 import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from torch import nn
@@ -152,6 +153,8 @@ class ModelSource:
     config: Any = None  # an EncoderConfig for random initialisation
     tokenizer: Any = None
     name: str = ""
+    # inside `once_per_sweep`: the loading warnings already logged, each said once (not per run)
+    _said: set[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if (self.directory is None) == (self.config is None):
@@ -196,10 +199,24 @@ class ModelSource:
                 warnings.simplefilter("always")
                 model = load_task_model(self.directory, spec.architecture, config_changes=changes, **options)
             for w in caught:
-                logger.warning("%s", w.message)
+                message = str(w.message)
+                if self._said is None or message not in self._said:
+                    logger.warning("%s", message)
+                if self._said is not None:
+                    self._said.add(message)
             return model
         config = dataclasses.replace(self.config, **changes)
         return ARCHITECTURES[spec.architecture].from_config(config, **options).train()
+
+    @contextmanager
+    def once_per_sweep(self) -> Iterator[None]:
+        """Within: a loading warning (the head "newly initialised", ...) is logged by the first run that
+        meets it, not again by each of a sweep's learning rates and seeds, which build the same model."""
+        self._said = set()
+        try:
+            yield
+        finally:
+            self._said = None
 
     @property
     def model_config(self) -> Any:

@@ -227,19 +227,20 @@ def finetune_examples(
         settings=run_settings(spec, source, cfg, max_length),
     )  # fmt: skip
     runs: list[RunResult] = []
-    for lr in cfg.learning_rates:
-        for seed in cfg.seeds:
-            evaluator = TaskEvaluator(spec, dev_features, data.chooser, data.labels, regression)
-            run_dir = out / f"lr{lr:g}-seed{seed}"
-            run = run_once(
-                spec, source, train_features, evaluator, data.labels, cfg, lr, seed, run_dir, regression,
-                run_id=claim.run_id, features=features, extra_loss=extra,
-            )  # fmt: skip
-            logger.info(
-                "%s lr=%g seed=%d: best %s = %.2f", spec.name, lr, seed, score_label(spec.metric),
-                run.score(spec.metric),
-            )  # fmt: skip
-            runs.append(run)
+    with source.once_per_sweep():  # every run builds the same model: its loading warnings are said once
+        for lr in cfg.learning_rates:
+            for seed in cfg.seeds:
+                evaluator = TaskEvaluator(spec, dev_features, data.chooser, data.labels, regression)
+                run_dir = out / f"lr{lr:g}-seed{seed}"
+                run = run_once(
+                    spec, source, train_features, evaluator, data.labels, cfg, lr, seed, run_dir, regression,
+                    run_id=claim.run_id, features=features, extra_loss=extra,
+                )  # fmt: skip
+                logger.info(
+                    "%s lr=%g seed=%d: best %s = %.2f", spec.name, lr, seed, score_label(spec.metric),
+                    run.score(spec.metric),
+                )  # fmt: skip
+                runs.append(run)
     chosen, medians, best_run = _choose(runs, spec.metric)
     result = FinetuneResult(
         task=spec.name, metric=spec.metric, runs=runs, learning_rate=chosen, median=medians[chosen],

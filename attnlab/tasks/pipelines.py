@@ -46,9 +46,10 @@ from attnlab.tasks.examples import QAExample
 from attnlab.tasks.features import PAD_TOKENS, qa_features, special_id
 from attnlab.tasks.qa_postprocess import QAWindow, postprocess_example
 from attnlab.tokenizers import Encoding, Tokenizer, load_tokenizer
+from attnlab.tokenizers.mask_token import MASK_SPELLINGS, no_mask_message, with_model_mask
 from attnlab.train.distributed import resolve_device
 
-MASK_TOKENS = ("[MASK]", "<mask>")
+MASK_TOKENS = MASK_SPELLINGS  # the spellings read as a model's mask (attnlab.tokenizers.mask_token)
 
 
 def _as_list(inputs: Any) -> tuple[list, bool]:
@@ -229,15 +230,17 @@ class FillMaskPipeline(Pipeline):
     # `top_tokens` (the model) on its model thread, batched (attnlab.serving.service).
 
     def encode(self, texts: Sequence[str]) -> list[Encoding]:
-        """Each text's encoding (truncated to ``max_length``); ValueError for a text without a mask token."""
-        encodings = self._encode(texts)
+        """Each text's encoding (truncated to ``max_length``; either mask spelling read as the model's token),
+        ValueError for a text without a mask token."""
+        encodings = self._encode([with_model_mask(text, self.mask_token) for text in texts])
         for text, e in zip(texts, encodings):
             self.check_mask(text, e)
         return encodings
 
     def check_mask(self, text: str, encoding: Encoding) -> None:
         if self.mask_id not in encoding.ids:
-            raise ValueError(f"no {self.mask_token} in {text!r} (after truncation to {self.max_length})")
+            where = f"{text!r} (after truncation to {self.max_length})"
+            raise ValueError(f"no {self.mask_token} in {where}; {no_mask_message(self.mask_token)}")
 
     def top_tokens(self, encodings: Sequence[Encoding], top_k: int) -> list[list[tuple[int, list, list]]]:
         """The model's ``top_k`` tokens at each mask: per encoding, per mask in order, ``(position, scores,

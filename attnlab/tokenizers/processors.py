@@ -8,7 +8,10 @@
 
 A processor maps the encodings of the sequences (one or two, already truncated; each possibly with overflowing
 windows) to the final encoding. Overflowing windows are combined as HF tokenizers does: each window of A with
-B, then with each window of B, then A with each window of B; the result is one flat list.
+B, then with each window of B, then A with each window of B; the result is one flat list. As in HF, a
+template's type ids go to the main encodings only: a window cut off by truncation keeps the type id its
+sequence was encoded with (0 for A, 1 for B). Under T5's pair template ``$A:0 </s>:0 $B:0 </s>:0`` the
+second text reads type 0 in the first windows and 1 in those made of its own overflow.
 """
 
 from __future__ import annotations
@@ -47,13 +50,17 @@ class PostProcessor:
         encodings = [self.process_each(e) for e in encodings]
         for e in encodings:
             e.overflowing = [self.process_each(o) for o in e.overflowing]
-        return _combine(encodings, lambda parts: self.join(parts, add_special_tokens))
+        return _combine(encodings, lambda parts, windows: self.join(parts, add_special_tokens, windows))
 
     def process_each(self, encoding: Encoding) -> Encoding:
         """Per-sequence adjustment before joining (e.g. offset trimming); default: unchanged."""
         return encoding
 
-    def join(self, parts: list[Encoding], add_special_tokens: bool) -> Encoding:
+    def join(
+        self, parts: list[Encoding], add_special_tokens: bool, windows: tuple[bool, ...] = ()
+    ) -> Encoding:
+        """One final encoding of ``parts`` (A, or A and B); ``windows[i]`` says that part i is an overflowing
+        window, which keeps the type ids it was encoded with."""
         out = Encoding()
         for i, p in enumerate(parts):
             _mark_sequence(p, i, p.type_ids[0] if p.type_ids else 0)
@@ -71,21 +78,22 @@ def _mark_sequence(e: Encoding, seq: int, type_id: int | None) -> None:
 
 
 def _combine(encodings: list[Encoding], join) -> Encoding:
-    """Join the main windows and every combination of overflowing windows (HF tokenizers' order)."""
+    """Join the main windows and every combination of overflowing windows (HF tokenizers' order);
+    ``join(parts, windows)`` is told which parts are overflowing windows."""
     a = encodings[0]
     if len(encodings) == 1:
-        out = join([a])
-        out.overflowing = [join([o]) for o in a.overflowing]
+        out = join([a], (False,))
+        out.overflowing = [join([o], (True,)) for o in a.overflowing]
         return out
     b = encodings[1]
-    out = join([a, b])
+    out = join([a, b], (False, False))
     over: list[Encoding] = []
     for ao in a.overflowing:
-        over.append(join([ao, b]))
+        over.append(join([ao, b], (True, False)))
         for bo in b.overflowing:
-            over.append(join([ao, bo]))
+            over.append(join([ao, bo], (True, True)))
     for bo in b.overflowing:
-        over.append(join([a, bo]))
+        over.append(join([a, bo], (False, True)))
     out.overflowing = over
     return out
 
@@ -99,6 +107,11 @@ class TemplateProcessing(PostProcessor):
             ``:n`` a type id.
         special_tokens: ``[(token, id), ...]`` for every special token the templates use.
     """
+
+    # HF's TemplateProcessing sets the template's type ids on the main encodings only, so an overflowing
+    # window keeps those it was encoded with; its BertProcessing and RobertaProcessing give every window the
+    # template's.
+    windows_keep_type_ids = True
 
     def __init__(
         self,
@@ -128,7 +141,9 @@ class TemplateProcessing(PostProcessor):
             raise ValueError("this post-processor has no template for pairs")
         return super().process(encodings, add_special_tokens)
 
-    def join(self, parts: list[Encoding], add_special_tokens: bool) -> Encoding:
+    def join(
+        self, parts: list[Encoding], add_special_tokens: bool, windows: tuple[bool, ...] = ()
+    ) -> Encoding:
         tmpl = self.single if len(parts) == 1 else self.pair
         ids: list[int] = []
         tokens: list[str] = []
@@ -148,7 +163,8 @@ class TemplateProcessing(PostProcessor):
                 p_starts, p_ends = p.offset_columns()
                 starts += p_starts
                 ends += p_ends
-                type_ids += [type_id] * n
+                own = self.windows_keep_type_ids and windows and windows[what]
+                type_ids += p.type_ids if own else [type_id] * n
                 special += p.special_tokens_mask
                 attention += p.attention_mask
                 words += p.word_ids
@@ -225,6 +241,8 @@ def bert_template(cls: tuple[str, int], sep: tuple[str, int]) -> TemplateProcess
 class BertProcessing(TemplateProcessing):
     """HF tokenizers' ``BertProcessing``: BERT's template."""
 
+    windows_keep_type_ids = False
+
     def __init__(self, sep: tuple[str, int], cls: tuple[str, int]) -> None:
         c, s = cls[0], sep[0]
         super().__init__(f"{c} $A {s}", f"{c} $A {s} $B:1 {s}:1", [cls, sep])
@@ -258,7 +276,10 @@ def trim_byte_level_offsets(e: Encoding, add_prefix_space: bool) -> Encoding:
 
 
 class RobertaProcessing(TemplateProcessing):
-    """RoBERTa's ``<s> A </s></s> B </s>`` (all type ids 0), with byte-level offset trimming."""
+    """RoBERTa's ``<s> A </s></s> B </s>`` (all type ids 0, overflowing windows too), with byte-level offset
+    trimming."""
+
+    windows_keep_type_ids = False
 
     def __init__(
         self,
@@ -310,7 +331,9 @@ class ByteLevelProcessing(PostProcessor):
             trim_byte_level_offsets(encoding, self.add_prefix_space)
         return encoding
 
-    def join(self, parts: list[Encoding], add_special_tokens: bool) -> Encoding:
+    def join(
+        self, parts: list[Encoding], add_special_tokens: bool, windows: tuple[bool, ...] = ()
+    ) -> Encoding:
         out = Encoding()
         for i, p in enumerate(parts):
             _mark_sequence(p, i, None)
@@ -340,11 +363,13 @@ class Sequence(PostProcessor):
             encoding = p.process_each(encoding)
         return encoding
 
-    def join(self, parts: list[Encoding], add_special_tokens: bool) -> Encoding:
+    def join(
+        self, parts: list[Encoding], add_special_tokens: bool, windows: tuple[bool, ...] = ()
+    ) -> Encoding:
         joiners = [p for p in self.processors if isinstance(p, TemplateProcessing)]
         if joiners:
-            return joiners[-1].join(parts, add_special_tokens)
-        return super().join(parts, add_special_tokens)
+            return joiners[-1].join(parts, add_special_tokens, windows)
+        return super().join(parts, add_special_tokens, windows)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": "Sequence", "processors": [p.to_json() for p in self.processors]}

@@ -307,7 +307,8 @@ def test_classifier_without_exact_family_head_takes_one_that_has_it(tokenizers, 
     """A tanh-pooled ELECTRA-shaped classifier (E != H): ELECTRA's HF head is gelu, so exporting it as
     ELECTRA is refused with the reason, but ALBERT's class holds the same post-LN encoder with its
     projection and a tanh pooler, so the export with no family picks it (with a warning) and HF's pipeline
-    agrees; a tanh-pooled DistilBERT-shaped one (no segment embeddings) fits no family and is refused."""
+    agrees; a tanh-pooled DistilBERT-shaped one (no segment embeddings) is refused as DistilBERT and taken by
+    BERT's class, with one zero type row."""
     config, tok = _setup("electra", tokenizers)
     config = dataclasses.replace(config, pooler_activation="tanh")
     torch.manual_seed(0)
@@ -325,8 +326,17 @@ def test_classifier_without_exact_family_head_takes_one_that_has_it(tokenizers, 
     config, tok = _setup("distilbert", tokenizers)
     config = dataclasses.replace(config, pooler_activation="tanh")
     for kind in ("classification", "multiple_choice"):
-        with pytest.raises(UnsupportedHeadError, match="applies relu.*no HF family holds this"):
-            save_hf(_model(kind, config), tmp_path / "distil", tokenizer=tok)
+        refused = "applies relu to dense.* pooler applies tanh.* exactly as: bert"
+        with pytest.raises(UnsupportedHeadError, match=refused):
+            save_hf(_model(kind, config), tmp_path / "distil", family="distilbert", tokenizer=tok)
+    # BERT's class holds it: its tanh pooler, and a zero type row for the missing segment embeddings
+    torch.manual_seed(0)
+    model = _fine_tune(_model("classification", config), "classification", tok, config)
+    save_model_dir(model, tok, tmp_path / "distil-attnlab")
+    with pytest.warns(UserWarning, match="exported as HF bert"):
+        save_hf(model, tmp_path / "distil", tokenizer=tok)
+    assert json.loads((tmp_path / "distil" / "config.json").read_text())["type_vocab_size"] == 1
+    _compare_classification(tmp_path / "distil-attnlab", tmp_path / "distil", regression=False)
 
 
 def test_pooler_activation_must_match_the_base_models_pooler(tokenizers, tmp_path: Path) -> None:
