@@ -35,6 +35,7 @@ from attnlab.serving.batching import DynamicBatcher, QueueFull
 from attnlab.serving.errors import error_response, http_error, validation_error
 from attnlab.serving.limits import Guard
 from attnlab.serving.metrics import Metrics
+from attnlab.serving.openai_api import add_openai_routes, openai_paths
 from attnlab.serving.schemas import REQUESTS
 from attnlab.serving.service import ModelService, Prepared, RequestError
 from attnlab.serving.settings import ServeSettings
@@ -111,9 +112,11 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(HTTPException, http_error)
     add_model_routes(app, service, batcher, settings)
+    add_openai_routes(app, service, batcher, settings, _failure, metrics)
     add_status_routes(app, service, batcher, settings, metrics)
     add_page(app)
     known = [f"/v1/{e}" for e in service.endpoints] + ["/v1/info", "/health", "/ready", "/metrics", "/"]
+    known += openai_paths(service)
     app.add_middleware(
         Guard, metrics=metrics, max_body_bytes=settings.max_body_bytes, api_key=settings.api_key,
         known_paths=known,

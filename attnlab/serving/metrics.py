@@ -6,6 +6,8 @@
 - ``attnlab_batch_size{endpoint}`` and ``attnlab_batch_tokens{endpoint}``: histograms of the dynamic batches
   (requests, and padded tokens = size x longest);
 - ``attnlab_batch_duration_seconds{endpoint}``: time on the model thread per batch;
+- ``attnlab_time_to_first_token_seconds{endpoint}`` and ``attnlab_generated_tokens_per_second{endpoint}``:
+  histograms of generation requests (from arrival to the first new text; new tokens over the whole time);
 - ``attnlab_queue_depth``: requests waiting for a batch now; ``attnlab_in_flight``: requests being handled.
 
 Written here rather than with prometheus_client: a few counters and histograms are all the server needs.
@@ -20,6 +22,7 @@ from collections import defaultdict
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TOKEN_BUCKETS = (16, 64, 256, 1024, 4096, 16384, 65536)
+RATE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 
 
 class Histogram:
@@ -60,6 +63,8 @@ class Metrics:
         self.batch_sizes: dict[str, Histogram] = {}
         self.batch_tokens: dict[str, Histogram] = {}
         self.batch_seconds: dict[str, Histogram] = {}
+        self.first_token: dict[str, Histogram] = {}
+        self.token_rate: dict[str, Histogram] = {}
         self.depth = 0
         self.in_flight = 0
 
@@ -73,6 +78,12 @@ class Metrics:
             self.batch_sizes.setdefault(endpoint, Histogram(SIZE_BUCKETS)).observe(size)
             self.batch_tokens.setdefault(endpoint, Histogram(TOKEN_BUCKETS)).observe(tokens)
             self.batch_seconds.setdefault(endpoint, Histogram(LATENCY_BUCKETS)).observe(seconds)
+
+    def generation(self, endpoint: str, first_token_s: float, tokens: int, seconds: float) -> None:
+        with self.lock:
+            self.first_token.setdefault(endpoint, Histogram(LATENCY_BUCKETS)).observe(first_token_s)
+            rate = tokens / seconds if seconds > 0 else 0.0
+            self.token_rate.setdefault(endpoint, Histogram(RATE_BUCKETS)).observe(rate)
 
     def queue_depth(self, depth: int) -> None:
         self.depth = depth
@@ -90,6 +101,12 @@ class Metrics:
                 ("attnlab_batch_size", "Requests per model batch.", self.batch_sizes),
                 ("attnlab_batch_tokens", "Padded tokens per model batch.", self.batch_tokens),
                 ("attnlab_batch_duration_seconds", "Model time per batch in seconds.", self.batch_seconds),
+                (
+                    "attnlab_time_to_first_token_seconds",
+                    "Seconds to the first generated text.",
+                    self.first_token,
+                ),
+                ("attnlab_generated_tokens_per_second", "Generated tokens per second.", self.token_rate),
             )
             for name, help_text, hists in families:
                 lines += [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
