@@ -110,8 +110,14 @@ def run_pretrain(
 
 
 def _pretrain_record(result: Any, folder: Path) -> dict[str, Any]:
-    metrics = {k: float(v) for k, v in result.eval_metrics.items() if isinstance(v, (int, float))}
-    metrics["mlm_accuracy"] = 100.0 * metrics.get("mlm_accuracy", float("nan"))
+    metrics = {
+        k.removeprefix("eval_"): float(v)
+        for k, v in result.eval_metrics.items()
+        if isinstance(v, (int, float))
+    }
+    for name in ("mlm_accuracy", "unigram_accuracy"):  # percent, as every other score of the lab
+        if name in metrics:
+            metrics[name] *= 100.0
     return {"model_dir": str(Path(result.model_dir).relative_to(folder)), "steps": result.steps,
             "seconds": result.seconds, "metrics": metrics}  # fmt: skip
 

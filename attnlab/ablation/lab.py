@@ -56,7 +56,7 @@ def run_table(table: Table, settings: LabSettings, log: Log = print, command: st
         if store.done(run.spec):
             reused += 1
             continue
-        missing = [n.key for n in run.spec.needs if not store.done(n)]
+        missing = [n.key for n in run.spec.needs if "model_dir" not in (store.result(n) or {})]
         if missing:
             failed[run.spec.key] = f"needs run(s) {', '.join(missing)}, which did not finish"
             continue

@@ -14,6 +14,7 @@ L2 penalty (no choice made on the evaluation data). Scores are percent.
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,9 @@ LBFGS_STEPS = 100
 def load_encoder(model_dir: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, Any]:
     """The encoder of a saved model directory (any of the family's pre-training or task models), in eval
     mode, with its tokenizer."""
-    model = load_task_model(model_dir, "EncoderForTokenClassification", num_labels=2, device=device)
+    with warnings.catch_warnings():  # the task head is not used: its "newly initialised" warning is noise
+        warnings.simplefilter("ignore")
+        model = load_task_model(model_dir, "EncoderForTokenClassification", num_labels=2, device=device)
     return model.encoder.eval(), load_tokenizer(model_dir)
 
 

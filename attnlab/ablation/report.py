@@ -44,9 +44,8 @@ def table_json(result: TableResult) -> dict[str, Any]:
 
 def table_markdown(result: TableResult, png_name: str | None = None) -> str:
     t, a = result.table, result.agreement
-    columns = sorted(
-        {c for r in t.rows for c in r.paper}, key=lambda c: list(t.columns.values()).count(c) == 0
-    )
+    judged = set(t.columns.values())
+    columns = sorted(dict.fromkeys(c for r in t.rows for c in r.paper), key=lambda c: c not in judged)
     lines = [f"# {t.title}", "", f"{t.paper}, {t.source}; the lab's table `{t.name}`.", ""]
     if result.command:
         lines += ["Command:", "", f"    {result.command}", ""]

@@ -10,7 +10,6 @@ translation; on a GPU the tier above it (bert-mini, 64 then 128 tokens, 8,192 to
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,6 @@ class LabSize:
     name: str
     budget_minutes: float  # picks the attnlab.pretraining.budget tier (its preset, length, batch, lr)
     pretrain_minutes: float  # a pre-training (distillation, translation) run's standard budget
-    finetune_minutes: float  # a fine-tuning probe's standard budget
     translate_preset: str
     translate_overrides: Mapping[str, Any] = field(default_factory=frozen)
     feature_examples: int = 2000  # training examples of a frozen-feature probe (pairs: all examples)
@@ -48,9 +46,9 @@ class LabSize:
 
 
 SIZES: dict[str, LabSize] = {
-    "cpu": LabSize("cpu", budget_minutes=20.0, pretrain_minutes=1.75, finetune_minutes=0.35,
+    "cpu": LabSize("cpu", budget_minutes=20.0, pretrain_minutes=1.7,
                    translate_preset="transformer-cpu", translate_overrides={"num_layers": 2}),
-    "cuda": LabSize("cuda", budget_minutes=math.inf, pretrain_minutes=1.75, finetune_minutes=0.35,
+    "cuda": LabSize("cuda", budget_minutes=120.0, pretrain_minutes=1.7,
                     translate_preset="transformer-cpu"),
 }  # fmt: skip
 
