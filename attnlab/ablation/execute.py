@@ -8,6 +8,7 @@ that rows differ only in what their configuration says.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from attnlab.ablation.runs import canonical_json
 from attnlab.ablation.settings import LabSettings
+from attnlab.io import load
 from attnlab.metrics.bleu import corpus_bleu
 from attnlab.pretraining import builtin_corpus
 from attnlab.pretraining.corpus import corpus_documents, files_key, prepare_corpus
@@ -62,8 +64,6 @@ class LabData:
 
     @property
     def folder(self) -> Path:
-        import hashlib
-
         digest = hashlib.sha256(canonical_json(self.key).encode()).hexdigest()[:12]
         return self.settings.output / "data" / digest
 
@@ -152,8 +152,6 @@ def run_translate(
     sentences: int, device: str, log: Log,
 ) -> dict[str, Any]:  # fmt: skip
     """The Transformer on Multi30k EN->DE for ``minutes``; greedy BLEU on the first ``sentences`` of val."""
-    from attnlab.io import load
-
     d = data_dir / "multi30k"
     resume = (folder / "plan.json").is_file() or (folder / "train").is_dir()
     run = train_translation(

@@ -88,14 +88,14 @@ def table_markdown(result: TableResult, png_name: str | None = None) -> str:
 def table_png(result: TableResult, path: Path) -> None:
     """One panel per judged probe: the paper's values (left axis) beside the measured means with their
     standard deviations (right axis), row by row."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     t = result.table
     judged = list(t.columns.items()) or [(p, "") for p in t.probes]
-    fig, axes = plt.subplots(1, len(judged), figsize=(4.2 * len(judged), 3.6), squeeze=False)
+    fig = Figure(figsize=(4.2 * len(judged), 3.6))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(judged), squeeze=False)
     x = list(range(len(t.rows)))
     for ax, (probe, column) in zip(axes[0], judged):
         paper = [r.paper.get(column, math.nan) for r in t.rows]
@@ -115,7 +115,6 @@ def table_png(result: TableResult, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
 
 
 def write_table(result: TableResult, folder: Path) -> list[Path]:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from attnlab.ablation.table import frozen
 
 DEFAULT_SEEDS = (0, 1, 2)
@@ -57,8 +59,6 @@ def size_for(device: str) -> LabSize:
     """The lab's sizes for ``device`` ("cpu", "cuda", "cuda:N", "auto": CUDA when available)."""
     kind = device.split(":")[0]
     if kind == "auto":
-        import torch
-
         kind = "cuda" if torch.cuda.is_available() else "cpu"
     if kind not in SIZES:
         raise ValueError(f"--device: expected cpu, cuda, cuda:N or auto, got {device!r}")
