@@ -38,6 +38,9 @@ from attnlab.translation.recipe import train_translation, translate_texts
 
 Log = Callable[[str], None]
 HELDOUT_EVERY = 20  # every 20th document held out, as `attnlab pretrain`
+# RoBERTa's end of text, added to the lab's WordPiece vocabulary: a causal LM (BERT Table 5's left-to-right
+# row) ends each document with it; the encoders' inputs never hold it
+END_OF_TEXT = "</s>"
 
 
 class LabData:
@@ -60,7 +63,8 @@ class LabData:
             source: Any = {"format": files["format"], "files": [[p, size] for p, size, _ in files["files"]]}
         else:
             source = {"builtin": "stdlib_docstrings"}
-        return {"corpus": source, "tokenizer": "wordpiece", "vocab_size": self.vocab_size}
+        added = [END_OF_TEXT]
+        return {"corpus": source, "tokenizer": "wordpiece", "vocab_size": self.vocab_size, "added": added}
 
     @property
     def folder(self) -> Path:
@@ -82,6 +86,7 @@ class LabData:
                 vocab_size=self.vocab_size,
                 log=self.log,
             )
+            tokenizer.add_special_tokens([END_OF_TEXT])  # a no-op when the saved tokenizer has it
             train, heldout = prepare_corpus(
                 source, tokenizer, self.folder / "shards", source_key=files_key(paths, fmt),
                 heldout_every=HELDOUT_EVERY, workers=min(2, os.cpu_count() or 1), log=self.log,

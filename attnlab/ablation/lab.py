@@ -29,8 +29,9 @@ class TableResult:
     trained: int  # runs done by this invocation
     reused: int  # runs found done
     failed: dict[str, str] = field(default_factory=dict)  # run key -> error
-    seconds: float = 0.0
+    seconds: float = 0.0  # this invocation's
     command: str = ""
+    run_seconds: float = 0.0  # the table's runs' own wall time, whichever invocation did them
 
 
 def lab_data(settings: LabSettings, log: Log = print) -> LabData:
@@ -79,8 +80,13 @@ def run_table(table: Table, settings: LabSettings, log: Log = print, command: st
     orderings = judge(table, summaries)
     return TableResult(
         table, summaries, orderings, agreement(orderings), plan.run_minutes, trained, reused,
-        failed | _errors(plan, store), time.monotonic() - started, command,
+        failed | _errors(plan, store), time.monotonic() - started, command, _run_seconds(plan, store),
     )  # fmt: skip
+
+
+def _run_seconds(plan: TablePlan, store: RunStore) -> float:
+    results = (store.result(r.spec) or {} for r in plan.runs)
+    return sum(float(r.get("wall_seconds") or 0.0) for r in results)
 
 
 def _errors(plan: TablePlan, store: RunStore) -> dict[str, str]:

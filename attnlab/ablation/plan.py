@@ -5,12 +5,14 @@ Budgets: every run's minutes are part of its configuration. Without ``--minutes`
 lab's standard budget (`LabSize`), the same in every table, so that a row two tables share is one run.
 With ``--minutes M`` the table's M minutes are divided over the runs it still needs in proportion to their
 weights (pre-training 1 x the row's budget share, fine-tuning probes their `Probe.weight`), after a fixed
-allowance for each run's preparation and evaluation; frozen-feature probes take no share.
+allowance for each run's preparation and evaluation; frozen-feature probes take no share. The division is
+kept (OUTPUT/plans/TABLE.json), so that the same command after a kill continues the same runs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ from attnlab.ablation.execute import LabData, Log
 from attnlab.ablation.runs import RunSpec, RunStore
 from attnlab.ablation.settings import LabSettings
 from attnlab.ablation.table import PROBES, RunConfig, Table
+from attnlab.atomic import write_json_atomic
 from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
 from attnlab.pretraining.recipes import Recipe, get_recipe
 
@@ -73,8 +76,8 @@ class Planner:
         self._planned: dict[str, PlannedRun] = {}
 
     def plan(self, table: Table) -> TablePlan:
-        if self.settings.minutes is not None:  # two passes: the weights of the runs not yet done set the unit
-            self.unit = self._planned_unit(table)
+        if self.settings.minutes is not None:
+            self.unit = self._budget_unit(table)
         self._planned = {}
         model_runs, cells = {}, {}
         for seed in self.settings.seeds:
@@ -85,7 +88,26 @@ class Planner:
                     cells[row.name, probe, seed] = self._probe_run(probe, row.run, model, seed).spec
         return TablePlan(table, list(self._planned.values()), model_runs, cells, self.unit)
 
-    def _planned_unit(self, table: Table) -> float:
+    def _budget_unit(self, table: Table) -> float:
+        """A weight-1 run's minutes under ``--minutes``: kept in OUTPUT/plans/TABLE.json when first divided,
+        so that the same command after a kill finds the runs it started (their minutes are in their keys)."""
+        record = self.settings.output / "plans" / f"{table.name}.json"
+        key = {"minutes": self.settings.minutes, "seeds": list(self.settings.seeds),
+               "size": self.settings.size.to_dict(), "scale": self.settings.scale}  # fmt: skip
+        try:
+            saved = json.loads(record.read_text(encoding="utf-8"))
+            if saved.get("key") == key:
+                return float(saved["unit"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # none yet, or damaged: divide again
+        unit = self._divided_unit(table)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic({"key": key, "unit": unit}, record, indent=1)
+        return unit
+
+    def _divided_unit(self, table: Table) -> float:
+        """--minutes over the runs not yet done (at the standard budgets: those other tables trained are
+        shared), after each one's fixed allowance, in proportion to the weights."""
         self.unit = self.settings.size.pretrain_minutes * self.settings.scale
         self._planned = {}
         for seed in self.settings.seeds:

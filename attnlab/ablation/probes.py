@@ -17,13 +17,17 @@ import random
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
 
 from attnlab.data.protocol import SpecialIds
+from attnlab.io import load
+from attnlab.io.api import family_of
 from attnlab.metrics.ner import ner_metrics
+from attnlab.models.gpt import GPT, position_ids_from_mask
 from attnlab.tasks.registry import get_task, load_split
 from attnlab.tasks.task_model import load_task_model
 from attnlab.tokenizers import load_tokenizer
@@ -32,9 +36,28 @@ L2 = 1e-3  # the classifier's weight penalty, per feature dimension, fixed befor
 LBFGS_STEPS = 100
 
 
+class CausalFeatures(torch.nn.Module):
+    """A GPT's final states in an encoder's place (BERT Table 5's left-to-right row): ``forward`` returns
+    ``last_hidden_state`` (B, T, H), each token's state seeing only the tokens before it."""
+
+    def __init__(self, gpt: GPT, pad_token_id: int) -> None:
+        super().__init__()
+        self.gpt = gpt
+        self.config = SimpleNamespace(pad_token_id=pad_token_id, type_vocab_size=0)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: Any = None):
+        g, t = self.gpt, input_ids.shape[1]
+        x = g.embed(input_ids, position_ids_from_mask(attention_mask, t))  # (B, T, H)
+        return SimpleNamespace(last_hidden_state=g.decoder(x, g.self_mask(t, 0, attention_mask, x)))
+
+
 def load_encoder(model_dir: str | Path, device: str = "cpu") -> tuple[torch.nn.Module, Any]:
-    """The encoder of a saved model directory (any of the family's pre-training or task models), in eval
-    mode, with its tokenizer."""
+    """The encoder of a saved model directory (any of the family's pre-training or task models, or a GPT's
+    decoder as `CausalFeatures`), in eval mode, with its tokenizer."""
+    if family_of(model_dir).name == "gpt2":
+        tokenizer = load_tokenizer(model_dir)
+        gpt = load(model_dir, device=device)
+        return CausalFeatures(gpt, SpecialIds.from_tokenizer(tokenizer).pad).eval(), tokenizer
     with warnings.catch_warnings():  # the task head is not used: its "newly initialised" warning is noise
         warnings.simplefilter("ignore")
         model = load_task_model(model_dir, "EncoderForTokenClassification", num_labels=2, device=device)

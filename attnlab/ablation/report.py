@@ -28,7 +28,8 @@ def table_json(result: TableResult) -> dict[str, Any]:
     t = result.table
     return {
         "table": t.name, "title": t.title, "paper": t.paper, "source": t.source, "note": t.note,
-        "command": result.command, "seconds": round(result.seconds, 1), "run_minutes": result.run_minutes,
+        "command": result.command, "seconds": round(result.seconds, 1),
+        "run_seconds": round(result.run_seconds, 1), "run_minutes": result.run_minutes,
         "runs_trained": result.trained, "runs_reused": result.reused, "failed": result.failed,
         "probes": {p: {"label": PROBES[p].label, "paper_column": t.columns.get(p)} for p in t.probes},
         "rows": [
@@ -50,8 +51,9 @@ def table_markdown(result: TableResult, png_name: str | None = None) -> str:
     if result.command:
         lines += ["Command:", "", f"    {result.command}", ""]
     lines += [
-        f"Took {result.seconds / 60:.1f} min ({result.trained} runs trained, {result.reused} reused; "
-        f"{result.run_minutes:.2f} min a pre-training run).", "",
+        f"The table's runs took {result.run_seconds / 60:.1f} min here ({result.run_minutes:.2f} min "
+        f"a pre-training run); this invocation {result.seconds / 60:.1f} min ({result.trained} runs trained, "
+        f"{result.reused} reused).", "",
         "Probes (fixed before any result): " + "; ".join(
             PROBES[p].label + (f" for the paper's {t.columns[p]}" if p in t.columns else " (printed only)")
             for p in t.probes) + ".", "",

@@ -128,4 +128,10 @@ def _options(args: argparse.Namespace) -> list[str]:
         out += ["--device", args.device]
     if args.corpus:
         out += ["--corpus", *args.corpus, "--format", args.format]
+    if args.data_dir != DEFAULT_DATA:
+        out += ["--data-dir", args.data_dir]
+    if args.output != "runs/ablations":
+        out += ["--output", args.output]
+    if args.docs:
+        out += ["--docs", args.docs]
     return out

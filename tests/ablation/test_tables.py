@@ -111,3 +111,17 @@ def test_minutes_are_divided_over_the_runs_still_needed(tmp_path):
     minutes = [r.spec.config["minutes"] for r in plan.runs if r.spec.kind == "pretrain"]
     assert minutes == [pytest.approx(plan.run_minutes, abs=1e-3)] * 6  # 2 rows x 3 seeds, equal budgets
     assert plan.run_minutes > SIZES["cpu"].pretrain_minutes  # 30 minutes over 6 runs
+
+
+def test_the_division_is_kept_for_the_same_command(tmp_path):
+    settings = dataclasses.replace(_settings(tmp_path), minutes=30.0)
+    store = RunStore(tmp_path / "runs")
+    first = Planner(settings, LabData(settings, 2048), store).plan(get_table("roberta-table1"))
+    assert (tmp_path / "plans" / "roberta-table1.json").is_file()
+    store.begin(first.runs[0].spec)
+    store.finish(first.runs[0].spec, {"model_dir": "model"})  # one run done: the division stays
+    again = Planner(settings, LabData(settings, 2048), store).plan(get_table("roberta-table1"))
+    assert [r.spec.key for r in again.runs] == [r.spec.key for r in first.runs]
+    other = dataclasses.replace(settings, minutes=20.0)
+    fewer = Planner(other, LabData(other, 2048), store).plan(get_table("roberta-table1"))
+    assert fewer.run_minutes < first.run_minutes
