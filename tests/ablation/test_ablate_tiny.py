@@ -22,7 +22,7 @@ def _data(root: Path) -> Path:
     root.mkdir(parents=True)
     rng = random.Random(0)
     sentence = lambda: " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))) + " ."  # noqa: E731
-    docs = ["\n".join(sentence() for _ in range(6)) for _ in range(40)]
+    docs = ["\n".join(sentence() for _ in range(8)) for _ in range(100)]  # held out: 5 docs, 2 GPT blocks
     (root / "corpus.txt").write_text("\n\n".join(docs) + "\n")
     sst = root / "glue" / "SST-2"
     sst.mkdir(parents=True)
