@@ -81,5 +81,6 @@ def test_every_table_runs_at_its_smallest(name, tmp_path):
     table = get_table(name)
     result = run_table(table, _tiny(tmp_path, (0,)), log=lambda m: None)
     assert not result.failed, result.failed
-    assert all(result.summaries[r.name, p].n == 1 for r in table.rows for p in table.probes)
+    # every judged probe is measured (a causal LM has no held-out MLM accuracy, which no table judges for it)
+    assert all(result.summaries[r.name, p].n == 1 for r in table.rows for p in table.columns)
     assert all(p.is_file() for p in report.write_table(result, tmp_path / "out"))
