@@ -8,7 +8,15 @@ what a user wants to do and gives each one runnable example. A command missing h
 from __future__ import annotations
 
 GROUPS: dict[str, tuple[str, ...]] = {
-    "train": ("pretrain", "finetune", "distill", "translate-train", "translate-average", "tokenizer"),
+    "train": (
+        "pretrain",
+        "finetune",
+        "distill",
+        "translate-train",
+        "translate-average",
+        "tokenizer",
+        "ablate",
+    ),
     "use": ("fill-mask", "predict", "generate", "translate", "embed", "evaluate", "perplexity", "bleu"),
     "serve": ("serve",),
     "convert": ("convert", "export"),
@@ -39,4 +47,5 @@ EXAMPLES: dict[str, str] = {
     "attention": 'attnlab attention runs/sst2/best --text "the film was great" --png attention.png',
     "verify": "attnlab verify runs/sst2/best",
     "demo": "attnlab demo",
+    "ablate": "attnlab ablate roberta-table1 --minutes 15 --output runs/ablations",
 }

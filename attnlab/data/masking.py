@@ -307,16 +307,27 @@ class MaskedDataset:
     each epoch, from (seed, epoch, i) (RoBERTa's dynamic masking). Call :meth:`set_epoch` every epoch;
     it is passed on to the wrapped dataset.
 
-    Items gain ``labels`` (T,) and, for span masking, ``span_left``/``span_right``/``span_position`` (T,).
+    Items gain ``labels`` (T,) and, for span masking, ``span_left``/``span_right``/``span_position`` (T,)
+    unless ``boundary_targets`` is False (span masking without the span-boundary objective, SpanBERT's
+    Table 6 row "Span Masking (1seq)").
     """
 
-    def __init__(self, dataset: Any, masker: Masker, *, seed: int = 0, static: bool = False) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        masker: Masker,
+        *,
+        seed: int = 0,
+        static: bool = False,
+        boundary_targets: bool = True,
+    ) -> None:
         if static and getattr(dataset, "static", None) is False:
             raise ValueError(
                 "static masking over instances that change each epoch: build the instances with static=True "
                 "(and dupe_factor=k for BERT's k differently masked copies)"
             )
         self.dataset, self.masker, self.seed, self.static = dataset, masker, seed, static
+        self.boundary_targets = boundary_targets
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -334,6 +345,6 @@ class MaskedDataset:
         res = self.masker(item["input_ids"], item.get("word_starts"), item["special_tokens_mask"], rng)
         item["input_ids"] = res.input_ids
         item["labels"] = res.labels
-        if self.masker.config.strategy == "span":
+        if self.masker.config.strategy == "span" and self.boundary_targets:
             item.update(span_boundary_targets(res.spans, len(res.input_ids)))
         return item

@@ -88,7 +88,8 @@ def masked_dataset(
     if heldout:
         masking = dataclasses.replace(masking, rate=EVAL_MASK_RATE)
     masker = Masker(masking, special.mask, vocab_size_of(tokenizer), special.all)
-    return MaskedDataset(instances, masker, seed=seed, static=static)
+    boundary = recipe.objective == "sbo"  # span masking under plain MLM: no span-boundary targets
+    return MaskedDataset(instances, masker, seed=seed, static=static, boundary_targets=boundary)
 
 
 def heldout_segments(

@@ -311,3 +311,13 @@ def test_collator_pads_and_masks(instances):
         PretrainingCollator(pad_id=0)([])
     with pytest.raises(ValueError, match="no padding value for per-token field 'foo'"):
         PretrainingCollator(pad_id=0)([{"input_ids": np.array([1, 2]), "foo": np.array([1, 2])}])
+
+
+def test_span_masking_without_the_boundary_objective_has_no_boundary_targets(instances):
+    """SpanBERT's "Span Masking (1seq)" row: the same spans, a plain masked LM, no SBO inputs."""
+    with_sbo = MaskedDataset(instances, masker(strategy="span"), seed=0)
+    plain = MaskedDataset(instances, masker(strategy="span"), seed=0, boundary_targets=False)
+    for i in range(4):
+        a, b = with_sbo[i], plain[i]
+        assert "span_left" in a and not any(k.startswith("span_") for k in b)
+        assert a["labels"].tolist() == b["labels"].tolist()  # the same masks

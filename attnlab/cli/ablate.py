@@ -1,0 +1,137 @@
+"""``attnlab ablate``: re-run a paper's ablation table as configurations of the library's recipes.
+
+attnlab ablate --list                                   # the tables, their rows and probes
+attnlab ablate bert-table8                              # one table in its default budget (about an hour)
+attnlab ablate roberta-table1 --minutes 15 --seeds 0 1 2 --output runs/ablations
+attnlab ablate all --output runs/ablations --docs docs/ablations   # every table, resumable
+
+Every run is cached under OUTPUT/runs by its configuration and seed: a second invocation trains nothing
+it has, a killed one continues, and a row two tables share is trained once. Outputs: OUTPUT/TABLE.md,
+OUTPUT/TABLE.json and OUTPUT/TABLE.png (with --docs, the same in that folder and the summary page beside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from attnlab.cli.args import non_negative_int, positive_float
+
+DEFAULT_DATA = os.environ.get("ATTNLAB_DATA", "../shared/data")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "ablate",
+        help="re-run a paper's ablation table (BERT, RoBERTa, ALBERT, DistilBERT, the Transformer, ELECTRA, "
+        "SpanBERT) on small models, with its noise measured over seeds",
+        description="Train every row of TABLE (a configuration of the library's recipes) for each seed, "
+        "score it with the table's probes, and write TABLE.md/.json/.png: the paper's numbers beside the "
+        "measured means and spreads, and each of the paper's pairwise orderings judged agrees, disagrees "
+        "or not separated (a measured difference within twice its standard error).",
+    )
+    p.add_argument("table", nargs="?", help="a table name (see --list), or 'all'")
+    p.add_argument("--list", action="store_true", help="list the tables and exit")
+    p.add_argument(
+        "--minutes", type=positive_float, default=None,
+        help="the whole table's budget, divided over the runs it still needs (default: the standard budget "
+        "of every run, the same in every table, so that shared rows are trained once; about an hour a table "
+        "on 2 CPU cores)",
+    )  # fmt: skip
+    p.add_argument(
+        "--seeds",
+        type=non_negative_int,
+        nargs="+",
+        default=[0, 1, 2],
+        help="seeds of each row (pre-training and fine-tuning alike); at least 2 measure noise",
+    )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="cpu, cuda or auto; on a GPU the lab trains at larger sizes (attnlab.ablation.settings)",
+    )
+    p.add_argument("--output", default="runs/ablations", help="runs, data and the tables' outputs")
+    p.add_argument("--docs", default=None, help="also write the docs-ready tables into this folder")
+    p.add_argument(
+        "--data-dir",
+        default=DEFAULT_DATA,
+        help="the shared data (glue/SST-2, conll2003, multi30k; default $ATTNLAB_DATA or %(default)s)",
+    )
+    p.add_argument(
+        "--corpus",
+        nargs="+",
+        default=None,
+        help="pre-training corpus files (default: the built-in stdlib docstrings)",
+    )
+    p.add_argument("--format", default="sentences", help="the corpus format, as attnlab pretrain's --format")
+    p.set_defaults(func=run_ablate)
+
+
+def list_tables() -> str:
+    from attnlab.ablation.tables import TABLES
+
+    lines = []
+    for t in TABLES.values():
+        lines.append(f"{t.name:20s} {t.title} ({len(t.rows)} rows)")
+        lines.append(f"{'':20s}   rows: {'; '.join(r.name for r in t.rows)}")
+        lines.append(f"{'':20s}   probes: {', '.join(t.probes)}")
+    return "\n".join(lines)
+
+
+def run_ablate(args: argparse.Namespace) -> int:
+    from attnlab.ablation import report
+    from attnlab.ablation.lab import run_table
+    from attnlab.ablation.settings import LabSettings, size_for
+    from attnlab.ablation.tables import TABLES, get_table
+
+    if args.list:
+        print(list_tables())
+        return 0
+    if not args.table:
+        raise ValueError("name a table (attnlab ablate --list shows them) or 'all'")
+    tables = list(TABLES.values()) if args.table == "all" else [get_table(args.table)]
+    data_dir = Path(args.data_dir)
+    if not data_dir.is_dir():
+        raise NotADirectoryError(f"--data-dir {data_dir}: not a directory (glue/SST-2, conll2003, multi30k)")
+    settings = LabSettings(
+        output=Path(args.output), data_dir=data_dir, corpus=tuple(args.corpus or ()),
+        corpus_format=args.format, seeds=tuple(dict.fromkeys(args.seeds)), device=args.device,
+        minutes=args.minutes, size=size_for(args.device),
+    )  # fmt: skip
+    for table in tables:
+        command = "attnlab ablate " + " ".join(shlex.quote(a) for a in [table.name, *_options(args)])
+        result = run_table(table, settings, command=command)
+        written = report.write_table(result, settings.output)
+        if args.docs:
+            report.write_table(result, Path(args.docs))
+        a = result.agreement
+        print(f"{table.name}: {a.total} orderings, {a.counted} separated, {a.agreed} agree; "
+              f"{result.seconds / 60:.1f} min; {written[0]}")  # fmt: skip
+    if args.docs:  # the page beside the folder (docs/ablations.md for docs/ablations) collects them all
+        docs = Path(args.docs)
+        report.update_summary(docs.parent / f"{docs.name}.md", docs)
+    sys.stdout.flush()
+    return 0
+
+
+def _options(args: argparse.Namespace) -> list[str]:
+    """The options as given, for the command line written into each table's output."""
+    out = []
+    if args.minutes is not None:
+        out += ["--minutes", f"{args.minutes:g}"]
+    if list(args.seeds) != [0, 1, 2]:
+        out += ["--seeds", *map(str, args.seeds)]
+    if args.device != "cpu":
+        out += ["--device", args.device]
+    if args.corpus:
+        out += ["--corpus", *args.corpus, "--format", args.format]
+    if args.data_dir != DEFAULT_DATA:
+        out += ["--data-dir", args.data_dir]
+    if args.output != "runs/ablations":
+        out += ["--output", args.output]
+    if args.docs:
+        out += ["--docs", args.docs]
+    return out

@@ -1,0 +1,127 @@
+"""Every table's definition is valid: its rows build valid recipes, model configs, distillation and
+translation configs (constructed, not trained), its paper columns give orderings, and its default
+budget fits an hour on 2 cores."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from attnlab.ablation.execute import LabData
+from attnlab.ablation.plan import TEACHER, Planner, pretrain_recipe
+from attnlab.ablation.runs import RunStore
+from attnlab.ablation.settings import SIZES, LabSettings
+from attnlab.ablation.table import PROBES, Row, RunConfig, Table
+from attnlab.ablation.tables import TABLES, get_table
+from attnlab.models import get_preset
+from attnlab.pretraining.distillation import DistillationConfig
+from attnlab.translation.config import preset as translation_preset
+
+REQUIRED = {
+    "bert-table5", "bert-table8", "bert-figure5", "roberta-table1", "roberta-table2", "albert-table3",
+    "albert-table4", "albert-table5", "distilbert-table4", "transformer-table3", "electra-spanbert",
+}  # fmt: skip
+
+
+def _settings(tmp_path: Path, device: str = "cpu") -> LabSettings:
+    return LabSettings(output=tmp_path, data_dir=tmp_path, size=SIZES[device])
+
+
+def test_the_required_tables_are_defined():
+    assert REQUIRED <= set(TABLES)
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_every_row_builds_a_valid_configuration(name, device, tmp_path):
+    table, settings = get_table(name), _settings(tmp_path, device)
+    for row in table.rows:
+        run = row.run
+        if run.kind == "translate":
+            overrides = {**settings.size.translate_overrides, **run.model_overrides}
+            config = translation_preset(settings.size.translate_preset, **overrides)
+            assert config.d_model % config.num_heads == 0
+            continue
+        if run.kind == "distill":
+            DistillationConfig(**{k: v for k, v in run.distill.items() if k != "random_init"})
+            run = TEACHER
+        recipe, preset, overrides = pretrain_recipe(run, settings)
+        if recipe.objective != "clm":  # an encoder: the overrides are EncoderConfig fields
+            dataclasses.replace(get_preset(preset), **overrides)
+        assert recipe.max_steps >= 1
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_every_table_names_its_paper_and_judges_orderings(name):
+    table = get_table(name)
+    assert table.paper and table.source and table.note
+    assert table.columns, "a table judges at least one probe against a paper column"
+    orderings = table.expected_orderings()
+    assert orderings
+    for o in orderings:
+        better, worse = table.row(o.better).paper[o.column], table.row(o.worse).paper[o.column]
+        assert better > worse and o.diff == pytest.approx(better - worse)
+        assert o.probe in table.probes and PROBES[o.probe]
+
+
+def test_ties_in_the_paper_rank_nothing():
+    a = Row("a", RunConfig(), {"x": 1.0})
+    b = Row("b", RunConfig(recipe="mlm"), {"x": 1.0})
+    table = Table("t", "T", "P", "Table 1", (a, b), ("mlm_accuracy",), {"mlm_accuracy": "x"})
+    assert table.expected_orderings() == []
+
+
+def test_a_table_is_checked_when_defined():
+    row = Row("a", RunConfig(), {"x": 1.0})
+    with pytest.raises(ValueError, match="distinct names"):
+        Table("t", "T", "P", "S", (row, row), ("mlm_accuracy",))
+    with pytest.raises(ValueError, match="unknown probe"):
+        Table("t", "T", "P", "S", (row, Row("b", RunConfig())), ("no_such_probe",))
+    with pytest.raises(ValueError, match="kind"):
+        RunConfig(kind="train")
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_the_default_budget_fits_an_hour_on_two_cores(name, tmp_path):
+    settings = _settings(tmp_path)
+    store = RunStore(tmp_path / "runs")
+    plan = Planner(settings, LabData(settings, 2048), store).plan(get_table(name))
+    assert plan.estimated_minutes(store) <= 60.0
+
+
+def test_a_row_two_tables_share_is_one_run(tmp_path):
+    settings = _settings(tmp_path)
+    store = RunStore(tmp_path / "runs")
+    planner = Planner(settings, LabData(settings, 2048), store)
+    table8 = planner.plan(get_table("bert-table8"))
+    table1 = planner.plan(get_table("roberta-table1"))
+    table5 = planner.plan(get_table("bert-table5"))
+    for seed in settings.seeds:
+        baseline = table8.model_runs["80/10/10", seed].key
+        assert table1.model_runs["dynamic", seed].key == baseline
+        assert table5.model_runs["BERT_BASE", seed].key == baseline
+        assert table8.model_runs["100/0/0", seed].key != baseline
+
+
+def test_minutes_are_divided_over_the_runs_still_needed(tmp_path):
+    settings = dataclasses.replace(_settings(tmp_path), minutes=30.0)
+    store = RunStore(tmp_path / "runs")
+    plan = Planner(settings, LabData(settings, 2048), store).plan(get_table("roberta-table1"))
+    assert plan.estimated_minutes(store) == pytest.approx(30.0, rel=0.01)
+    minutes = [r.spec.config["minutes"] for r in plan.runs if r.spec.kind == "pretrain"]
+    assert minutes == [pytest.approx(plan.run_minutes, abs=1e-3)] * 6  # 2 rows x 3 seeds, equal budgets
+    assert plan.run_minutes > SIZES["cpu"].pretrain_minutes  # 30 minutes over 6 runs
+
+
+def test_the_division_is_kept_for_the_same_command(tmp_path):
+    settings = dataclasses.replace(_settings(tmp_path), minutes=30.0)
+    store = RunStore(tmp_path / "runs")
+    first = Planner(settings, LabData(settings, 2048), store).plan(get_table("roberta-table1"))
+    assert (tmp_path / "plans" / "roberta-table1.json").is_file()
+    store.begin(first.runs[0].spec)
+    store.finish(first.runs[0].spec, {"model_dir": "model"})  # one run done: the division stays
+    again = Planner(settings, LabData(settings, 2048), store).plan(get_table("roberta-table1"))
+    assert [r.spec.key for r in again.runs] == [r.spec.key for r in first.runs]
+    other = dataclasses.replace(settings, minutes=20.0)
+    fewer = Planner(other, LabData(other, 2048), store).plan(get_table("roberta-table1"))
+    assert fewer.run_minutes < first.run_minutes
