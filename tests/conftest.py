@@ -3,7 +3,7 @@
 - Property tests are derandomised by default, so that CI is reproducible: a run fails only on what
   the code changed, not on the day's random draw. Explore with fresh random examples by hand:
   ``pytest --hypothesis-profile=explore`` (or ``--hypothesis-seed=N`` to replay one draw).
-- No process started by a test outlives the test session: a child left running (a DDP rank stuck in
+- No process started by a test outlives the pytest run: a child left running (a DDP rank stuck in
   a collective, say) keeps the output pipe of whoever ran pytest open, so CI would wait for it long
   after pytest had reported.
 - ``attnlab predict`` and ``serve`` tune glibc's allocator for the whole process

@@ -59,7 +59,7 @@ def test_matcher() -> None:
     assert names_history(f"the {ITEM}'s target")
     assert not names_history("self.session = ort.InferenceSession(path)")
     assert not names_history(f"google-research/bert's GitHub {ITEM}s #117 and #612")
-    assert not names_history("once per test session")
+    assert not names_history(f"once per test {PERIOD}")  # pytest's own word for a run
 
 
 def test_no_project_history_in_tracked_files() -> None:

@@ -37,7 +37,7 @@ def formula(c: EncoderConfig) -> int:
 
 @functools.cache
 def meta_encoder(name: str) -> Encoder:
-    """The preset built on the meta device (no memory, no initialisation work), once per test session."""
+    """The preset built on the meta device (no memory, no initialisation work), once per pytest run."""
     with torch.device("meta"):
         return Encoder(get_preset(name))
 
