@@ -103,7 +103,7 @@ def run_distill(args: argparse.Namespace) -> int:
     import os
 
     from attnlab.cli.overrides import check_overrides, collect_overrides
-    from attnlab.cli.pretrain import print_result
+    from attnlab.cli.pretrain import options_that_fit, print_result
     from attnlab.inference.allocator import bound_kernel_caches
     from attnlab.pretraining.corpus import corpus_documents, files_key, prepare_corpus
     from attnlab.pretraining.distillation import (
@@ -186,11 +186,12 @@ def run_distill(args: argparse.Namespace) -> int:
         f"{distillation.alpha_mlm:g}/{distillation.alpha_cos:g}; batch {recipe.batch_size}, length {longest}"
         + (f", time budget {minutes:g} min" if minutes is not None else "")
     )
-    result = pretrain(
-        recipe, tokenizer, train_corpus, heldout, out, trainer_overrides=trainer_overrides, minutes=minutes,
-        auto_steps=auto_steps, resume=args.resume, overwrite=args.overwrite, eval_examples=args.eval_examples,
-        seed=args.seed, run_id=run_id, log=log, model=model,
-    )  # fmt: skip
+    with options_that_fit(args.paper):
+        result = pretrain(
+            recipe, tokenizer, train_corpus, heldout, out, trainer_overrides=trainer_overrides,
+            minutes=minutes, auto_steps=auto_steps, resume=args.resume, overwrite=args.overwrite,
+            eval_examples=args.eval_examples, seed=args.seed, run_id=run_id, log=log, model=model,
+        )  # fmt: skip
     if ctx.is_main:
         student = args.preset or f"{config.num_layers}-layer student"
         print_result(result, student, minutes, paper=args.paper)

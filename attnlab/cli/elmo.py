@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 # what a pre-training run writes in --output
-ELMO_OUTPUTS = ("train", "model", "vocab.txt", "elmo_config.json")
+ELMO_OUTPUTS = ("train", "model", "vocab.txt", "elmo_config.json", "corpus")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -135,12 +135,12 @@ def run_pretrain_elmo(args: argparse.Namespace) -> int:
     from attnlab.cli.overrides import collect_overrides
     from attnlab.data.corpus import FORMATS
     from attnlab.models.elmo.config import ElmoConfig, get_preset
-    from attnlab.pretraining.elmo import ElmoRecipe, pretrain_elmo
+    from attnlab.pretraining.builtin_corpus import write_corpus
+    from attnlab.pretraining.elmo import PAPER, ElmoRecipe, pretrain_elmo
     from attnlab.train.run_dir import prepare_run_directory
 
-    if not args.corpus:
-        raise ValueError("--recipe elmo needs --corpus (raw text files or directories)")
-    for path in args.corpus:
+    builtin = not args.corpus  # as every recipe: the built-in corpus of stdlib docstrings for 4 minutes
+    for path in args.corpus or ():
         if not Path(path).exists():
             raise FileNotFoundError(f"{path}: no such corpus file or directory")
     if args.format not in FORMATS:
@@ -152,9 +152,16 @@ def run_pretrain_elmo(args: argparse.Namespace) -> int:
         raise ValueError(
             f"model: unknown ElmoConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
         )
+    if args.paper and any(v is not None for v in (args.max_steps, args.batch_size, args.max_length)):
+        raise ValueError(
+            "--paper takes the paper's steps, batch and lengths; drop --max-steps, --batch-size and "
+            "--max-length"
+        )
+    base = dataclasses.asdict(PAPER) if args.paper else {"preset": "elmo-cpu"}
     values = {
-        "preset": args.preset or "elmo-cpu",
-        "minutes": args.minutes,
+        **base,
+        "preset": args.preset or base["preset"],
+        "minutes": args.minutes if args.minutes is not None else (4.0 if builtin else None),
         "seed": args.seed,
         "heldout_every": args.heldout_every,
         "model": overrides["model"],
@@ -174,11 +181,17 @@ def run_pretrain_elmo(args: argparse.Namespace) -> int:
     if recipe.vocab_size < 4:
         raise ValueError(f"--vocab-size {recipe.vocab_size}: expected >= 4 (<S>, </S>, <UNK> and a word)")
     out = Path(args.output or "runs/pretrain-elmo")
-    run = prepare_run_directory(out, "pretrain", ELMO_OUTPUTS, resume=args.resume, overwrite=args.overwrite)
+    overwrite = args.overwrite or (builtin and not args.resume)
+    run = prepare_run_directory(out, "pretrain", ELMO_OUTPUTS, resume=args.resume, overwrite=overwrite)
+    paths, fmt = [Path(p) for p in args.corpus or ()], args.format
+    if builtin:
+        paths, fmt = [out / "corpus" / "stdlib_docstrings.txt"], "sentences"
+        if not paths[0].is_file():
+            docs, chars = write_corpus(paths[0])
+            print(f"built-in corpus: {docs} stdlib modules' docstrings, {chars:,} characters -> {paths[0]}")
     result = pretrain_elmo(
-        recipe, [Path(p) for p in args.corpus], args.format, out, resume=args.resume, run_id=run.run_id,
-        progress=not args.no_progress,
-    )  # fmt: skip
+        recipe, paths, fmt, out, resume=args.resume, run_id=run.run_id, progress=not args.no_progress
+    )
     m = result.metrics
     print(
         f"trained {result.steps} steps in {result.seconds / 60:.1f} min; held-out perplexity forward "

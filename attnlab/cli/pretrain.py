@@ -21,15 +21,17 @@ TransfoXLConfig for the causal recipes) and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from attnlab.cli.elmo import run_pretrain_elmo
 from attnlab.cli.overrides import check_overrides, collect_overrides
+from attnlab.train.footprint import StepDoesNotFit
 
 # The main job's fill-mask examples: idioms of docstrings whose answer a reader of the standard library's
 # documentation would give without hesitation, with that answer (chosen before any model saw them; none
@@ -251,7 +253,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
 
     bound_kernel_caches()  # oneDNN's kernels per batch shape, capped (benchmarks/training_memory.py)
     if args.recipe == "elmo":  # ELMo's biLM: character inputs, a word softmax, its own data path
-        return run_pretrain_elmo(args)
+        with options_that_fit(args.paper):
+            return run_pretrain_elmo(args)
     from attnlab.pretraining.model import masked_lm_of
     from attnlab.pretraining.run import pretrain
     from attnlab.train import setup_distributed
@@ -283,12 +286,13 @@ def run_pretrain(args: argparse.Namespace) -> int:
     if not ctx.is_main:
         tokenizer, train_corpus, heldout = prepare_data(args, settings, out, given_tokenizer, log)
     log(describe_run(settings))
-    result = pretrain(
-        recipe, tokenizer, train_corpus, heldout, out, preset=settings.preset,
-        model_overrides=settings.overrides["model"], trainer_overrides=settings.trainer_overrides,
-        minutes=settings.minutes, auto_steps=settings.auto_steps, resume=args.resume, overwrite=overwrite,
-        eval_examples=args.eval_examples, seed=args.seed, run_id=run_id, log=log,
-    )  # fmt: skip
+    with options_that_fit(args.paper):
+        result = pretrain(
+            recipe, tokenizer, train_corpus, heldout, out, preset=settings.preset,
+            model_overrides=settings.overrides["model"], trainer_overrides=settings.trainer_overrides,
+            minutes=settings.minutes, auto_steps=settings.auto_steps, resume=args.resume,
+            overwrite=overwrite, eval_examples=args.eval_examples, seed=args.seed, run_id=run_id, log=log,
+        )  # fmt: skip
     if not ctx.is_main:
         return 0
     if recipe.objective == "clm":
@@ -298,6 +302,20 @@ def run_pretrain(args: argparse.Namespace) -> int:
     if settings.builtin:
         print_demo(masked_lm_of(result.model), tokenizer)
     return 0
+
+
+@contextlib.contextmanager
+def options_that_fit(paper: bool) -> Iterator[None]:
+    """A step too large for the machine or the budget (`StepDoesNotFit`) gets the options that would fit:
+    --paper fixes the batch and lengths, so there it is the budget's sizes (without --paper)."""
+    try:
+        yield
+    except StepDoesNotFit as error:
+        if paper:
+            advice = "without --paper the command picks the sizes that fit the --minutes given"
+        else:
+            advice = "give more --minutes, or a smaller --batch-size, --max-length or --preset"
+        raise StepDoesNotFit(f"{error}: {advice}") from None
 
 
 def pretrain_settings(args: argparse.Namespace, overrides: dict[str, dict[str, Any]]) -> PretrainSettings:

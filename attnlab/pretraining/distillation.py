@@ -39,6 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.data import MaskingConfig
+from attnlab.io import infer_family
 from attnlab.models import EncoderConfig, EncoderForPreTraining, get_preset
 from attnlab.models.pretraining import IGNORE_INDEX
 from attnlab.nn.distillation import cosine_alignment_loss, soft_target_loss
@@ -122,8 +123,10 @@ def student_config(
     dropout: float | None = None,
 ) -> EncoderConfig:
     """The student's config: the teacher's (or ``preset``'s shape with the teacher's vocabulary and
-    positions) with ``num_layers`` (default half the teacher's), no token types, no pooler, DistilBERT's ReLU
-    ``pre_classifier`` for a later classifier, and ``dropout`` (default the teacher's)."""
+    positions) with ``num_layers`` (default half the teacher's), no token types, no pooler, and ``dropout``
+    (default the teacher's). A later classifier gets the head of the HF class the student exports as:
+    DistilBERT's ReLU ``pre_classifier`` where the student is DistilBERT's shape, else the teacher's pooler
+    activation (a pre-LN student is RoBERTa-PreLayerNorm's, whose head is tanh)."""
     base = teacher
     if preset is not None:
         base = dataclasses.replace(
@@ -138,15 +141,12 @@ def student_config(
             num_layers = base.num_layers
     layers = num_layers if num_layers is not None else max(1, teacher.num_layers // 2)
     drop = {} if dropout is None else {"hidden_dropout": dropout, "attention_dropout": dropout}
-    return dataclasses.replace(
-        base,
-        num_layers=layers,
-        type_vocab_size=0,
-        add_pooler=False,
-        pooler_activation="relu",
-        sharing="none",
-        **drop,
+    student = dataclasses.replace(
+        base, num_layers=layers, type_vocab_size=0, add_pooler=False, sharing="none", **drop
     )
+    if infer_family(student, "base") == "distilbert":
+        student = dataclasses.replace(student, pooler_activation="relu")
+    return student
 
 
 # The fields in which a student initialised from the teacher's layers must equal its teacher.

@@ -40,6 +40,7 @@ from attnlab.pretraining.plan import MIN_USEFUL_STEPS
 from attnlab.train import Trainer, TrainerConfig
 from attnlab.train.budget import fit_warmup
 from attnlab.train.checkpoint import latest_checkpoint
+from attnlab.train.footprint import check_step_fits
 
 UNK_TOKEN = "<UNK>"
 SPECIALS = (BOS_TOKEN, EOS_TOKEN, UNK_TOKEN)
@@ -70,6 +71,15 @@ class ElmoRecipe:
     eval_sentences: int = 2000
     seed: int = 0
     model: dict[str, Any] = field(default_factory=dict)  # ElmoConfig overrides
+
+
+# --paper: bilm-tf's training of elmo_2x4096_512_2048cnn_2xhighway (Peters et al. 2018): windows of 20
+# words, 128 a GPU on 3 GPUs, 10 epochs of the 1B Word Benchmark's 768,648,884 training words (1,000,844
+# steps), its vocabulary of 793,471 words (those seen 3 times or more). Batches are per process here and the
+# optimiser stays this module's Adam (the module docstring's deliberate differences).
+PAPER = ElmoRecipe(
+    preset="elmo", vocab_size=793_471, min_count=3, max_words=20, batch_size=128, max_steps=1_000_844
+)
 
 
 class WordVocab:
@@ -281,6 +291,8 @@ def pretrain_elmo(
     else:
         write_json_atomic(config.to_dict(), config_file)
     model = ElmoBiLM(config)
+    seconds_left = None if recipe.minutes is None else 60.0 * recipe.minutes - (time.monotonic() - started)
+    check_step_fits(model, recipe.batch_size, recipe.max_words + 2, seconds_left)  # + <S> and </S>
     log(
         f"elmo: preset {recipe.preset}: {count_parameters(model) / 1e6:.2f}M parameters + softmax "
         f"{(count_parameters(model, softmax=True) - count_parameters(model)) / 1e6:.2f}M "

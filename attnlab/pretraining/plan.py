@@ -34,6 +34,7 @@ from attnlab.train.budget import (
     time_limit,
 )
 from attnlab.train.distributed import DistributedContext, all_gather_object
+from attnlab.train.footprint import check_step_fits
 
 MIN_USEFUL_STEPS = 200  # fewer leave a masked LM on the unigram plateau (measured: ~300 steps to leave it)
 
@@ -93,7 +94,10 @@ def plan_run(
     log: Callable[[str], None],
 ) -> RunPlan:
     """The run's steps and warm-up: a resumed run's recorded plan; with ``auto_steps`` and ``minutes`` what
-    fits in the time left since ``started`` (time.monotonic); otherwise the recipe's ``max_steps``."""
+    fits in the time left since ``started`` (time.monotonic); otherwise the recipe's ``max_steps``. A step
+    of the longest stage that this machine's memory cannot hold is refused first (`check_step_fits`)."""
+    longest = max(stage.max_length for stage in recipe.stages)
+    check_step_fits(model, tconfig.batch_size, longest, None)
     if "max_steps" in previous:
         recipe = dataclasses.replace(recipe, max_steps=int(previous["max_steps"]))
         warmup = previous.get("warmup_steps", resolve_warmup(tconfig.warmup, recipe.max_steps))

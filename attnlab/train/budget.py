@@ -21,6 +21,7 @@ from torch import nn
 from .config import TrainerConfig, resolve_warmup
 from .data import ResumableLoader
 from .distributed import all_gather_object
+from .footprint import check_step_fits
 from .optim import build_optimizer
 from .trainer import Trainer
 
@@ -185,10 +186,12 @@ def estimate_step_time(
     log: Callable[[str], None] = print,
     choose_threads: bool = True,
     limit: float | None = None,
+    budget: float | None = None,
 ) -> float:
     """Seconds of one optimizer step: times ``probe_steps`` steps of a copy of the model (after one warm-up
     step) on the first batches of ``loader``, with the run's optimizer settings, for at most ``limit``
-    seconds (then fewer steps are timed).
+    seconds (then fewer steps are timed). A step that cannot fit in memory or in ``budget`` seconds is
+    refused before any runs (`attnlab.train.footprint.check_step_fits`).
 
     On CPU (with ``choose_threads``) it also times one thread against torch's default and keeps the faster,
     for the rest of the process: on a machine whose cores are busy with other work, torch's threads wait on
@@ -196,14 +199,16 @@ def estimate_step_time(
     machine), while on an idle one more threads win.
     """
     started = time.perf_counter()
-    probe = copy.deepcopy(model)
-    probe.train()
-    optimizer = build_optimizer(probe, tconfig)
     batches = []
     for batch in loader.iter_epoch(0):
         batches.append(batch)
         if len(batches) > probe_steps:
             break
+    if batches:
+        check_step_fits(model, *_batch_shape(batches[0]), budget, tconfig.grad_accum_steps)
+    probe = copy.deepcopy(model)
+    probe.train()
+    optimizer = build_optimizer(probe, tconfig)
     threads = torch.get_num_threads()
     per_step = _time_steps(probe, optimizer, batches, tconfig.grad_accum_steps, limit)
     on_cpu = next(model.parameters()).device.type == "cpu" and tconfig.device in ("auto", "cpu")
@@ -220,6 +225,14 @@ def estimate_step_time(
     return per_step
 
 
+def _batch_shape(batch: dict[str, Any]) -> tuple[int, int]:
+    """(sequences, tokens each) of a training batch: its ``input_ids`` (or first tensor) of (B, T, ...)."""
+    ids = batch.get("input_ids")
+    if not isinstance(ids, torch.Tensor):
+        ids = next(v for v in batch.values() if isinstance(v, torch.Tensor) and v.dim() >= 2)
+    return int(ids.shape[0]), int(ids.shape[1])
+
+
 def estimate_steps(
     model: nn.Module,
     loader: ResumableLoader,
@@ -230,7 +243,9 @@ def estimate_steps(
 ) -> int:
     """How many optimizer steps fit in ``seconds`` (`estimate_step_time` on ``loader``'s batches, for at most
     `PROBE_SHARE` of them); keeps 10% in reserve."""
-    per_step = estimate_step_time(model, loader, tconfig, probe_steps, log, limit=PROBE_SHARE * seconds)
+    per_step = estimate_step_time(
+        model, loader, tconfig, probe_steps, log, limit=PROBE_SHARE * seconds, budget=seconds
+    )
     return max(1, int(0.9 * seconds / per_step))
 
 
@@ -266,7 +281,9 @@ def estimate_stage_steps(
             log(f"no time left to time length {lengths[k]}: priced at {times[-1]:.3f} s a step")
             continue
         steps, first = (probe_steps, True) if k == 0 else (2, False)
-        times.append(estimate_step_time(model, loader, tconfig, steps, log, first, limit=limit))
+        times.append(
+            estimate_step_time(model, loader, tconfig, steps, log, first, limit=limit, budget=seconds)
+        )
     per_step = sum(f * t for f, t in zip(fractions, times))
     if len(times) > 1:
         shown = ", ".join(f"{t:.3f}" for t in times)

@@ -93,9 +93,10 @@ class ResumableLoader:
         self.epoch = 0
         self.position = 0  # batches of self.epoch already handed out
         if len(self) == 0:
+            processes = f" per process over {world_size} processes" if world_size > 1 else ""
             raise ValueError(
-                f"ResumableLoader: {len(dataset)} examples give no batch of {batch_size} per rank over "
-                f"{world_size} rank(s) with drop_last={drop_last}"
+                f"{len(dataset)} examples are fewer than one batch of {batch_size}{processes}: give more "
+                "data or a smaller batch (--batch-size)"
             )
 
     # --- sizes

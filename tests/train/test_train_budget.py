@@ -107,6 +107,7 @@ def test_a_later_stage_left_no_probe_time_is_priced_not_timed(monkeypatch):
                 yield {"input_ids": torch.zeros(2, self.length, dtype=torch.long)}
 
     monkeypatch.setattr(budget, "_time_steps", fake_time)
+    monkeypatch.setattr(budget, "check_step_fits", lambda *a, **k: None)  # a budget of 0 s fits no step
     cfg = TrainerConfig(device="cpu", max_steps=10)
     logged: list[str] = []
     steps, costs = budget.estimate_stage_steps(

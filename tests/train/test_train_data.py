@@ -148,7 +148,7 @@ def test_errors_name_the_field() -> None:
         ResumableLoader(CountingDataset(4), 0)
     with pytest.raises(ValueError, match="rank"):
         ResumableLoader(CountingDataset(4), 1, rank=2, world_size=2)
-    with pytest.raises(ValueError, match="no batch"):
+    with pytest.raises(ValueError, match="fewer than one batch of"):
         ResumableLoader(CountingDataset(3), 4, drop_last=True)
     with pytest.raises(TypeError, match="__len__"):
         ResumableLoader(iter([1, 2]), 1)
