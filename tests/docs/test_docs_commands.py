@@ -12,14 +12,19 @@ classifier is ``tests/test_newcomer.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
 from doc_chain import ROOT, Forker, Shell, attnlab, blocks, commands, data_paths, small_view
 from shared_data import DATA, require
+
+from attnlab.io import load, save
+from attnlab.models import get_preset
 
 DOCS = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
 NEWCOMER_SECTION = "Your own data"  # README.md's walk-through: tests/test_newcomer.py runs it
@@ -30,7 +35,7 @@ GIVEN = {
     "distillation.md": {
         "runs/pretrain-mlm/model": "mlm",
         "books/": "corpus",
-        "bert-base-dir": "mlm",
+        "bert-base-dir": "bert-base",
         "wiki/": "corpus",
     },
     "finetuning.md": {"runs/rb/model": "mlm", "runs/squad/best": "qa"},
@@ -121,13 +126,28 @@ def given(tmp_path_factory) -> dict[str, Path]:
     attnlab("finetune", "--task", "squad", "--data-dir", "squad", "--model", "mlm/model", "--epochs", "1",
             "--output-dir", "qa", "--no-progress", cwd=root)  # fmt: skip
     attnlab("export", "classifier/best", "--onnx", "onnx", cwd=root)
+    bert_base_teacher(root / "mlm" / "model", root / "bert-base")
     for name in ("hyp", "ref"):
         (root / name).write_text("Ein Mann fährt Fahrrad.\nZwei Hunde spielen im Schnee.\n", encoding="utf-8")
     return {
         "corpus": corpus, "text": root / "corpus.txt", "mlm": root / "mlm" / "model",
         "hf": root / "mlm" / "hf", "classifier": root / "classifier" / "best", "qa": root / "qa" / "best",
-        "onnx": root / "onnx", "hyp": root / "hyp", "ref": root / "ref",
+        "onnx": root / "onnx", "hyp": root / "hyp", "ref": root / "ref", "bert-base": root / "bert-base",
     }  # fmt: skip
+
+
+def bert_base_teacher(small: Path, target: Path) -> None:
+    """A randomly initialised BERT-base masked LM on ``small``'s tokenizer: the shape of the docs'
+    ``bert-base-dir`` teacher (DistilBERT's student is its half)."""
+    model = load(small)
+    config = dataclasses.replace(
+        get_preset("bert-base-uncased"),
+        vocab_size=model.config.vocab_size,
+        pad_token_id=model.config.pad_token_id,
+    )
+    save(type(model).from_config(config), target)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        shutil.copy(small / name, target / name)
 
 
 @pytest.fixture(scope="module")
