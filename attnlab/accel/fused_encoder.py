@@ -4,8 +4,9 @@ Shapes: B batch, T sequence, N real tokens of a padded batch, H hidden.
 
 Same modules, parameters and state-dict names as `attnlab.models.Encoder` (`attnlab.accel.optimize`
 re-classes an encoder to it in place); only the execution of the layers differs. In CPU inference each layer
-runs on the first fast path that applies (`fast_encoder_layer`: the packed kernel products, PyTorch's fused
-encoder-layer kernel or the flat function), and inside `attnlab.accel.unpadded.skip_padding` every layer
+runs on the first fast path that applies (oneDNN's packed products, `attnlab.accel.onednn_layer`, on the
+CPUs where oneDNN computes float32 products; else `fast_encoder_layer`: the packed kernel products, PyTorch's
+fused encoder-layer kernel or the flat function), and inside `attnlab.accel.unpadded.skip_padding` every layer
 runs on a padded batch's real tokens only where they all take the packed or flat path. Elsewhere (training,
 hooks, attention maps, a (B, T, T) visibility matrix, other attention kinds) the module calls run.
 """
@@ -16,6 +17,7 @@ import torch
 from torch import Tensor
 
 from attnlab.accel.fused_layer import fast_encoder_layer, fast_path_allowed, padding_for_fused, unpadded_rows
+from attnlab.accel.onednn_layer import onednn_encoder_layer, onednn_layer_applies
 from attnlab.models.encoder import Encoder
 
 __all__ = ["FusedEncoder"]
@@ -40,10 +42,10 @@ class FusedEncoder(Encoder):
         if rows is not None:  # inside skip_padding: the real tokens only (attnlab.accel.unpadded)
             x = rows.gather(x)  # (1, N, H)
             for attention, feed_forward in layers:
-                x = fast_encoder_layer(attention, feed_forward, x, padding, mask, rows)
+                x = _layer(attention, feed_forward, x, padding, mask, rows)
             return rows.scatter(x)  # (B, T, H), zeros at the padding
         for attention, feed_forward in layers:
-            fused = fast_encoder_layer(attention, feed_forward, x, padding, mask)
+            fused = _layer(attention, feed_forward, x, padding, mask)
             if fused is not None:  # one kernel or one call a layer (attnlab.accel.fused_layer)
                 x = fused
             else:
@@ -65,3 +67,18 @@ class FusedEncoder(Encoder):
             return True, None
         keep = attention_mask if attention_mask.dtype == torch.bool else attention_mask != 0  # True = visible
         return padding_for_fused(keep)
+
+
+def _layer(
+    attention: torch.nn.Module,
+    feed_forward: torch.nn.Module,
+    x: Tensor,
+    padding: Tensor | None,
+    mask: Tensor | None,
+    rows=None,
+) -> Tensor | None:
+    """One layer on oneDNN's packed products where they apply (`attnlab.accel.onednn_layer`), else on the
+    fastest path of `fast_encoder_layer` (None: run the modules)."""
+    if onednn_layer_applies(attention, feed_forward, x):
+        return onednn_encoder_layer(attention, feed_forward, x, mask, rows)
+    return fast_encoder_layer(attention, feed_forward, x, padding, mask, rows)

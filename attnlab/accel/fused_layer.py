@@ -228,16 +228,17 @@ def flat_encoder_layer(
     `_kernel_attention` holds, the attention runs on attnlab's kernel (`few_row_gemm.attention`).
 
     ``rows`` (`attnlab.accel.unpadded`): ``x`` is (1, N, H), a padded batch's real tokens only; the query, key
-    and value products are stacked (N, 3H) for `_attend`, which runs the attention in the (B, T) layout.
+    and value products are stacked (N, 3H) for `attend_stacked`, which runs the attention in the (B, T)
+    layout.
     """
     attn = attention.layer
     if rows is not None:
         h = attention.branch_input(x)
         separate = attn.qkv is None
         qkv = torch.cat([attn.query(h), attn.key(h), attn.value(h)], -1) if separate else attn.qkv(h)
-        out = _attend(attn, qkv, mask, rows)
+        out = attend_stacked(attn, qkv, mask, rows)
     elif attn.qkv is not None and _kernel_attention(x, mask):  # one stacked projection (int8's), the kernel
-        out = _attend(attn, attn.qkv(attention.branch_input(x)), mask)
+        out = attend_stacked(attn, attn.qkv(attention.branch_input(x)), mask)
     else:
         q, k, v = attn._self_projections(attention.branch_input(x))
         out, _ = scaled_dot_product_attention(q, k, v, mask=mask)  # eval: no dropout
@@ -279,11 +280,11 @@ def packed_encoder_layer(
     copies of those three weights besides the panels of the output and feed-forward weights.
 
     ``rows`` (`attnlab.accel.unpadded`): ``x`` is (1, N, H), a padded batch's real tokens only, and the
-    attention runs in the batch's (B, T) layout (`_attend`)."""
+    attention runs in the batch's (B, T) layout (`attend_stacked`)."""
     attn, ffn = attention.layer, feed_forward.layer
     gelu = _activation_is_gelu(ffn)
     plan = _packed_plan(attention, feed_forward, attn, ffn, gelu)
-    out = _attend(attn, plan.project(attention.branch_input(x)), mask, rows)
+    out = attend_stacked(attn, plan.project(attention.branch_input(x)), mask, rows)
     x = plan.output(out, x) if plan.output_merged else attention.merge(x, plan.output(out))
     h = plan.up(feed_forward.branch_input(x))  # GELU(up(x)) in one product with the exact GELU
     if not gelu:
@@ -350,8 +351,8 @@ KERNEL_ATTENTION = True  # tests turn it off to compare the rest of the fast pat
 
 
 def _kernel_attention(x: Tensor, mask: Tensor | None) -> bool:
-    """Whether `_attend` runs on attnlab's attention kernel: the kernel available, float32 on the CPU, no
-    mask or a padding mask over keys only ((B, 1, 1, T) additive float32, what `Encoder` builds without a
+    """Whether `attend_stacked` runs on attnlab's attention kernel: the kernel available, float32 on the CPU,
+    no mask or a padding mask over keys only ((B, 1, 1, T) additive float32, what `Encoder` builds without a
     visibility matrix).
 
     Why: PyTorch's CPU flash attention computes its small blocks with BLAS calls that pack their operands
@@ -364,13 +365,15 @@ def _kernel_attention(x: Tensor, mask: Tensor | None) -> bool:
     return mask.dtype is torch.float32 and tuple(mask.shape) in ((b, 1, 1, t), (1, 1, 1, t)) and mask.is_cpu
 
 
-def _attend(attn: MultiHeadAttention, qkv: Tensor, mask: Tensor | None, rows: Rows | None = None) -> Tensor:
+def attend_stacked(
+    attn: MultiHeadAttention, qkv: Tensor, mask: Tensor | None, rows: Rows | None = None
+) -> Tensor:
     """The attention of the stacked query/key/value product ``qkv`` (B, T, 3H) -> (B, T, H), heads merged: on
     attnlab's kernel where `_kernel_attention` holds, else `scaled_dot_product_attention` (eval: no
     dropout). With ``rows``, ``qkv`` is (1, N, 3H), the batch's real tokens: scattered into the (B, T)
     layout (zeros at the padding, which the mask hides as keys) and the output gathered back, (1, N, H)."""
     if rows is not None:
-        return rows.gather(_attend(attn, rows.scatter(qkv), mask))
+        return rows.gather(attend_stacked(attn, rows.scatter(qkv), mask))
     b, t, _ = qkv.shape
     if _kernel_attention(qkv, mask):
         key_bias = None if mask is None else mask.reshape(-1, t).expand(b, t)
