@@ -6,8 +6,9 @@ span (``\\``-continued lines joined, ``VAR=..`` prefixes kept as its environment
 with this interpreter, in a fresh folder with ``../shared/data`` beside it (the shared data, big files cut to
 their first lines), with the doc's own arguments and the script's `TINY` options, which replace the doc's
 values of the same options: a few steps, examples, seconds or repeats. It must exit 0 and write the result
-file of `WRITES`. A doc's lines run in order in one folder, so that a line reads what the one above it wrote;
-what a line takes as already there (`GIVEN`) is made by the test. A fast test checks that every script line
+file of `WRITES`. A doc's lines run in order in one folder, so that a line reads what the one above it wrote
+(`EARLIER`: the first distillation line's teacher stands in for the later lines' teachers); what a line takes
+as already there (`GIVEN`) is made by the test. A fast test checks that every script line
 has its `TINY` form and every `TINY` entry still names a script of the docs. The ``attnlab`` commands of the
 docs are run by ``test_docs_commands.py``.
 """
@@ -32,9 +33,9 @@ INLINE_CODE = re.compile(r"`([^`\n]+)`")
 # Each script's tiny form: options that replace the doc's values of the same options (or are added).
 TINY = {
     "experiments/distillation.py": [
-        "--teacher-minutes", "0.1", "--distill-minutes", "0.05", "--finetune-steps", "2", "--tasks", "sst2",
-        "--lr-grid", "1e-3", "--jobs", "1", "--finetune-seeds", "1", "--corpus", "../shared/data/books/en",
-        "--glue", "../shared/data/glue",
+        "--teacher-minutes", "0.1", "--distill-minutes", "0.05", "--students", "distilled", "random-init",
+        "--finetune-steps", "2", "--tasks", "sst2", "--lr-grid", "1e-3", "--speed-pairs", "8", "--corpus",
+        "../shared/data/books/en", "--glue", "../shared/data/glue",
     ],
     "experiments/elmo_conll.py": [
         "--corpus", "../shared/data/books/en", "--conll", "../shared/data/conll2003", "--corpus-chars",
@@ -47,8 +48,8 @@ TINY = {
         "--max-train-examples", "16", "--sentiment-max-train-examples", "16", "--max-dev-examples", "16",
     ],
     "experiments/learning_curve.py": [
-        "--attnlab-minutes", "0.1", "--hf-minutes", "0.1", "--probe-minutes", "0.05", "--eval-examples", "8",
-        "--eval-seconds", "2",
+        "--attnlab-minutes", "0.1", "--hf-minutes", "0.1", "--eval-every", "2", "--eval-examples", "8",
+        "--output", "runs/learning-curve",
     ],
     "experiments/reformer_duplication.py": ["--steps", "2", "--batch", "2", "--log-every", "1"],
     "experiments/transformer_xl.py": [
@@ -57,21 +58,24 @@ TINY = {
     ],
     "experiments/universal_act.py": [
         "--steps", "2", "--curriculum", "1", "--batch-size", "2", "--eval-examples", "4", "--train-n", "4",
-        "--test-n", "6", "--log-every", "1",
+        "--test-n", "6", "--log-every", "1", "--output", "runs/universal_act.json",
     ],
     "experiments/universal_transformer.py": [
         "--steps", "2", "--batch-size", "2", "--eval-examples", "4", "--minutes-per-task", "0.1",
-        "--log-every", "1",
+        "--log-every", "1", "--output", "runs/universal_transformer.json",
     ],
     "benchmarks/generation.py": [
         "--presets", "gpt-char-tiny", "--new-tokens", "4", "--prompt-len", "4", "--batch-sizes", "1",
         "--repeats", "1",
     ],
-    "benchmarks/inference.py": ["--models", "bert-tiny", "--threads", "1", "--repeats", "1", "--warmup", "0"],
+    "benchmarks/inference.py": [
+        "--models", "bert-tiny", "--threads", "1", "--repeats", "1", "--warmup", "0", "--block", "1",
+        "--pause-ms", "0",
+    ],
     "benchmarks/local_attention.py": ["--lengths", "256", "--repeats", "1"],
     "benchmarks/reversible_memory.py": ["--length", "256", "--width", "16"],
     "benchmarks/serve.py": [
-        "--latency-requests", "4", "--requests", "8", "--clients", "2", "--rounds", "1", "--soak", "8",
+        "--latency-requests", "5", "--requests", "8", "--clients", "2", "--rounds", "1", "--soak", "8",
         "--warmup", "4",
     ],
     "benchmarks/tokenizers.py": [
@@ -79,21 +83,25 @@ TINY = {
         "--slow-mb", "0.01", "--processes", "1", "--work-dir", "tokenizers-work",
     ],
 }  # fmt: skip
-# The file a script writes: the value of its option, else the path it writes by default.
+# The file a script writes: the value of its option (the doc's or TINY's), or a file in that folder.
 WRITES = {
-    "experiments/universal_act.py": ("--output", "runs/universal_act.json"),
-    "experiments/universal_transformer.py": ("--output", "runs/universal_transformer.json"),
+    "experiments/distillation.py": ("--output", "results.json"),
+    "experiments/kbert.py": ("--output", "results.json"),
+    "experiments/learning_curve.py": ("--output", "learning_curve.json"),
+    "experiments/universal_act.py": ("--output", ""),
+    "experiments/universal_transformer.py": ("--output", ""),
 }
-# What a doc's lines take as already there, made by the test: path -> how (`make_given`).
-GIVEN = {
+# What a doc's lines take as already there: made by the test (path -> `make_given`'s kind), or what an
+# earlier line of the doc wrote (path -> that path: the teacher the first distillation line pre-trained).
+GIVEN = {"performance.md": {"runs/int8-sst2/best": "sst2"}}
+EARLIER = {
     "distillation.md": {
-        "runs/staged30-copy/pretrain/model": "teacher",
-        "runs/ptf-120/pretrain/model": "teacher",
-        "runs/teacher-45/pretrain/model": "teacher",
+        "runs/staged30-copy/pretrain/model": "runs/distill-exp/teacher/model",
+        "runs/ptf-120/pretrain/model": "runs/distill-exp/teacher/model",
+        "runs/teacher-45/pretrain/model": "runs/distill-exp/teacher/model",
     },
-    "performance.md": {"runs/int8-sst2/best": "sst2"},
 }
-# (script, why it does not run here)
+# script -> why it cannot run here (a GPU, a download); none today
 NOT_RUN: dict[str, str] = {}
 TIMEOUT = 300  # seconds a tiny line may take
 
@@ -133,7 +141,7 @@ def script_lines(doc: Path) -> list[ScriptLine]:
             candidates += INLINE_CODE.findall(line)
         for text in candidates:
             parsed = script_line(text)
-            if parsed is not None and (key := shlex.join([*parsed[0], parsed[1], *parsed[2]])) not in seen:
+            if parsed is not None and (key := repr(parsed)) not in seen:
                 seen.add(key)
                 found.append(ScriptLine(doc, start, *parsed))
         i += 1
@@ -176,10 +184,10 @@ def test_every_script_line_has_a_tiny_form() -> None:
     used = {line.script for line in ALL}
     for script in [*TINY, *NOT_RUN, *WRITES]:
         assert script in used, f"{script}: no doc runs it any more"
-    for name, paths in GIVEN.items():
-        text = (ROOT / "docs" / name).read_text(encoding="utf-8")
-        for path in paths:
-            assert path in text, f"GIVEN: {name} no longer uses {path}"
+    uses = [(name, path) for name, paths in GIVEN.items() for path in paths]
+    uses += [(name, path) for name, paths in EARLIER.items() for pair in paths.items() for path in pair]
+    for name, path in uses:
+        assert path in (ROOT / "docs" / name).read_text(encoding="utf-8"), f"{name} no longer uses {path}"
 
 
 def test_a_line_is_parsed_as_the_reader_runs_it() -> None:
@@ -202,19 +210,19 @@ def test_a_line_is_parsed_as_the_reader_runs_it() -> None:
 def data_view(tmp_path_factory) -> Path:
     view = tmp_path_factory.mktemp("shared-data")
     if DATA.is_dir():
-        small_view(DATA, view / "data", max_files=6)
+        small_view(DATA, view / "data", max_lines=500, max_files=6)
     return view / "data"
 
 
 def make_given(kind: str, target: Path, cwd: Path) -> None:
-    """A tiny pre-trained masked LM (a teacher), or an SST-2 classifier fine-tuned from one, at ``target``."""
+    """At ``target``: an SST-2 classifier (``sst2``) fine-tuned from a masked LM pre-trained for 2 steps."""
     teacher = cwd / "given-teacher"
     if not teacher.exists():
         attnlab("pretrain", "--corpus", "../shared/data/books/en", "--format", "text", "--max-steps", "2",
                 "--batch-size", "4", "--eval-examples", "16", "--output-dir", str(teacher), "--no-progress",
                 cwd=cwd)  # fmt: skip
     source = teacher / "model"
-    if kind == "sst2":
+    if kind == "sst2":  # the only kind today
         attnlab("finetune", "--task", "sst2", "--data-dir", "../shared/data/glue/SST-2", "--model",
                 str(source), "--epochs", "1", "--max-train-examples", "32", "--batch-size", "8",
                 "--output-dir", str(cwd / "given-sst2"), "--no-progress", cwd=cwd)  # fmt: skip
@@ -233,6 +241,9 @@ def test_doc_script_lines_run(doc: Path, data_view, tmp_path) -> None:
     cwd.mkdir()
     for path, kind in GIVEN.get(doc.name, {}).items():
         make_given(kind, cwd / path, cwd)
+    for path, earlier in EARLIER.get(doc.name, {}).items():
+        (cwd / path).parent.mkdir(parents=True, exist_ok=True)
+        (cwd / path).symlink_to(cwd / earlier)  # there once the earlier line ran
     for line in script_lines(doc):
         if line.script in NOT_RUN:
             continue
@@ -245,7 +256,7 @@ def test_doc_script_lines_run(doc: Path, data_view, tmp_path) -> None:
         command = f"{line.id}: `{shlex.join([line.script, *args])}`"
         assert done.returncode == 0, f"{command} exited {done.returncode}:\n{done.stderr[-4000:]}"
         if line.script in WRITES:
-            option, default = WRITES[line.script]
-            written = args[args.index(option) + 1] if option in args else default
-            assert (cwd / written).exists(), f"{command} wrote no {written}"
+            option, name = WRITES[line.script]
+            written = cwd / args[args.index(option) + 1] / name
+            assert written.is_file(), f"{command} wrote no {written}"
         print(f"{command}: {time.monotonic() - started:.1f} s")
