@@ -210,7 +210,7 @@ def test_a_line_is_parsed_as_the_reader_runs_it() -> None:
 def data_view(tmp_path_factory) -> Path:
     view = tmp_path_factory.mktemp("shared-data")
     if DATA.is_dir():
-        small_view(DATA, view / "data", max_lines=500, max_files=6)
+        small_view(DATA, view / "data", max_files=6)
     return view / "data"
 
 
