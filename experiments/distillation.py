@@ -546,6 +546,10 @@ def main() -> int:
     p.add_argument("--output", type=Path, default=ROOT / "runs/distill-exp")
     p.add_argument("--skip-distill", action="store_true", help="reuse OUT/students")
     p.add_argument(
+        "--speed-pairs", type=int, default=200,
+        help="STS-B dev pairs timed one at a time for the speed-up (default 200; fewer for a quick check)",
+    )  # fmt: skip
+    p.add_argument(
         "--combine", type=Path, nargs="+", metavar="RUN",
         help="pool the fine-tuning seeds of finished runs (their OUTPUT directories) and print the report; "
         "runs nothing",
@@ -597,7 +601,7 @@ def main() -> int:
         results["distill"][name] = {k: run.get(k) for k in ("steps", "eval", "minutes", "seconds")}
     student_dir = out / "students" / "distilled" / "model"
     log(f"\n== inference benchmark  [{uptime()}]")
-    results["speed"] = benchmark(args.teacher, student_dir, Path(args.glue) / "STS-B")
+    results["speed"] = benchmark(args.teacher, student_dir, Path(args.glue) / "STS-B", args.speed_pairs)
     log(json.dumps(results["speed"], indent=1))
 
     log(f"\n== learning rates, chosen on SST-2 TRAIN held-out sentences  [{uptime()}]")

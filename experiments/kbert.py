@@ -71,14 +71,19 @@ PAPER = {
 }
 
 
-def tokenizer():
-    return bert_wordpiece(read_vocab_txt(DATA / "vocab" / "google_zh_vocab.txt"))
+def tokenizer(data: Path):
+    return bert_wordpiece(read_vocab_txt(data / "vocab" / "google_zh_vocab.txt"))
+
+
+def first(examples: list, n: int | None) -> list:
+    """The first ``n`` examples (all where ``n`` is None)."""
+    return examples if n is None else examples[:n]
 
 
 def run_arm(
     task, train, dev, arm, injector, args, out: Path, epochs: float, max_length: int, seeds, max_train
 ) -> dict:
-    tok = tokenizer()
+    tok = tokenizer(Path(args.data))
     config = dataclasses.replace(
         presets.bert_tiny(), vocab_size=len(tok.get_vocab()), max_position_embeddings=max(512, max_length)
     )
@@ -133,6 +138,11 @@ def main() -> int:
     p.add_argument("--max-triples", type=int, default=2)
     p.add_argument("--skip-sentiment", action="store_true")
     p.add_argument("--skip-ner", action="store_true")
+    p.add_argument("--data", default=str(DATA), help="the K-BERT data folder (default ../shared/data/kbert)")
+    p.add_argument(
+        "--max-dev-examples", type=int, default=None,
+        help="the first N dev sentences of each task (default all; for a quick check of the script)",
+    )  # fmt: skip
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     out = Path(args.output)
@@ -142,9 +152,12 @@ def main() -> int:
     t0 = time.monotonic()
     rows: dict[str, list[dict]] = {}
 
-    ner = DATA / "datasets" / "medical_ner"
-    train, dev = load_kbert_ner(ner / "train.tsv"), load_kbert_ner(ner / "dev.tsv")
-    medical = DATA / "kgs" / "Medical.spo"
+    ner = Path(args.data) / "datasets" / "medical_ner"
+    train, dev = (
+        load_kbert_ner(ner / "train.tsv"),
+        first(load_kbert_ner(ner / "dev.tsv"), args.max_dev_examples),
+    )
+    medical = Path(args.data) / "kgs" / "Medical.spo"
     print(f"medical_ner: {len(train)} train, {len(dev)} dev sentences", flush=True)
     arms = (
         []
@@ -167,11 +180,13 @@ def main() -> int:
         del rows["medical_ner"]
 
     if not args.skip_sentiment:
-        senti = DATA / "datasets" / "chnsenticorp"
+        senti = Path(args.data) / "datasets" / "chnsenticorp"
         train_s = load_kbert_classification(senti / "train.tsv")
-        dev_s = load_kbert_classification(senti / "dev.tsv")
+        dev_s = first(load_kbert_classification(senti / "dev.tsv"), args.max_dev_examples)
         print(f"chnsenticorp: {len(train_s)} train, {len(dev_s)} dev reviews", flush=True)
-        hownet = load_injector(str(DATA / "kgs" / "HowNet.spo"), args.max_triples, with_predicate=True)
+        hownet = load_injector(
+            str(Path(args.data) / "kgs" / "HowNet.spo"), args.max_triples, with_predicate=True
+        )
         rows["chnsenticorp"] = [
             run_arm("kbert_cls", train_s, dev_s, arm, inj, args, out / "chnsenticorp" / str(i),
                     args.sentiment_epochs, args.sentiment_max_length, args.sentiment_seeds,

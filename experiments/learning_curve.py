@@ -589,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     if importlib.util.find_spec("accelerate") is None:  # HF's Trainer needs it; checked before any training
         print("HF's Trainer needs accelerate: pip install 'accelerate>=1.1.0'", file=sys.stderr)
         return 2
-    out = Path(args.output)
+    out = Path(args.output).resolve()  # the attnlab runs start in ROOT
     out.mkdir(parents=True, exist_ok=True)
     default_threads = torch.get_num_threads()
     print(f"torch {torch.__version__}, {default_threads} thread(s) by default, {os.cpu_count()} cores")

@@ -7,7 +7,8 @@ above it), at tiny budgets (`tiny`: ``--minutes`` shrunk, ``--max-steps 2``, a f
 ``attnlab serve`` runs bounded: it starts on a free port, answers the ``curl`` lines after it (or one request
 of the test's own) and stops at the next command. With a `Forker`, each ``attnlab`` command is a fork of one
 process that imported attnlab once (a fresh process all the same, without the import's seconds). Used by
-``test_docs_commands.py`` (every guide) and ``tests/test_newcomer.py`` (the README's walk-through).
+``test_docs_commands.py`` (every guide) and ``tests/test_newcomer.py`` (the README's walk-through);
+`script_line` finds the experiment and benchmark lines that ``test_docs_scripts.py`` runs.
 """
 
 from __future__ import annotations
@@ -137,6 +138,25 @@ def tiny(words: list[str]) -> list[str]:
         if option in words:
             words = set_option(words, option, value)
     return words
+
+
+SCRIPT_LINE = re.compile(
+    r"^((?:env\s+)?(?:[A-Z_][A-Z0-9_]*=\S+\s+)*)(?:python3?|\.venv/bin/python)\s+"
+    r"((?:experiments|benchmarks)/[a-z_0-9]+\.py)\b"
+)
+
+
+def script_line(text: str) -> tuple[dict[str, str], str, list[str]] | None:
+    """A doc's experiment or benchmark line, ``[env] [VAR=VALUE ...] python SCRIPT ARGS  # comment``, as
+    (environment, script, arguments); None for any other command. An optional part ``[--threads 2]`` is kept
+    without its brackets. ``test_docs_scripts.py`` runs these lines."""
+    match = SCRIPT_LINE.match(text)
+    if match is None:
+        return None
+    env = dict(word.split("=", 1) for word in match.group(1).split() if word != "env")
+    args = shlex.split(text[match.end() :], comments=True)
+    args = [word.removeprefix("[").removesuffix("]") for word in args]
+    return env, match.group(2), args
 
 
 def make_target(target: str) -> list[list[str]]:

@@ -6,7 +6,8 @@ corpus ``books/``, a pre-trained ``MODEL_DIR``) is made once by the test (`GIVEN
 from ``../shared/data`` (`shared_data.require`: a failure under ``ATTNLAB_REQUIRE_DATA=1``), cut to their
 first lines. ``attnlab serve`` starts, answers the doc's ``curl`` lines (or one request) and stops. The
 commands not run are listed in `NOT_RUN` and `PROGRAMS_NOT_RUN`, each with the reason; a fast test checks
-that every entry still names a command of the docs. The README's walk-through from ``make run`` to a served
+that every entry still names a command of the docs. The docs' experiment and benchmark lines (``python
+experiments/...``) run in ``test_docs_scripts.py``. The README's walk-through from ``make run`` to a served
 classifier is ``tests/test_newcomer.py``.
 """
 
@@ -20,7 +21,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from doc_chain import ROOT, Forker, Shell, attnlab, blocks, commands, data_paths, small_view
+from doc_chain import ROOT, Forker, Shell, attnlab, blocks, commands, data_paths, script_line, small_view
 from shared_data import DATA, require
 
 from attnlab.io import load, save
@@ -53,14 +54,14 @@ NOT_RUN = [
         "elmo_2x4096_512_2048cnn_2xhighway/",
         "AllenNLP's published weights, which a reader downloads",
     ),
-    ("elmo.md", "python experiments/elmo_conll.py", "an experiment of tens of minutes"),
 ]
+# a command's first words -> why it is not run
 PROGRAMS_NOT_RUN = {
-    "make": "the Makefile's own targets: CI runs them",
-    "pip": "installs into the current environment",
-    "source": "activates the venv; the test runs attnlab from its own interpreter",
-    "torchrun": "test_docs_snippets.py parses every launch and runs those of at most 2 processes",
-    ".venv/bin/python": "runs the test suite itself",
+    ("make",): "the Makefile's own targets: CI runs them",
+    ("pip",): "installs into the current environment",
+    ("source",): "activates the venv; the test runs attnlab from its own interpreter",
+    ("torchrun",): "test_docs_snippets.py parses every launch and runs those of at most 2 processes",
+    (".venv/bin/python", "-m", "pytest"): "runs the test suite, of which this test is a part",
 }
 STDIN = {"translate": "A man is riding a bike.\nTwo dogs play in the snow.\n"}
 WORDS = "the a film book river city house dog cat man woman child light night day long short old new".split()
@@ -70,11 +71,13 @@ def why_not_run(doc: Path, words: list[str]) -> str | None:
     for name, part, reason in NOT_RUN:
         if name == doc.name and part in shlex.join(words):
             return reason
+    if script_line(shlex.join(words)) is not None:
+        return "an experiment or benchmark script: test_docs_scripts.py runs it at its tiny size"
     if words[0] == "python" and words[1] != "-c":
         return "a script of the doc, run by test_docs_snippets.py where its block runs"
     if words[0] == "attnlab" and "wordnet" in words and not Path("/usr/share/wordnet/data.noun").exists():
         return "WordNet is not installed here (`make wordnet`)"
-    return PROGRAMS_NOT_RUN.get(words[0])
+    return next((why for first, why in PROGRAMS_NOT_RUN.items() if tuple(words[: len(first)]) == first), None)
 
 
 def chain(doc: Path) -> list[list[str]]:
@@ -170,6 +173,8 @@ def test_every_command_not_run_is_in_the_docs() -> None:
     every = [(doc.name, shlex.join(w)) for doc in DOCS for w in chain(doc)]
     for name, part, _ in NOT_RUN:
         assert any(n == name and part in line for n, line in every), f"NOT_RUN: no {part!r} in {name}"
+    for first in PROGRAMS_NOT_RUN:
+        assert any(line.startswith(shlex.join(first)) for _, line in every), f"PROGRAMS_NOT_RUN: no {first}"
     for name, paths in GIVEN.items():
         text = (ROOT / ("README.md" if name == "README.md" else f"docs/{name}")).read_text(encoding="utf-8")
         for path in paths:

@@ -14,7 +14,9 @@ The fenced blocks of ``docs/*.md`` and ``README.md`` are found and checked by la
   runnable or say why not.
 
 The ``attnlab`` commands of the ``bash`` blocks, parsed or run, are also executed in the doc's order at tiny
-budgets by the slow ``test_docs_commands.py`` (the README's walk-through by ``tests/test_newcomer.py``).
+budgets by the slow ``test_docs_commands.py`` (the README's walk-through by ``tests/test_newcomer.py``), and
+every ``python experiments/...`` or ``benchmarks/...`` line of the docs, whatever its block's mode, by the
+slow ``test_docs_scripts.py``.
 """
 
 from __future__ import annotations
