@@ -175,3 +175,12 @@ def all_gather_object(obj: Any, context: DistributedContext) -> list[Any]:
     gathered: list[Any] = [None] * context.world_size
     dist.all_gather_object(gathered, obj)
     return gathered
+
+
+def broadcast_object(obj: Any, context: DistributedContext) -> Any:
+    """Rank 0's ``obj`` on every rank (``obj`` itself on one process)."""
+    if not context.is_distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
