@@ -205,6 +205,20 @@ def _attention_options(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _parallel_options(p: argparse.ArgumentParser) -> None:
+    """Several processes under torchrun: DDP or FSDP (attnlab.train.sharded), set as trainer.FIELD."""
+    p.add_argument(
+        "--parallel", choices=("ddp", "fsdp"),
+        help="under torchrun: ddp (a whole model per process, the default) or fsdp (parameters, gradients "
+        "and optimizer state sharded over the processes; sharded checkpoints; docs/training.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--activation-checkpointing", action="store_true",
+        help="fsdp: keep no activations inside the layers, compute them again in backward (less memory)",
+    )  # fmt: skip
+    p.add_argument("--cpu-offload", action="store_true", help="fsdp: parameter shards in host memory")
+
+
 PRETRAIN_OPTIONS = (  # the option groups of attnlab pretrain, in --help's order
     _recipe_options,
     _data_options,
@@ -213,6 +227,7 @@ PRETRAIN_OPTIONS = (  # the option groups of attnlab pretrain, in --help's order
     _size_options,
     _run_options,
     _attention_options,
+    _parallel_options,
 )
 
 
@@ -263,6 +278,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     ctx = setup_distributed(device=str(overrides["trainer"].get("device", "auto")))
     log = print if ctx.is_main else (lambda message: None)
     settings = pretrain_settings(args, overrides)
+    check_parallel(settings.trainer_overrides, ctx.is_distributed)
     recipe, out = settings.recipe, Path(args.output or f"runs/pretrain-{settings.recipe.name}")
     given_tokenizer = check_inputs(args, settings)  # before anything is written into --output
 
@@ -344,10 +360,26 @@ def pretrain_settings(args: argparse.Namespace, overrides: dict[str, dict[str, A
     recipe = recipe.override(**overrides["recipe"])
     auto_steps = minutes is not None and args.max_steps is None and "max_steps" not in overrides["recipe"]
     trainer_overrides = {"progress_bar": not args.no_progress, **overrides["trainer"]}
+    for flag in ("parallel", "activation_checkpointing", "cpu_offload"):  # trainer.FIELD of the same name
+        if getattr(args, flag, None):
+            trainer_overrides[flag] = getattr(args, flag)
     trainer_overrides.setdefault("save_every", 200)
     trainer_overrides.setdefault("log_every", 10)
     preset = args.preset or (budget.preset if budget else recipe.preset)
     return PretrainSettings(recipe, preset, minutes, auto_steps, builtin, overrides, trainer_overrides)
+
+
+def check_parallel(trainer_overrides: dict[str, Any], distributed: bool) -> None:
+    """--parallel fsdp needs torchrun's processes; its options need it (before anything is written)."""
+    fsdp = trainer_overrides.get("parallel") == "fsdp"
+    if fsdp and not distributed:
+        raise ValueError(
+            "--parallel fsdp shards the model over several processes and this is one: launch with "
+            "torchrun --nproc-per-node N -m attnlab pretrain ... (N >= 2; docs/training.md)"
+        )
+    for flag in ("activation_checkpointing", "cpu_offload"):
+        if trainer_overrides.get(flag) and not fsdp:
+            raise ValueError(f"--{flag.replace('_', '-')} is an option of --parallel fsdp; add it")
 
 
 def check_inputs(args: argparse.Namespace, settings: PretrainSettings) -> Any:
