@@ -217,6 +217,14 @@ def _parallel_options(p: argparse.ArgumentParser) -> None:
         help="fsdp: keep no activations inside the layers, compute them again in backward (less memory)",
     )  # fmt: skip
     p.add_argument("--cpu-offload", action="store_true", help="fsdp: parameter shards in host memory")
+    p.add_argument(
+        "--dry-run", action="store_true",
+        help="print the memory one process needs (parameters, gradients, optimizer state, activations at "
+        "--batch-size and --max-length) for --preset, --world-size and --parallel; train nothing",
+    )  # fmt: skip
+    p.add_argument(
+        "--world-size", type=int, default=None, help="--dry-run: processes (default: torchrun's, else 1)"
+    )
 
 
 PRETRAIN_OPTIONS = (  # the option groups of attnlab pretrain, in --help's order
@@ -267,6 +275,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
     bound_kernel_caches()  # oneDNN's kernels per batch shape, capped (benchmarks/training_memory.py)
     if args.recipe == "elmo":  # ELMo's biLM: character inputs, a word softmax, its own data path
         return run_pretrain_elmo(args)
+    if args.dry_run:
+        return print_memory_plan(args)
     from attnlab.pretraining.model import masked_lm_of
     from attnlab.pretraining.run import pretrain
     from attnlab.train import setup_distributed
@@ -367,6 +377,39 @@ def pretrain_settings(args: argparse.Namespace, overrides: dict[str, dict[str, A
     trainer_overrides.setdefault("log_every", 10)
     preset = args.preset or (budget.preset if budget else recipe.preset)
     return PretrainSettings(recipe, preset, minutes, auto_steps, builtin, overrides, trainer_overrides)
+
+
+def print_memory_plan(args: argparse.Namespace) -> int:
+    """``--dry-run``: the per-process memory of the run the options describe (attnlab.train.memory_plan),
+    from the model built on the meta device (nothing allocated, nothing read or written)."""
+    import os
+
+    import torch
+
+    from attnlab.models import get_preset
+    from attnlab.pretraining.model import build_pretraining_model
+    from attnlab.train.memory_plan import plan_memory
+
+    settings = pretrain_settings(args, collect_overrides(args.config, args.set))
+    recipe = settings.recipe
+    if recipe.objective == "clm" or recipe.segment_recurrence:
+        raise ValueError(f"--dry-run plans the encoder recipes; {recipe.name} is a causal LM")
+    world_size = args.world_size or int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size < 1:
+        raise ValueError(f"--world-size must be >= 1, got {world_size}")
+    config = get_preset(settings.preset)
+    with torch.device("meta"):
+        model = build_pretraining_model(recipe, config)
+    parallel = settings.trainer_overrides.get("parallel", "ddp")
+    batch, length = recipe.batch_size, max(s.max_length for s in recipe.stages)
+    plan = plan_memory(
+        model, world_size=world_size, parallel=parallel, batch_size=batch, length=length,
+        hidden=config.hidden_size, heads=config.num_heads,
+        activation_checkpointing=bool(settings.trainer_overrides.get("activation_checkpointing")),
+    )  # fmt: skip
+    print(f"{settings.preset} ({recipe.name}), batch {batch} per process, length {length}")
+    print("\n".join(plan.lines()))
+    return 0
 
 
 def check_parallel(trainer_overrides: dict[str, Any], distributed: bool) -> None:

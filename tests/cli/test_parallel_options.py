@@ -32,3 +32,25 @@ def test_pretrain_parallel_options_without_torchrun_are_one_clear_error(tmp_path
     assert code != 0
     assert expected in err
     assert not out.exists()  # refused before anything was written
+
+
+def test_pretrain_dry_run_prints_the_memory_per_process_of_ddp_and_fsdp(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    common = [
+        "pretrain",
+        "--dry-run",
+        "--preset",
+        "bert-base-uncased",
+        "--world-size",
+        "4",
+        "--batch-size",
+        "8",
+    ]
+    printed = {}
+    for parallel in ("ddp", "fsdp"):
+        assert main([*common, "--batch-size", "8", "--max-length", "128", "--parallel", parallel]) == 0
+        printed[parallel] = capsys.readouterr().out
+    assert "110,104,890 parameters, ddp over 4 process(es)" in printed["ddp"]
+    assert "optimizer state (AdamW)   840.0 MiB" in printed["ddp"]
+    assert "optimizer state (AdamW)   210.0 MiB" in printed["fsdp"]  # a quarter
+    assert list(tmp_path.iterdir()) == []  # nothing written
