@@ -207,6 +207,28 @@ def _attention_options(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _parallel_options(p: argparse.ArgumentParser) -> None:
+    """Several processes under torchrun: DDP or FSDP (attnlab.train.sharded), set as trainer.FIELD."""
+    p.add_argument(
+        "--parallel", choices=("ddp", "fsdp"),
+        help="under torchrun: ddp (a whole model per process, the default) or fsdp (parameters, gradients "
+        "and optimizer state sharded over the processes; sharded checkpoints; docs/training.md)",
+    )  # fmt: skip
+    p.add_argument(
+        "--activation-checkpointing", action="store_true",
+        help="fsdp: keep no activations inside the layers, compute them again in backward (less memory)",
+    )  # fmt: skip
+    p.add_argument("--cpu-offload", action="store_true", help="fsdp: parameter shards in host memory")
+    p.add_argument(
+        "--dry-run", action="store_true",
+        help="print the memory one process needs (parameters, gradients, optimizer state, activations at "
+        "--batch-size and --max-length) for --preset, --world-size and --parallel; train nothing",
+    )  # fmt: skip
+    p.add_argument(
+        "--world-size", type=int, default=None, help="--dry-run: processes (default: torchrun's, else 1)"
+    )
+
+
 PRETRAIN_OPTIONS = (  # the option groups of attnlab pretrain, in --help's order
     _recipe_options,
     _data_options,
@@ -215,6 +237,7 @@ PRETRAIN_OPTIONS = (  # the option groups of attnlab pretrain, in --help's order
     _size_options,
     _run_options,
     _attention_options,
+    _parallel_options,
 )
 
 
@@ -255,6 +278,8 @@ def run_pretrain(args: argparse.Namespace) -> int:
     if args.recipe == "elmo":  # ELMo's biLM: character inputs, a word softmax, its own data path
         with options_that_fit(args.paper):
             return run_pretrain_elmo(args)
+    if args.dry_run:
+        return print_memory_plan(args)
     from attnlab.pretraining.model import masked_lm_of
     from attnlab.pretraining.run import pretrain
     from attnlab.train import setup_distributed
@@ -266,6 +291,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     ctx = setup_distributed(device=str(overrides["trainer"].get("device", "auto")))
     log = print if ctx.is_main else (lambda message: None)
     settings = pretrain_settings(args, overrides)
+    check_parallel(settings.trainer_overrides, ctx.is_distributed)
     recipe, out = settings.recipe, Path(args.output or f"runs/pretrain-{settings.recipe.name}")
     given_tokenizer = check_inputs(args, settings)  # before anything is written into --output
 
@@ -362,10 +388,59 @@ def pretrain_settings(args: argparse.Namespace, overrides: dict[str, dict[str, A
     recipe = recipe.override(**overrides["recipe"])
     auto_steps = minutes is not None and args.max_steps is None and "max_steps" not in overrides["recipe"]
     trainer_overrides = {"progress_bar": not args.no_progress, **overrides["trainer"]}
+    for flag in ("parallel", "activation_checkpointing", "cpu_offload"):  # trainer.FIELD of the same name
+        if getattr(args, flag, None):
+            trainer_overrides[flag] = getattr(args, flag)
     trainer_overrides.setdefault("save_every", 200)
     trainer_overrides.setdefault("log_every", 10)
     preset = args.preset or (budget.preset if budget else recipe.preset)
     return PretrainSettings(recipe, preset, minutes, auto_steps, builtin, overrides, trainer_overrides)
+
+
+def print_memory_plan(args: argparse.Namespace) -> int:
+    """``--dry-run``: the per-process memory of the run the options describe (attnlab.train.memory_plan),
+    from the model built on the meta device (nothing allocated, nothing read or written)."""
+    import os
+
+    import torch
+
+    from attnlab.models import get_preset
+    from attnlab.pretraining.model import build_pretraining_model
+    from attnlab.train.memory_plan import plan_memory
+
+    settings = pretrain_settings(args, collect_overrides(args.config, args.set))
+    recipe = settings.recipe
+    if recipe.objective == "clm" or recipe.segment_recurrence:
+        raise ValueError(f"--dry-run plans the encoder recipes; {recipe.name} is a causal LM")
+    world_size = args.world_size or int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size < 1:
+        raise ValueError(f"--world-size must be >= 1, got {world_size}")
+    config = get_preset(settings.preset)
+    with torch.device("meta"):
+        model = build_pretraining_model(recipe, config)
+    parallel = settings.trainer_overrides.get("parallel", "ddp")
+    batch, length = recipe.batch_size, max(s.max_length for s in recipe.stages)
+    plan = plan_memory(
+        model, world_size=world_size, parallel=parallel, batch_size=batch, length=length,
+        hidden=config.hidden_size, heads=config.num_heads,
+        activation_checkpointing=bool(settings.trainer_overrides.get("activation_checkpointing")),
+    )  # fmt: skip
+    print(f"{settings.preset} ({recipe.name}), batch {batch} per process, length {length}")
+    print("\n".join(plan.lines()))
+    return 0
+
+
+def check_parallel(trainer_overrides: dict[str, Any], distributed: bool) -> None:
+    """--parallel fsdp needs torchrun's processes; its options need it (before anything is written)."""
+    fsdp = trainer_overrides.get("parallel") == "fsdp"
+    if fsdp and not distributed:
+        raise ValueError(
+            "--parallel fsdp shards the model over several processes and this is one: launch with "
+            "torchrun --nproc-per-node N -m attnlab pretrain ... (N >= 2; docs/training.md)"
+        )
+    for flag in ("activation_checkpointing", "cpu_offload"):
+        if trainer_overrides.get(flag) and not fsdp:
+            raise ValueError(f"--{flag.replace('_', '-')} is an option of --parallel fsdp; add it")
 
 
 def check_inputs(args: argparse.Namespace, settings: PretrainSettings) -> Any:

@@ -56,6 +56,7 @@ from attnlab.pretraining.stages import train_stages
 from attnlab.train import Trainer, set_seed
 from attnlab.train.distributed import barrier, current_context
 from attnlab.train.run_dir import RUN_FILE, read_run_file
+from attnlab.train.sharded import consolidated_model
 
 
 @dataclass
@@ -142,14 +143,15 @@ def pretrain(
     )  # fmt: skip
 
     eval_metrics = held_out_metrics(stages, inputs, eval_loader, config.vocab_size, ctx.is_main)
+    final = consolidated_model(model, ctx)  # sharded (FSDP): gathered once, onto rank 0
     if ctx.is_main:
-        save_final(model, tokenizer, recipe, out, config, log, run_id=record.run_id)
+        save_final(final, tokenizer, recipe, out, config, log, run_id=record.run_id)
     barrier(ctx)
     timed_out = deadline is not None and time.monotonic() >= deadline
     seconds = time.monotonic() - started
     result = PretrainResult(
         output_dir=out, model_dir=out / "model", steps=stages.trainer.step, seconds=seconds,
-        eval_metrics=eval_metrics, interrupted=stages.interrupted and not timed_out, model=model,
+        eval_metrics=eval_metrics, interrupted=stages.interrupted and not timed_out, model=final or model,
         tokenizer=tokenizer, too_few_steps=plan.too_few_steps,
     )  # fmt: skip
     record.write(

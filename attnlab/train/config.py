@@ -15,6 +15,7 @@ from pathlib import Path
 OPTIMIZERS = ("adamw", "lamb")
 SCHEDULES = ("linear", "cosine", "inverse_sqrt", "transformer", "constant")
 PRECISIONS = ("fp32", "bf16", "fp16")
+PARALLEL_MODES = ("ddp", "fsdp")  # attnlab.train.distributed (DDP), attnlab.train.sharded (FSDP2)
 
 
 @dataclass
@@ -54,6 +55,11 @@ class TrainerConfig:
     device: str = "auto"  # "auto": cuda:LOCAL_RANK when CUDA is available, else cpu
     # DDP only: set when some parameters get no gradient in a step (a head a batch does not use)
     find_unused_parameters: bool = False
+    # --- several processes (torchrun): "ddp" keeps a whole copy of the model per rank; "fsdp" shards
+    # parameters, gradients and optimizer state (attnlab.train.sharded; checkpoints then sharded too)
+    parallel: str = "ddp"
+    activation_checkpointing: bool = False  # fsdp: each layer's forward runs again in backward
+    cpu_offload: bool = False  # fsdp: parameter shards and optimizer step in host memory
 
     # --- bookkeeping (steps are optimizer steps; 0 disables)
     log_every: int = 10
@@ -96,6 +102,12 @@ class TrainerConfig:
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("schedule", self.schedule, SCHEDULES)
         _choice("precision", self.precision, PRECISIONS)
+        _choice("parallel", self.parallel, PARALLEL_MODES)
+        if self.parallel != "fsdp" and (self.activation_checkpointing or self.cpu_offload):
+            raise ValueError(
+                "TrainerConfig: activation_checkpointing and cpu_offload are options of parallel='fsdp', "
+                f"not of parallel={self.parallel!r}"
+            )
         for name in ("batch_size", "grad_accum_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

@@ -111,13 +111,18 @@ def setup_distributed(
                 f"{max(torch.cuda.device_count(), 1)}, or train on the CPU (trainer.device=cpu: gloo)"
             )
         torch.cuda.set_device(local_rank)
-    dist.init_process_group(
-        backend=backend,
-        init_method="env://",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )
+    timeout = datetime.timedelta(seconds=timeout_s)
+    attempt = env.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None:
+        dist.init_process_group(
+            backend=backend, init_method="env://", rank=rank, world_size=world_size, timeout=timeout
+        )
+    else:  # torchrun: a restarted group must not read the addresses its dead predecessors left in the store
+        store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=timeout))
+        dist.init_process_group(
+            backend=backend, store=dist.PrefixStore(f"attnlab/attempt-{attempt}", store), rank=rank,
+            world_size=world_size, timeout=timeout,
+        )  # fmt: skip
     return DistributedContext(rank=rank, world_size=world_size, local_rank=local_rank, backend=backend)
 
 
@@ -175,3 +180,12 @@ def all_gather_object(obj: Any, context: DistributedContext) -> list[Any]:
     gathered: list[Any] = [None] * context.world_size
     dist.all_gather_object(gathered, obj)
     return gathered
+
+
+def broadcast_object(obj: Any, context: DistributedContext) -> Any:
+    """Rank 0's ``obj`` on every rank (``obj`` itself on one process)."""
+    if not context.is_distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]

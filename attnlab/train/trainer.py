@@ -73,6 +73,15 @@ from .distributed import (
 from .logging import LOG_FILE, PLOT_FILE, RunLogger, plot_loss_curve
 from .optim import build_optimizer
 from .schedules import build_schedule
+from .sharded import is_sharded, set_gradient_sync, shard_model
+from .sharded_checkpoint import (
+    check_layout,
+    is_sharded_checkpoint,
+    load_sharded_checkpoint,
+    loader_state_for,
+    save_sharded_checkpoint,
+    verify_sharded_checkpoint,
+)
 
 MetricFn = Callable[[list[Any], list[Any]], Mapping[str, float]]
 StepCallback = Callable[["Trainer", dict[str, Any]], None]
@@ -160,6 +169,16 @@ class Trainer:
         set_seed(config.seed + self.context.rank)
 
         self.model = model.to(self.device)  # the user's module: saved, loaded and evaluated
+        if config.parallel == "fsdp":  # in place, before the optimizer sees the parameters
+            if optimizer is not None and not is_sharded(self.model):
+                raise ValueError(
+                    "Trainer: parallel='fsdp' replaces the parameters by shards; let the trainer build the "
+                    "optimizer (or pass one built on the already sharded model)"
+                )
+            shard_model(
+                self.model, self.context, self.device, precision=config.precision,
+                activation_checkpointing=config.activation_checkpointing, cpu_offload=config.cpu_offload,
+            )  # fmt: skip
         self.train_loader = self._as_loader(train_data, collate_fn, train=True)
         self.eval_data = None if eval_data is None else self._as_loader(eval_data, collate_fn, train=False)
         self.metric_fn = metric_fn
@@ -170,7 +189,11 @@ class Trainer:
         self.scheduler = scheduler or build_schedule(self.optimizer, config, self.total_steps)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
 
-        wrapped = wrap_model(self.model, self.context, self.device, config.find_unused_parameters)
+        wrapped = (
+            self.model
+            if is_sharded(self.model)
+            else wrap_model(self.model, self.context, self.device, config.find_unused_parameters)
+        )
         self._ddp = wrapped if isinstance(wrapped, DistributedDataParallel) else None
         self._train_model = torch.compile(wrapped) if config.compile else wrapped  # used for training steps
 
@@ -388,6 +411,7 @@ class Trainer:
             last = micro == accum - 1
             # Gradients are all-reduced once per step, on the last micro-batch (DDP's no_sync elsewhere).
             sync = self._ddp.no_sync() if self._ddp is not None and not last else contextlib.nullcontext()
+            set_gradient_sync(self.model, last)  # FSDP's counterpart (nothing for other models)
             with sync:
                 with self._autocast():
                     output = self._train_model(**batch)
@@ -562,15 +586,16 @@ class Trainer:
             raise ValueError("Trainer.evaluate: no eval_data given")
         results: dict[str, float] = {}
         t0 = time.perf_counter()
-        if self.context.is_main:
+        if self.context.is_main or is_sharded(self.model):  # FSDP's forward is collective: every rank
             results = self._evaluate_here(data)
+        if self.context.is_main:
             self.last_eval = results
             if self._logger is not None:
                 self._logger.log({"step": self.step, "train_seconds": self.train_seconds, **results}, "eval")
         barrier(self.context)
         if self._clock is not None:
             self._clock = (self._clock[0], self._clock[1] + time.perf_counter() - t0)
-        return results
+        return results if self.context.is_main else {}
 
     @property
     def train_seconds(self) -> float:
@@ -642,12 +667,19 @@ class Trainer:
             loader_state = loader.state_dict()
         else:
             loader_state = {"epoch": self._plain_epoch, "position": self._plain_position}
+        sharded = is_sharded(self.model)
+        batch = getattr(loader, "batch_size", None)
         return {
             "step": self.step,
             "examples_seen": self.examples_seen,
             "tokens_seen": self.tokens_seen,
             "world_size": self.context.world_size,
-            "optimizer": self.optimizer.state_dict(),
+            "layout": {
+                "parallel": "fsdp" if sharded else "ddp",
+                "world_size": self.context.world_size,
+                "global_batch": batch * self.context.world_size if isinstance(batch, int) else None,
+            },
+            "optimizer": {} if sharded else self.optimizer.state_dict(),  # sharded: in the shard files
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
             "loader": loader_state,
@@ -662,25 +694,48 @@ class Trainer:
         if hasattr(module, "carried_state"):  # every rank's own (see the module docstring), in rank order
             carried = all_gather_object(module.carried_state(), self.context)
         path = self.checkpoint_root / checkpoint_name(self.step)
+        if is_sharded(self.model):
+            return self._save_sharded_checkpoint(path, rngs, carried)
         if self.context.is_main:
             state = self._training_state()
             state["rng"] = rngs
             if carried is not None:
                 state["carried"] = carried
-            trainer_state = {
-                "step": self.step,
-                "total_steps": self.total_steps,
-                "epoch": self.epoch,
-                "examples_seen": self.examples_seen,
-                "tokens_seen": self.tokens_seen,
-                "world_size": self.context.world_size,
-                "interrupted_by": self._stop_name(),
-                "last_eval": self.last_eval,
-                "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "run_id": self.run_id,
-                "config": self.config.to_dict(),
-            }
-            save_checkpoint(path, self.model, state, trainer_state, run_id=self.run_id)
+            save_checkpoint(path, self.model, state, self._trainer_state(), run_id=self.run_id)
+            prune_checkpoints(self.checkpoint_root, self.config.keep_last)
+        barrier(self.context)
+        self.last_checkpoint = path
+        return path
+
+    def _trainer_state(self) -> dict[str, Any]:
+        """``trainer_state.json``: the counters and the config, for people and tools."""
+        return {
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "epoch": self.epoch,
+            "examples_seen": self.examples_seen,
+            "tokens_seen": self.tokens_seen,
+            "world_size": self.context.world_size,
+            "interrupted_by": self._stop_name(),
+            "last_eval": self.last_eval,
+            "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "run_id": self.run_id,
+            "config": self.config.to_dict(),
+        }
+
+    def _save_sharded_checkpoint(self, path: Path, rngs: list[Any], carried: list[Any] | None) -> Path:
+        """`save_checkpoint` of a model sharded by FSDP: every rank writes its shards
+        (`attnlab.train.sharded_checkpoint`), rank 0 the rest."""
+        state = trainer_state = None
+        if self.context.is_main:
+            state = {**self._training_state(), "rng": rngs}
+            if carried is not None:
+                state["carried"] = carried
+            trainer_state = self._trainer_state()
+        save_sharded_checkpoint(
+            path, self.model, self.optimizer, state, trainer_state, self.context, run_id=self.run_id
+        )
+        if self.context.is_main:
             prune_checkpoints(self.checkpoint_root, self.config.keep_last)
         barrier(self.context)
         self.last_checkpoint = path
@@ -724,7 +779,10 @@ class Trainer:
         contents: CheckpointContents | None = None
         for path in candidates:
             try:
-                contents = read_checkpoint(path)
+                if is_sharded_checkpoint(path):  # verified and read by `load_sharded_checkpoint`
+                    contents = CheckpointContents(path, verify_sharded_checkpoint(path), {}, {})
+                else:
+                    contents = read_checkpoint(path)
                 break
             except (IntegrityError, FileNotFoundError) as e:
                 if len(candidates) == 1 and str(checkpoint) != "latest":
@@ -749,8 +807,12 @@ class Trainer:
 
     def _apply_checkpoint(self, contents: CheckpointContents) -> None:
         path, state = contents.path, contents.state
-        unwrap_model(self.model).load_state_dict(contents.tensors, strict=True)
-        self.optimizer.load_state_dict(state["optimizer"])
+        check_layout(path, is_sharded(self.model))
+        if is_sharded(self.model):
+            state = load_sharded_checkpoint(path, self.model, self.optimizer, self.context)
+        else:
+            unwrap_model(self.model).load_state_dict(contents.tensors, strict=True)
+            self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler.is_enabled():
             if not state["scaler"]:
@@ -758,7 +820,7 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         loader = self.train_loader
         if hasattr(loader, "load_state_dict") and not state["plain_loader"]:
-            loader.load_state_dict(state["loader"])
+            loader.load_state_dict(loader_state_for(path, state, loader))
         else:
             self._plain_epoch = int(state["loader"]["epoch"])
             self._plain_position = int(state["loader"]["position"])
