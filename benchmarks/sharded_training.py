@@ -110,9 +110,9 @@ def _mib(n: float) -> str:
 
 
 def memory(args: argparse.Namespace) -> None:
-    job = {"preset": "bert-base-uncased", "steps": 1, "batch": 4, "length": 16, "device": args.device}
+    job = {"preset": args.memory_preset, "steps": 1, "batch": 4, "length": 16, "device": args.device}
     results = {mode: run({**job, "parallel": mode}, 4) for mode in ("fsdp", "ddp")}
-    print("bert-base-uncased, 4 processes, 1 step, batch 1 x 16 tokens per rank; per-rank maximum")
+    print(f"{args.memory_preset}, 4 processes, 1 step, batch 1 x 16 tokens per rank; per-rank maximum")
     print(f"{'':12}{'parameters':>14}{'gradients':>14}{'optimizer':>14}{'state total':>14}{'peak RSS':>14}")
     totals = {}
     for mode, ranks in results.items():
@@ -126,9 +126,13 @@ def memory(args: argparse.Namespace) -> None:
 
 
 def throughput(args: argparse.Namespace) -> None:
-    job = {"preset": "bert-mini", "steps": args.steps + 2, "batch": 16, "length": 64, "device": args.device}
+    job = {"preset": args.throughput_preset, "steps": args.steps + 2, "batch": 16, "length": 64,
+           "device": args.device}  # fmt: skip
     rates = {mode: min(r["rate"] for r in run({**job, "parallel": mode}, 2)) for mode in ("fsdp", "ddp")}
-    print(f"bert-mini, 2 processes, global batch 16 x 64 tokens, {args.steps} timed steps ({args.device})")
+    print(
+        f"{args.throughput_preset}, 2 processes, global batch 16 x 64 tokens, {args.steps} timed steps "
+        f"({args.device})"
+    )
     for mode, rate in rates.items():
         print(f"{mode:6} {rate:8.1f} sequences/s")
     print(f"FSDP / DDP throughput: {rates['fsdp'] / rates['ddp']:.3f}")
@@ -139,7 +143,11 @@ def main() -> None:
     parser.add_argument("--part", choices=("memory", "throughput", "both"), default="both")
     parser.add_argument("--steps", type=int, default=10, help="timed steps of the throughput part")
     parser.add_argument("--device", default="cpu", help="cpu (gloo) or cuda (NCCL, one GPU per process)")
+    parser.add_argument("--memory-preset", default="bert-base-uncased", help="the memory part's model")
+    parser.add_argument("--throughput-preset", default="bert-mini", help="the throughput part's model")
     args = parser.parse_args()
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: no CUDA device on this machine")
     if args.part in ("memory", "both"):
         memory(args)
     if args.part in ("throughput", "both"):
