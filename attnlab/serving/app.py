@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException
 
 from attnlab import __version__
 from attnlab.serving.batching import DynamicBatcher, QueueFull
+from attnlab.serving.continuous import ContinuousBatcher
 from attnlab.serving.errors import error_response, http_error, validation_error
 from attnlab.serving.hf_api import add_hf_routes, hf_paths
 from attnlab.serving.limits import Guard
@@ -96,8 +97,13 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
         service.run_batch,
         settings.limits(),
         metrics,
-        incoming=lambda: metrics.in_flight - batcher.depth() - batcher.running,
+        incoming=lambda: metrics.in_flight - batcher.depth() - batcher.running - batcher.generating(),
     )
+    if service.kind == "gpt" and settings.continuous:  # generation joins one running decode batch
+        limits = settings.limits()
+        batcher.continuous = ContinuousBatcher(
+            service, batcher.executor, limits.max_batch_size, limits.max_queue, metrics
+        )
     app = FastAPI(
         title=f"attnlab: {service.directory.name}",
         version=__version__,
