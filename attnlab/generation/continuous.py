@@ -17,6 +17,9 @@ iteration-level scheduling):
 - a row that ends (EOS, its ``max_new_tokens``, a stop check) or is removed (`remove`: its client left) is
   taken out of the cache at once, and the left columns that only padding fills are dropped.
 
+A join or a leave copies the batch's keys and values once, into buffers with room to grow in the layout
+`attnlab.nn.buffered_attention.BufferedSelfAttention` appends to, so the steps between copy nothing.
+
 A row's tokens are those `generate` gives for its prompt alone: the same prefill, processors and random
 draws; the batched steps differ from a lone row's only in the floating-point order of the padded products.
 The model is any `attnlab.models.gpt.GPT`-like module called as ``model(ids, attention_mask=..., cache=...)``
@@ -31,7 +34,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.generation.api import fit_context
@@ -189,24 +191,40 @@ class ContinuousDecoder:
     def _kv(self, cache: list) -> list[tuple[Tensor, Tensor]]:
         return [(layer["self"]["key"], layer["self"]["value"]) for layer in cache]
 
-    def _store(self, kvs: list[tuple[Tensor, Tensor]]) -> None:
-        """The batch's keys and values, as plain tensors (the attention grows its buffers from them)."""
+    def _buffers(self, layers: int, rows: int, width: int, like: Tensor) -> list[dict]:
+        """Per layer, empty key/value buffers (rows, N, capacity, D) holding ``width`` positions, in the
+        layout `attnlab.nn.buffered_attention.BufferedSelfAttention` appends to in place (``key`` a view of
+        ``key_buffer``; room for as many positions again, so the next steps copy nothing)."""
+        _, n, _, d = like.shape
+        capacity = min(max(64, 2 * width), max(self.model.config.max_positions, width))
+        out = []
+        for _ in range(layers):
+            kb, vb = like.new_zeros(rows, n, capacity, d), like.new_zeros(rows, n, capacity, d)
+            out.append({"key_buffer": kb, "value_buffer": vb, "key": kb[:, :, :width],
+                        "value": vb[:, :, :width]})  # fmt: skip
+        return out
+
+    def _store(self, parts: list[dict]) -> None:
         if self.cache is None:
             self.cache = self.model.new_cache()
-        for layer, (k, v) in zip(self.cache, kvs):
-            layer["self"].clear()
-            layer["self"].update(key=k, value=v)
+        for layer, part in zip(self.cache, parts):
+            layer["self"] = part
 
     def _join(self, row: Row, cache: list) -> None:
-        """Add ``row``'s prefilled cache (1, N, P, D) to the batch's, the shorter padded on the left."""
+        """Add ``row``'s prefilled cache (1, N, P, D) to the batch's, the shorter padded on the left (zeros,
+        masked): one copy of each key and value into new buffers."""
         length, p = self.length(), len(row.prompt)
         width = max(length, p)
-        new = [(F.pad(k, (0, 0, width - p, 0)), F.pad(v, (0, 0, width - p, 0))) for k, v in self._kv(cache)]
-        if self.rows:
-            old = [(F.pad(k, (0, 0, width - length, 0)), F.pad(v, (0, 0, width - length, 0)))
-                   for k, v in self._kv(self.cache)]  # fmt: skip
-            new = [(torch.cat([ko, kn]), torch.cat([vo, vn])) for (ko, vo), (kn, vn) in zip(old, new)]
-        self._store(new)
+        new = self._kv(cache)
+        parts = self._buffers(len(new), len(self.rows) + 1, width, new[0][0])
+        old = self._kv(self.cache) if self.rows else [None] * len(new)
+        for part, (kn, vn), kv in zip(parts, new, old):
+            if kv is not None:
+                part["key"][:-1, :, width - length :] = kv[0]
+                part["value"][:-1, :, width - length :] = kv[1]
+            part["key"][-1:, :, width - p :] = kn
+            part["value"][-1:, :, width - p :] = vn
+        self._store(parts)
         self.rows.append(row)
         self.valid.append(p)
 
@@ -218,7 +236,11 @@ class ContinuousDecoder:
         if not self.rows:
             self.cache = None
             return
-        index = torch.tensor(keep, device=self._device())
         width = max(self.valid)
-        self._store([(k.index_select(0, index)[:, :, -width:], v.index_select(0, index)[:, :, -width:])
-                     for k, v in self._kv(self.cache)])  # fmt: skip
+        old = self._kv(self.cache)
+        parts = self._buffers(len(old), len(keep), width, old[0][0])
+        for part, (k, v) in zip(parts, old):
+            for j, i in enumerate(keep):
+                part["key"][j] = k[i, :, -width:]
+                part["value"][j] = v[i, :, -width:]
+        self._store(parts)
