@@ -5,6 +5,7 @@ concurrent clients, 10,000 requests without an error, and resident memory before
     .venv/bin/python benchmarks/serve.py --requests 2000 --rounds 2 --soak 2000   # a quicker look
     .venv/bin/python benchmarks/serve.py --model runs/mlm/model               # a trained model instead
     .venv/bin/python benchmarks/serve.py --int8                               # both servers int8
+    .venv/bin/python benchmarks/serve.py --generation [--quick]   # a GPT generating (serve_generation.py)
 
 Two real servers (``attnlab serve`` subprocesses on 127.0.0.1 only) hold the same model: one with dynamic
 batching (the defaults: ``--max-batch-size 64 --max-wait-ms 5``) and one with ``--max-batch-size 1`` (every
@@ -308,4 +309,8 @@ def _batch_sizes(port: int) -> str:
 
 
 if __name__ == "__main__":
+    if "--generation" in sys.argv[1:]:  # continuous batching under load, in its own module
+        import serve_generation
+
+        sys.exit(serve_generation.main([a for a in sys.argv[1:] if a != "--generation"]))
     sys.exit(main())

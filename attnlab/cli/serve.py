@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     batching.add_argument(
         "--max-queue", type=positive_int, default=256, help="requests waiting; more get 503 + Retry-After"
     )
+    batching.add_argument(
+        "--no-continuous", dest="continuous", action="store_false",
+        help="GPT: run each generation as a batch of its own (default: it joins the running decode batch)",
+    )  # fmt: skip
     limits = p.add_argument_group("limits")
     limits.add_argument(
         "--max-body-bytes", type=positive_int, default=1_000_000, help="larger request bodies get 413"
@@ -92,7 +96,7 @@ def run_serve(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
         max_batch_size=args.max_batch_size, max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
         timeout_s=args.timeout_s, api_key=args.api_key or os.environ.get("ATTNLAB_API_KEY") or None,
-        backend=args.backend,
+        backend=args.backend, continuous=args.continuous,
     )  # fmt: skip
     from attnlab.accel import set_cpu_gemm
 

@@ -32,7 +32,9 @@ from starlette.exceptions import HTTPException
 
 from attnlab import __version__
 from attnlab.serving.batching import DynamicBatcher, QueueFull
+from attnlab.serving.continuous import ContinuousBatcher
 from attnlab.serving.errors import error_response, http_error, validation_error
+from attnlab.serving.hf_api import add_hf_routes, hf_paths
 from attnlab.serving.limits import Guard
 from attnlab.serving.metrics import Metrics
 from attnlab.serving.openai_api import add_openai_routes, openai_paths
@@ -95,8 +97,13 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
         service.run_batch,
         settings.limits(),
         metrics,
-        incoming=lambda: metrics.in_flight - batcher.depth() - batcher.running,
+        incoming=lambda: metrics.in_flight - batcher.depth() - batcher.running - batcher.generating(),
     )
+    if service.kind == "gpt" and settings.continuous:  # generation joins one running decode batch
+        limits = settings.limits()
+        batcher.continuous = ContinuousBatcher(
+            service, batcher.executor, limits.max_batch_size, limits.max_queue, metrics
+        )
     app = FastAPI(
         title=f"attnlab: {service.directory.name}",
         version=__version__,
@@ -113,13 +120,14 @@ def create_app(service: ModelService, settings: ServeSettings | None = None) -> 
     app.add_exception_handler(HTTPException, http_error)
     add_model_routes(app, service, batcher, settings)
     add_openai_routes(app, service, batcher, settings, _failure, metrics)
+    add_hf_routes(app, service, batcher, settings, _failure, metrics)
     add_status_routes(app, service, batcher, settings, metrics)
     add_page(app)
     known = [f"/v1/{e}" for e in service.endpoints] + ["/v1/info", "/health", "/ready", "/metrics", "/"]
-    known += openai_paths(service)
+    known += openai_paths(service) + hf_paths(service)
     app.add_middleware(
         Guard, metrics=metrics, max_body_bytes=settings.max_body_bytes, api_key=settings.api_key,
-        known_paths=known,
+        known_paths=known, keyed_posts=hf_paths(service),
     )  # fmt: skip
     return app
 

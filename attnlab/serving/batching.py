@@ -16,6 +16,9 @@ then hands the batch to one model thread; requests arriving meanwhile queue up f
 with another key, or too long to join, wait in order and come first in the next batch (shorter ones behind
 them may join this one). A full queue is refused at once (`QueueFull`: HTTP 503 with Retry-After); a
 request whose client gave up (timeout) before its batch ran is skipped.
+
+Generation requests a `attnlab.serving.continuous.ContinuousBatcher` takes (``continuous``, set for a GPT)
+are handed to it instead: they join its running decode batch rather than wait for a batch of their own.
 """
 
 from __future__ import annotations
@@ -77,22 +80,33 @@ class DynamicBatcher:
         self.task: asyncio.Task | None = None
         self.running = 0  # requests in the batch on the model thread now
         self.collecting: list[Job] = []  # the batch being gathered (its window not yet over)
+        self.continuous: Any = None  # a ContinuousBatcher: generation requests go to its running batch
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
         self.queue = asyncio.Queue(self.limits.max_queue)
         self.task = asyncio.get_running_loop().create_task(self._loop(), name="attnlab-batcher")
+        if self.continuous is not None:
+            self.continuous.start()
 
     def depth(self) -> int:
-        """Requests waiting (queued, held, or in the batch being gathered), not the batch that runs."""
-        return (self.queue.qsize() if self.queue else 0) + len(self.held) + len(self.collecting)
+        """Requests waiting (queued, held, in the batch being gathered, or waiting to join the continuous
+        batch), not those that run."""
+        waiting = len(self.continuous.waiting) if self.continuous is not None else 0
+        return (self.queue.qsize() if self.queue else 0) + len(self.held) + len(self.collecting) + waiting
+
+    def generating(self) -> int:
+        """Requests in the continuous batch now."""
+        return len(self.continuous.active) if self.continuous is not None else 0
 
     async def drain(self, timeout: float = 30.0) -> None:
         """Wait until every accepted request has been answered (graceful shutdown), then stop."""
         end = time.monotonic() + timeout
-        while (self.depth() or self.running) and time.monotonic() < end:
+        while (self.depth() or self.running or self.generating()) and time.monotonic() < end:
             await asyncio.sleep(0.01)
+        if self.continuous is not None:
+            await self.continuous.stop()
         if self.task is not None:
             self.task.cancel()
             try:
@@ -115,6 +129,10 @@ class DynamicBatcher:
     async def submit(self, prepared: Any) -> Any:
         if self.queue is None:
             raise RuntimeError("the batcher is not started")
+        if self.continuous is not None and self.continuous.takes(prepared):
+            if self.depth() >= self.limits.max_queue:
+                raise QueueFull(f"{self.depth()} requests are waiting (--max-queue {self.limits.max_queue})")
+            return await self.continuous.submit(prepared)
         job = Job(prepared, asyncio.get_running_loop().create_future())
         if self.depth() >= self.limits.max_queue:
             raise QueueFull(f"{self.depth()} requests are waiting (--max-queue {self.limits.max_queue})")

@@ -1,8 +1,9 @@
 """`Guard`: the ASGI layer in front of the app that every request passes.
 
 - **API key** (when ``--api-key`` is set): ``/v1/*`` (except ``/v1/info``, which the page reads first) and
-  ``/metrics`` need ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``; otherwise 401. The page, the
-  health checks and the docs stay open.
+  ``/metrics`` need ``Authorization: Bearer KEY`` or ``X-API-Key: KEY``; otherwise 401. So do POSTs to the
+  Hugging Face inference API's paths (``POST /``, ``/embed``, ...). The page, the health checks and the docs
+  stay open.
 - **Body size**: a body over ``--max-body-bytes`` gets 413 before any of it is parsed (a declared
   Content-Length over the limit is refused without reading; a chunked body is counted as it arrives).
 - **Metrics**: every response's status and latency (to its last byte, so streams count whole) per path.
@@ -40,12 +41,14 @@ class Guard:
         max_body_bytes: int,
         api_key: str | None,
         known_paths: Collection[str],
+        keyed_posts: Collection[str] = (),
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.max_body_bytes = max_body_bytes
         self.api_key = api_key
         self.known_paths = set(known_paths)
+        self.keyed_posts = set(keyed_posts)  # paths whose POSTs need the key (GET / is the page)
 
     def _authorised(self, scope: Scope) -> bool:
         given = _header(scope, b"x-api-key")
@@ -54,9 +57,11 @@ class Guard:
             given = auth[7:].strip()
         return given is not None and hmac.compare_digest(given.encode(), self.api_key.encode())
 
-    def _needs_key(self, path: str) -> bool:
+    def _needs_key(self, path: str, method: str) -> bool:
         return self.api_key is not None and (
-            (path.startswith("/v1/") and path not in OPEN_PATHS) or path == "/metrics"
+            (path.startswith("/v1/") and path not in OPEN_PATHS)
+            or path == "/metrics"
+            or (method == "POST" and (path in self.keyed_posts or path.startswith("/pipeline/")))
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -76,7 +81,7 @@ class Guard:
 
         self.metrics.in_flight += 1
         try:
-            if self._needs_key(path) and not self._authorised(scope):
+            if self._needs_key(path, scope.get("method", "GET")) and not self._authorised(scope):
                 response = error_response(
                     401, "this server needs an API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
                     headers={"WWW-Authenticate": "Bearer"},

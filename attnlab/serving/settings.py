@@ -20,6 +20,7 @@ class ServeSettings:
     api_key: str | None = None  # when set, /v1/* (except /v1/info) and /metrics need it
     backend: str = "torch"  # or "onnxruntime" (encoders)
     graceful_s: float = 30.0  # on shutdown, how long in-flight requests may take to finish
+    continuous: bool = True  # GPT: generation requests join one running decode batch (continuous batching)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
