@@ -168,9 +168,18 @@ def options(words: list[str]) -> list[tuple[str, list[str]]]:
     return out
 
 
+# a script's other mode (a flag of the doc's line) with options of its own
+TINY_MODES = {
+    ("benchmarks/serve.py", "--generation"): ["--requests", "4", "--clients", "2", "--sequential", "2"],
+}  # fmt: skip
+
+
 def tiny(script: str, args: list[str]) -> list[str]:
-    """``args`` with the script's `TINY` options in place of the doc's values of the same options."""
-    small = options(TINY[script])
+    """``args`` with the script's `TINY` options (those of its mode in `TINY_MODES` where the line names
+    one) in place of the doc's values of the same options."""
+    modes = TINY_MODES.items()
+    mode = next((extra for (name, flag), extra in modes if name == script and flag in args), None)
+    small = options(TINY[script] if mode is None else mode)
     replaced = {option for option, values in small if values}
     kept, skipping = [], False
     for word in args:
