@@ -16,9 +16,12 @@ fp32 and int8 (< 1: faster than ONNX Runtime). Engines:
 - ``attnlab modules``: the same model with that path off (each sub-module called), to show what it gains;
 - ``attnlab compile``: the same under ``torch.compile`` (inductor; compiled before timing);
 - ``attnlab int8``: `attnlab.inference.quantize` (every linear layer int8, activations quantized per call;
-  the engine `attnlab.inference.quantize.auto_engine` picks: attnlab's kernel, `attnlab.accel.int8_gemm`, its
-  VNNI build where the CPU has VNNI, else its AVX2 one; ``ATTNLAB_INT8_VNNI=off`` times the AVX2 build);
-- ``attnlab int8 int_mm``: the same on PyTorch's ``torch._int_mm`` (``quantize(engine="int_mm")``), its peer;
+  the engine `attnlab.inference.quantize.auto_engine` picks: oneDNN's int8 GEMM with attnlab's quantization
+  where the CPU has VNNI, else attnlab's kernel, `attnlab.accel.int8_gemm`, in its AVX2 build;
+  ``ATTNLAB_INT8_VNNI=off`` times the AVX2 build);
+- ``attnlab int8 kernel`` / ``attnlab int8 onednn`` / ``attnlab int8 int_mm``: the same on one engine
+  (``quantize(engine=...)``): attnlab's kernel alone, oneDNN's int8 GEMM (`attnlab.accel.onednn_int8`), or
+  PyTorch's ``torch._int_mm``, its peer;
 - ``HF``: transformers ``BertModel`` (SDPA attention) with the attnlab weights (`attnlab.io.to_hf`);
 - ``ORT fp32`` / ``ORT int8``: `attnlab.inference.export_onnx` of the same model on ONNX Runtime, and
   ``onnxruntime.quantization.quantize_dynamic`` of that graph; intra-op spinning off (it would steal the next
@@ -81,8 +84,9 @@ from attnlab.io import to_hf  # noqa: E402
 from attnlab.models import Encoder, get_preset  # noqa: E402
 
 SHAPES = ((1, 128), (32, 128))
-ENGINES = ("attnlab", "attnlab modules", "attnlab compile", "attnlab int8", "attnlab int8 int_mm", "HF",
-           "ORT fp32", "ORT int8")  # fmt: skip
+INT8_ENGINES = {"attnlab int8": None, "attnlab int8 kernel": "attnlab", "attnlab int8 onednn": "onednn",
+                "attnlab int8 int_mm": "int_mm"}  # fmt: skip  # name -> quantize's engine
+ENGINES = ("attnlab", "attnlab modules", "attnlab compile", *INT8_ENGINES, "HF", "ORT fp32", "ORT int8")
 FP32_ENGINES = ("attnlab", "attnlab modules", "attnlab compile")  # attnlab's float32 paths
 
 
@@ -193,16 +197,16 @@ class Engines:
         return build_hf(self.model)
 
     @functools.cached_property
-    def int8(self) -> torch.nn.Module:
+    def int8_models(self) -> dict[str, torch.nn.Module]:
+        """The int8 models built so far, by engine (None: `auto_engine`'s)."""
+        return {}
+
+    def int8(self, engine: str | None) -> torch.nn.Module:
         from attnlab.inference import quantize
 
-        return quantize(self.model)
-
-    @functools.cached_property
-    def int8_int_mm(self) -> torch.nn.Module:
-        from attnlab.inference import quantize
-
-        return quantize(self.model, engine="int_mm")
+        if engine not in self.int8_models:
+            self.int8_models[engine] = quantize(self.model, engine=engine)
+        return self.int8_models[engine]
 
     @functools.cached_property
     def compiled(self) -> Callable | None:
@@ -233,8 +237,8 @@ class Engines:
         if name == "attnlab compile":
             compiled = self.compiled  # an OptimizedModule: no truth value (len() raises)
             return None if compiled is None else (lambda: compiled(**batch).last_hidden_state)
-        if name in ("attnlab int8", "attnlab int8 int_mm"):
-            int8 = self.int8 if name == "attnlab int8" else self.int8_int_mm
+        if name in INT8_ENGINES:
+            int8 = self.int8(INT8_ENGINES[name])
             return lambda: int8(**batch).last_hidden_state
         if name == "HF":
             hf = self.hf
@@ -424,9 +428,9 @@ def main(argv: list[str] | None = None) -> int:
 def _print_block(rows: list[tuple]) -> None:
     preset, threads, b, t = rows[0][:4]
     print(f"\n{preset}, {threads} thread(s), B={b} T={t}")
-    print(f"  {'engine':<16} {'ms':>9} {'tokens/s':>10} {'/ORT fp32':>10} {'/ORT int8':>10}  check")
+    print(f"  {'engine':<20} {'ms':>9} {'tokens/s':>10} {'/ORT fp32':>10} {'/ORT int8':>10}  check")
     for _, _, b, t, name, m, fp32, int8, note in rows:
-        print(f"  {name:<16} {1000 * m:>9.1f} {b * t / m:>10.0f} {m / fp32:>10.2f} {m / int8:>10.2f}  {note}")
+        print(f"  {name:<20} {1000 * m:>9.1f} {b * t / m:>10.0f} {m / fp32:>10.2f} {m / int8:>10.2f}  {note}")
     sys.stdout.flush()
 
 

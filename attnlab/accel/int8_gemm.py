@@ -41,14 +41,16 @@ __all__ = [
     "Int8Weight",
     "available",
     "levels",
+    "loaded",
     "pack",
     "product",
     "quantize_rows_reference",
+    "reference_product",
     "unavailable_reason",
 ]
 
 SOURCE = Path(__file__).with_name("csrc") / "int8_gemm.cpp"
-VERSION = 2  # torch.ops.attnlab.int8_gemm[_vnni]_version() of the source this module speaks to
+VERSION = 3  # torch.ops.attnlab.int8_gemm[_vnni]_version() of the source this module speaks to
 PANEL = 8  # output columns per panel
 STEP = 4  # k per 32-bit group: one vpmaddubsw pair sum twice over
 LEVELS = 127  # 7-bit activations on AVX2: a pair of products stays below int16's 32767 (see the C++ file)
@@ -108,7 +110,7 @@ def quantize_rows_reference(x: Tensor, levels: int = LEVELS) -> tuple[Tensor, Te
     return xq, s, z
 
 
-def _reference(x: Tensor, w: Int8Weight, levels: int = LEVELS) -> Tensor:
+def reference_product(x: Tensor, w: Int8Weight, levels: int = LEVELS) -> Tensor:
     """What the kernel of ``levels`` computes, in float64 from the same integers."""
     xq, s, z = quantize_rows_reference(x, levels)
     n, k = w.out_features, w.in_features
@@ -126,7 +128,7 @@ def _check(fn, levels: int) -> None:
         w = pack(torch.randn(n, k, **f32), torch.randn(n, **f32) if with_bias else None)
         for rows in (*range(1, 10), 13, 40):  # each remainder tile; the 6 x 2 tiles; 32-wide quantization
             x = torch.randn(rows, k, **f32)
-            want = _reference(x, w, levels)
+            want = reference_product(x, w, levels)
             for act in (0, GELU):
                 got = _call(fn, x, w, act).double()
                 if act == GELU:
@@ -145,19 +147,38 @@ def _fake(x: Tensor, panels: Tensor, colsum: Tensor, scale: Tensor, bias: Tensor
     return x.new_empty((*x.shape[:-1], n), dtype=torch.float32)
 
 
+def _fake_quantize_rows(x: Tensor):
+    rows = x.numel() // max(x.shape[-1], 1) if x.dim() else 1
+    return (x.new_empty(x.shape, dtype=torch.uint8), x.new_empty((rows,), dtype=torch.float32),
+            x.new_empty((rows,), dtype=torch.int32))  # fmt: skip
+
+
+def _fake_finish_rows(out: Tensor, scale: Tensor, zero: Tensor, cw: Tensor, bias: Tensor | None, act: int):
+    return None
+
+
 @dataclass(frozen=True)
 class Kernel:
-    """The loaded kernel: its op (``torch.ops.attnlab.int8_gemm[_vnni].default``), its activations' levels."""
+    """The loaded kernel: its op (``torch.ops.attnlab.int8_gemm[_vnni].default``), its activations' levels,
+    and its quantization and epilogue as ops of their own (for `attnlab.accel.onednn_int8`)."""
 
     op: object
     levels: int
+    quantize_rows: object
+    finish_rows: object
 
 
 def _checked(name: str, levels: int) -> Kernel:
     """The loaded library's op ``name``, checked (raises if it is another version or computes wrongly)."""
     check_version(name, VERSION)
-    register_fakes_once({name: _fake})
-    kernel = Kernel(getattr(torch.ops.attnlab, name).default, levels)
+    register_fakes_once(
+        {name: _fake, f"{name}_quantize_rows": _fake_quantize_rows, f"{name}_finish_rows": _fake_finish_rows}
+    )
+    ops = (
+        getattr(torch.ops.attnlab, f"{name}_quantize_rows").default,
+        getattr(torch.ops.attnlab, f"{name}_finish_rows").default,
+    )
+    kernel = Kernel(getattr(torch.ops.attnlab, name).default, levels, *ops)
     _check(kernel.op, levels)
     return kernel
 
@@ -199,6 +220,14 @@ def levels() -> int:
     if isinstance(kernel, str):
         raise RuntimeError(f"the int8 product kernel is not available: {kernel}")
     return kernel.levels
+
+
+def loaded() -> Kernel:
+    """The loaded kernel; RuntimeError where not `available`."""
+    kernel = _kernel()
+    if isinstance(kernel, str):
+        raise RuntimeError(f"the int8 product kernel is not available: {kernel}")
+    return kernel
 
 
 def unavailable_reason() -> str | None:

@@ -11,6 +11,8 @@ so it leaves almost all of such a model in float32 (about as fast as float32 for
   tensors (``torch.quantize_per_channel``, ``torch.ops.quantized.linear_dynamic``):
   - ``attnlab``: attnlab's kernel (`attnlab.accel.int8_gemm`), a scale and zero point per row, the
     quantization inside the product: 8 bits on the 8-bit dot product of CPUs with VNNI, 7 bits on AVX2;
+  - ``onednn``: the same numbers, the integer product on oneDNN's u8 x s8 GEMM (`attnlab.accel.onednn_int8`),
+    faster where the CPU has VNNI;
   - ``int_mm``: PyTorch's ``torch._int_mm`` (int8 x int8 -> int32) with each row of x quantized
     symmetrically by PyTorch operations first, for CPUs where attnlab's kernel is not available.
 
@@ -31,11 +33,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnlab.accel import int8_gemm
+from attnlab.accel import int8_gemm, onednn_int8
 from attnlab.cpu import cpu_flags
 from attnlab.nn.attention import MultiHeadAttention
 
-ENGINES = ("attnlab", "int_mm")
+ENGINES = ("onednn", "attnlab", "int_mm")
 
 
 def cpu_has_vnni() -> bool:
@@ -44,10 +46,13 @@ def cpu_has_vnni() -> bool:
 
 
 def auto_engine(kernel: bool | None = None) -> str:
-    """The engine `quantize` packs for: ``attnlab`` where attnlab's int8 kernel is available (``kernel``,
-    default `int8_gemm.available`: an x86-64 CPU with AVX2 and a compiler), else ``int_mm``.
-    Why: ``benchmarks/inference.py``'s int8 rows (figures in docs/design_measurements.md)."""
-    return "attnlab" if (int8_gemm.available() if kernel is None else kernel) else "int_mm"
+    """The engine `quantize` packs for: ``onednn`` where `onednn_int8.available` (VNNI), else ``attnlab``
+    where attnlab's int8 kernel is available (``kernel``, default `int8_gemm.available`: an x86-64 CPU with
+    AVX2 and a compiler), else ``int_mm``. Why: ``benchmarks/inference.py``'s int8 rows (figures in
+    docs/performance.md and docs/design_measurements.md)."""
+    if not (int8_gemm.available() if kernel is None else kernel):
+        return "int_mm"
+    return "onednn" if kernel is None and onednn_int8.available() else "attnlab"
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ class Int8Linear(nn.Module):
 
     def __init__(self, packed: object, in_features: int, out_features: int, reduce_range: bool) -> None:
         super().__init__()
-        # not a parameter: attnlab's `int8_gemm.Int8Weight` or an `IntMMWeight` (weight and bias)
+        # not a parameter: an `int8_gemm.Int8Weight`, `onednn_int8.OneDNNInt8Weight` or `IntMMWeight`
         self._packed = packed
         self.in_features = in_features
         self.out_features = out_features
@@ -102,9 +107,10 @@ class Int8Linear(nn.Module):
         """Packed for ``engine`` (`ENGINES`; default `auto_engine`). ``reduce_range`` (``int_mm``): None
         picks by the CPU (see the module doc); the ``attnlab`` engine's bits are its kernel's."""
         engine = auto_engine() if engine is None else engine
-        if engine == "attnlab":
-            packed = int8_gemm.pack(linear.weight, linear.bias)
+        if engine in ("attnlab", "onednn"):
+            pack = int8_gemm.pack if engine == "attnlab" else onednn_int8.pack
             seven_bits = int8_gemm.levels() < int8_gemm.VNNI_LEVELS
+            packed = pack(linear.weight, linear.bias)
             return cls(packed, linear.in_features, linear.out_features, reduce_range=seven_bits)
         if engine != "int_mm":
             raise ValueError(
@@ -118,26 +124,33 @@ class Int8Linear(nn.Module):
     @property
     def gelu_product(self):
         """``x -> F.gelu(self(x))`` in one call, the GELU in the product's epilogue (within 4e-7 of
-        PyTorch's), where the weights are on attnlab's kernel; None on the ``int_mm`` engine. For
+        PyTorch's), on the ``attnlab`` and ``onednn`` engines; None on ``int_mm``. For
         `attnlab.accel.fused_layer.flat_encoder_layer`."""
-        if not isinstance(self._packed, int8_gemm.Int8Weight):
+        if isinstance(self._packed, IntMMWeight):
             return None
         return self._gelu
 
     def _gelu(self, x: Tensor) -> Tensor:
         if x.dtype != torch.float32:
             raise TypeError(f"Int8Linear: expected float32 input, got {x.dtype}")
-        return int8_gemm.product(x, self._packed, int8_gemm.GELU)
+        return self._product(x, int8_gemm.GELU)
+
+    def _product(self, x: Tensor, act: int) -> Tensor:
+        if isinstance(self._packed, onednn_int8.OneDNNInt8Weight):
+            return onednn_int8.product(x, self._packed, act)
+        return int8_gemm.product(x, self._packed, act)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dtype != torch.float32:
             raise TypeError(f"Int8Linear: expected float32 input, got {x.dtype}")
-        if isinstance(self._packed, int8_gemm.Int8Weight):
-            return int8_gemm.product(x, self._packed)
-        return _int_mm_product(x, self._packed)
+        if isinstance(self._packed, IntMMWeight):
+            return _int_mm_product(x, self._packed)
+        return self._product(x, 0)
 
     def extra_repr(self) -> str:
-        engine = "attnlab" if isinstance(self._packed, int8_gemm.Int8Weight) else "int_mm"
+        engine = {int8_gemm.Int8Weight: "attnlab", onednn_int8.OneDNNInt8Weight: "onednn"}.get(
+            type(self._packed), "int_mm"
+        )
         activations = f"{engine}: {7 if self.reduce_range else 8}-bit activations per row"
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, int8 per-channel weights, "
@@ -182,6 +195,8 @@ def quantize(
     if engine == "attnlab" and not int8_gemm.available():
         reason = int8_gemm.unavailable_reason()
         raise RuntimeError(f"the 'attnlab' int8 engine is not available: {reason}")
+    if engine == "onednn" and not onednn_int8.available():
+        raise RuntimeError(f"the 'onednn' int8 engine is not available: {onednn_int8.unavailable_reason()}")
     if not inplace:
         model = copy.deepcopy(model)
     model = model.cpu().float().eval()

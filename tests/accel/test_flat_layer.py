@@ -55,9 +55,10 @@ class Spy(encoder_layers.Spy):
 
 
 def _int8_engines() -> list[str]:
-    from attnlab.accel import int8_gemm
+    from attnlab.accel import int8_gemm, onednn_int8
 
-    return ["int_mm"] + (["attnlab"] if int8_gemm.available() else [])
+    kernels = ["attnlab"] if int8_gemm.available() else []
+    return ["int_mm", *kernels] + (["onednn"] if onednn_int8.available() else [])
 
 
 @int8_engine

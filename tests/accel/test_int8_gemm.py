@@ -27,7 +27,7 @@ def test_products_equal_the_quantized_reference_and_stay_close_to_float(n, k, bi
     for rows in (1, 5, 6, 7, 13, 128):
         x = torch.randn(rows, k, generator=gen)
         got = int8_gemm.product(x, packed)
-        want = int8_gemm._reference(x, packed, int8_gemm.levels())
+        want = int8_gemm.reference_product(x, packed, int8_gemm.levels())
         # the same integers: only float32 rounding of the epilogue (and, rarely, of x / s at a rounding tie)
         assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-3 * want.abs().max().item())
         exact = x @ w.T + (0 if b is None else b)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.accel import optimize
+from attnlab.accel import onednn_int8, optimize
 from attnlab.accel.linear import FastLinear
 from attnlab.inference import Int8Linear, quantize
 from attnlab.inference.quantize import ENGINES, auto_engine, cpu_has_vnni
@@ -24,6 +24,8 @@ def skip_unless_available(engine: str) -> None:
 
     if engine == "attnlab" and not int8_gemm.available():
         pytest.skip(f"attnlab's int8 kernel is not available: {int8_gemm.unavailable_reason()}")
+    if engine == "onednn" and not onednn_int8.available():
+        pytest.skip(f"oneDNN's int8 products are not used here: {onednn_int8.unavailable_reason()}")
 
 
 @pytest.mark.parametrize("reduce_range", [False, True, None])
@@ -120,6 +122,16 @@ def test_auto_engine_takes_attnlabs_kernel_where_it_is_available(kernel):
     assert auto_engine(kernel) == ("attnlab" if kernel else "int_mm")
 
 
+def test_auto_engine_takes_onednn_where_the_cpu_has_vnni():
+    from attnlab.accel import int8_gemm
+
+    want = "onednn" if onednn_int8.available() else ("attnlab" if int8_gemm.available() else "int_mm")
+    assert auto_engine() == want
+    if int8_gemm.available() and int8_gemm.levels() == int8_gemm.VNNI_LEVELS:
+        # where oneDNN is not taken on a VNNI CPU, the reason is this PyTorch build, never a wrong product
+        assert onednn_int8.available() or "no oneDNN" in onednn_int8.unavailable_reason()
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_quantize_packs_for_the_engine_asked(engine):
     from attnlab.accel import int8_gemm
@@ -135,8 +147,9 @@ def test_quantize_packs_for_the_engine_asked(engine):
     assert torch.allclose(ref, got, atol=0.05), (ref, got)
     packed = q.classifier._packed
     assert isinstance(packed, int8_gemm.Int8Weight) == (engine == "attnlab")
+    assert isinstance(packed, onednn_int8.OneDNNInt8Weight) == (engine == "onednn")
     assert f"{engine}: " in repr(q.classifier)
-    with pytest.raises(ValueError, match="one of 'attnlab', 'int_mm', got 'x86'"):
+    with pytest.raises(ValueError, match="one of 'onednn', 'attnlab', 'int_mm', got 'x86'"):
         quantize(model, engine="x86")
 
 

@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <tuple>
 #include <vector>
 
 #include "blocking.h"
@@ -262,14 +263,91 @@ at::Tensor int8_gemm_op(const at::Tensor& x_, const at::Tensor& panels, const at
     return y;
 }
 
-// Bumped with any change of the op's meaning; int8_gemm.py refuses a library that disagrees.
-int64_t int8_gemm_version() { return 2; }
+// The quantization and the epilogue of this file's product, for a product computed elsewhere (oneDNN's u8 x s8
+// GEMM, attnlab/accel/onednn_int8.py): quantize_rows gives each row of x (..., K) its levels q (..., K) uint8,
+// scale (M,) and zero point (M,) as above; finish_rows turns out[m][n] = sw_n * sum_k q[m][k] Wq[n][k] (float32,
+// in place) into s_m (out[m][n] - z_m * cw_n) + b[n] (+ GELU where act is 1), cw_n = sw_n * colsum_n.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> quantize_rows_op(const at::Tensor& x_) {
+    const char* what = "attnlab::" ATTNLAB_INT8_OP "_quantize_rows";
+    TORCH_CHECK(x_.dim() >= 1, what, ": x must have at least one dimension");
+    const at::Tensor x = attnlab_ops::dense(x_, at::kFloat, what);
+    const int64_t K = x.size(-1), M = attnlab_ops::rows_of(x);
+    at::Tensor q = at::detail::empty_cpu(x.sizes(), at::kByte, false, std::nullopt);
+    at::Tensor scale = at::detail::empty_cpu({M}, at::kFloat, false, std::nullopt);
+    at::Tensor zero = at::detail::empty_cpu({M}, at::kInt, false, std::nullopt);
+    const float* xp = x.data_ptr<float>();
+    uint8_t* qp = q.data_ptr<uint8_t>();
+    float* sp = scale.data_ptr<float>();
+    int32_t* zp = zero.data_ptr<int32_t>();
+    at::parallel_for(0, M, 16, [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) quantize_row(xp + m * K, K, K, qp + m * K, sp + m, zp + m);
+    });
+    return {q, scale, zero};
+}
+
+void finish_rows_op(const at::Tensor& out, const at::Tensor& scale_, const at::Tensor& zero_, const at::Tensor& cw_,
+                          const std::optional<at::Tensor>& bias_, int64_t act) {
+    const char* what = "attnlab::" ATTNLAB_INT8_OP "_finish_rows";
+    TORCH_CHECK(out.dim() >= 1 && out.is_contiguous() && out.scalar_type() == at::kFloat && out.device().is_cpu(),
+                what, ": out must be a contiguous float32 CPU tensor, got ", out.scalar_type(), " ", out.sizes());
+    const int64_t N = out.size(-1), M = attnlab_ops::rows_of(out);
+    TORCH_CHECK(scale_.numel() == M && zero_.numel() == M, what, ": expected ", M, " row scales and zero points");
+    const at::Tensor scale = attnlab_ops::dense(scale_, at::kFloat, what);
+    const at::Tensor zero = attnlab_ops::dense(zero_, at::kInt, what);
+    const at::Tensor cw = attnlab_ops::vector_or_none(cw_, N, at::kFloat, what);
+    TORCH_CHECK(cw.defined(), what, ": cw is required");
+    const at::Tensor bias = attnlab_ops::vector_or_none(bias_, N, at::kFloat, what);
+    TORCH_CHECK(act == 0 || act == 1, what, ": act must be 0 or 1 (GELU), got ", act);
+    float* y = out.data_ptr<float>();
+    const float* s = scale.data_ptr<float>();
+    const int32_t* z = zero.data_ptr<int32_t>();
+    const float* c = cw.data_ptr<float>();
+    const float* b = attnlab_ops::ptr_or_null<float>(bias);
+    at::parallel_for(0, M, 8, [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+            float* row = y + m * N;
+            const __m256 vs = _mm256_set1_ps(s[m]), vsz = _mm256_set1_ps(-s[m] * static_cast<float>(z[m]));
+            int64_t n = 0;
+            for (; n < N; n += 8) {
+                const int64_t width = N - n < 8 ? N - n : 8;
+                alignas(32) float t[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tc[8] = {0, 0, 0, 0, 0, 0, 0, 0},
+                                  tb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                __m256 v, vc, vb = _mm256_setzero_ps();
+                if (width == 8) {
+                    v = _mm256_loadu_ps(row + n);
+                    vc = _mm256_loadu_ps(c + n);
+                    if (b != nullptr) vb = _mm256_loadu_ps(b + n);
+                } else {
+                    for (int64_t j = 0; j < width; ++j) {
+                        t[j] = row[n + j];
+                        tc[j] = c[n + j];
+                        tb[j] = b != nullptr ? b[n + j] : 0.f;
+                    }
+                    v = _mm256_load_ps(t);
+                    vc = _mm256_load_ps(tc);
+                    vb = _mm256_load_ps(tb);
+                }
+                const __m256 r = _mm256_fmadd_ps(vsz, vc, _mm256_fmadd_ps(v, vs, vb));
+                attnlab_epilogue::finish(row + n, r, width, static_cast<int>(act));
+            }
+        }
+    });
+}
+
+// Bumped with any change of the ops' meaning; int8_gemm.py refuses a library that disagrees.
+int64_t int8_gemm_version() { return 3; }
 
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(attnlab, m) {  // a fragment: few_row_gemm.cpp's library adds its ops to the namespace
     m.def(ATTNLAB_INT8_OP "(Tensor x, Tensor panels, Tensor colsum, Tensor scale, Tensor? bias, int n, int act) -> Tensor");
     m.def(ATTNLAB_INT8_OP "_version() -> int", &int8_gemm_version);
+    m.def(ATTNLAB_INT8_OP "_quantize_rows(Tensor x) -> (Tensor, Tensor, Tensor)");
+    m.def(ATTNLAB_INT8_OP "_finish_rows(Tensor(a!) out, Tensor scale, Tensor zero, Tensor cw, Tensor? bias, int act) -> ()");
 }
 
-TORCH_LIBRARY_IMPL(attnlab, CPU, m) { m.impl(ATTNLAB_INT8_OP, &int8_gemm_op); }
+TORCH_LIBRARY_IMPL(attnlab, CPU, m) {
+    m.impl(ATTNLAB_INT8_OP, &int8_gemm_op);
+    m.impl(ATTNLAB_INT8_OP "_quantize_rows", &quantize_rows_op);
+    m.impl(ATTNLAB_INT8_OP "_finish_rows", &finish_rows_op);
+}
