@@ -1,13 +1,14 @@
 """int8 products on oneDNN's u8 x s8 GEMM, with attnlab's quantization: ``y = x W^T + b`` (or its GELU).
 
 Why: on CPUs with VNNI, oneDNN's int8 GEMM (shipped in PyTorch's x86 builds; ``torch.compile``'s int8 path
-calls it) runs bert-base's products 1.2x (B=32) to 1.5x (B=1) faster than `attnlab.accel.int8_gemm`'s kernel, which works in
-256-bit registers (``benchmarks/inference.py``, figures in docs/performance.md). The numbers stay that
-kernel's: W int8 with one scale per output row, each row of x asymmetric to 8 bits (its own scale s_m and zero
-point z_m, so a row's result does not depend on the other rows), the integer sums exact. oneDNN computes
-``out[m][n] = sw_n sum_k q[m][k] Wq[n][k]`` (zero point 0 and scale 1 for x); attnlab's epilogue op then
-gives ``s_m (out[m][n] - z_m sw_n colsum_n) + b_n`` and the GELU. The quantization and the epilogue are ops of
-`attnlab.accel.int8_gemm`'s library, so all three calls are ops that ``torch.compile`` sees.
+calls it) runs bert-base's products 1.2x (B=32) to 1.5x (B=1) faster than `attnlab.accel.int8_gemm`'s
+kernel, which works in 256-bit registers (``benchmarks/inference.py``, figures in docs/performance.md).
+The numbers stay that kernel's: W int8 with one scale per output row, each row of x asymmetric to 8 bits
+(its own scale s_m and zero point z_m, so a row's result does not depend on the other rows), the integer
+sums exact. oneDNN computes ``out[m][n] = sw_n sum_k q[m][k] Wq[n][k]`` (zero point 0 and scale 1 for x);
+attnlab's epilogue op then gives ``s_m (out[m][n] - z_m sw_n colsum_n) + b_n`` and the GELU. The
+quantization and the epilogue are ops of `attnlab.accel.int8_gemm`'s library, so all three calls are ops
+that ``torch.compile`` sees.
 
 `available` where the CPU has VNNI, attnlab's VNNI kernel library is loaded and PyTorch has the oneDNN ops
 (private ones: their presence is checked, and a product is checked against the kernel's reference once).
