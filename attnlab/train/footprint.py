@@ -6,11 +6,10 @@ one such step can take minutes and tens of GB (BERT-base at 256 x 128 tokens: ab
 in the machine's memory or in the time given, so that no probe is built only to fail; a command adds which
 of its options would fit.
 
-- weights, gradients and Adam's two moments: 16 bytes a parameter in float32, plus the probe's copy of the
-  weights (4);
-- activations kept for the backward pass of a Transformer layer: s*b*h*(34 + 5*a*s/h) bytes in 16-bit
-  arithmetic (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
-  eq. 1), doubled for float32;
+- memory: what one process of a run holds (`attnlab.train.memory_plan.plan_memory`: weights, gradients and
+  Adam's two moments, 16 bytes a parameter in float32; the activations a Transformer layer keeps for the
+  backward pass, Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+  eq. 1, doubled for float32), plus the probe's copy of the weights (4 bytes a parameter);
 - arithmetic: 6 * N * tokens for the weights' products (forward 2, backward 4: Kaplan et al. 2020) plus
   12 * L * s * h * tokens for attention's two products; the machine's rate is a float32 matrix product
   timed here, an upper bound on what a training step reaches, so a refusal is never a close call.
@@ -26,8 +25,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .memory_plan import plan_memory
+
 GiB = 1024**3
-STATE_BYTES_PER_PARAMETER = 4 + 4 + 8 + 4  # weights, gradients, Adam's moments, the probe's copy
+PROBE_COPY_BYTES = 4  # a parameter's float32 copy that the timing probe keeps
 MEMORY_SHARE = 0.9  # of the memory available that a step may take
 BUDGET_STEPS = 3  # the fewest steps a timed run takes: the probe's untimed and timed one, one of training
 
@@ -49,28 +50,21 @@ class StepCost:
         return self.state_bytes + self.activation_bytes
 
 
-def transformer_activation_bytes(layers: int, hidden: int, heads: int, batch: int, length: int) -> int:
-    """Bytes a float32 Transformer stack keeps for its backward pass (Korthikanti et al. 2022, eq. 1, x2)."""
-    per_layer_16bit = length * batch * hidden * (34 + 5 * heads * length / hidden)
-    return int(2 * layers * per_layer_16bit)
-
-
 def step_cost(model: nn.Module, batch: int, length: int, accum: int = 1) -> StepCost:
     """`StepCost` of ``model`` on ``batch`` sequences of ``length`` tokens (``accum`` micro-batches a step:
     arithmetic grows with it, activations do not). A model without ``config.num_heads`` (ELMo's LSTMs) is
     priced by its weights alone."""
-    parameters = sum(p.numel() for p in model.parameters())
+    plan = plan_memory(model, batch_size=batch, length=length)
+    parameters = plan.parameter_count
     config = getattr(model, "config", None)
     layers = getattr(config, "num_layers", 0)
     hidden = getattr(config, "hidden_size", 0)
-    heads = getattr(config, "num_heads", 0)
     tokens = batch * length * accum
     flops = 6.0 * parameters * tokens
-    activations = 0
-    if layers and hidden and heads:
+    if plan.activations:
         flops += 12.0 * layers * length * hidden * tokens
-        activations = transformer_activation_bytes(layers, hidden, heads, batch, length)
-    return StepCost(STATE_BYTES_PER_PARAMETER * parameters, activations, flops)
+    state = plan.parameters + plan.gradients + plan.optimizer + PROBE_COPY_BYTES * parameters
+    return StepCost(state, plan.activations, flops)
 
 
 def available_memory_bytes() -> int | None:

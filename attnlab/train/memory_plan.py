@@ -10,7 +10,8 @@ estimates per rank, in fp32 with AdamW (two moments per parameter):
   ``T * B * H * (34 + 5 * A * T / H)`` bytes in 16-bit, doubled for fp32; with activation checkpointing
   each layer keeps only its input (``4 * B * T * H`` bytes) and one layer's activations are live at a time.
 
-It is an estimate for choosing machines, not a measurement (benchmarks/sharded_training.py measures).
+It is an estimate for choosing machines, not a measurement (benchmarks/sharded_training.py measures); one
+process (``world_size=1``) is what `attnlab.train.footprint` prices before a run's first step.
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ from torch import nn
 
 from attnlab.atomic import format_bytes
 
-from .footprint import transformer_activation_bytes
 from .sharded import transformer_layers
 
 FP32 = 4
+
+
+def transformer_activation_bytes(layers: int, hidden: int, heads: int, batch: int, length: int) -> int:
+    """Bytes a float32 Transformer stack keeps for its backward pass (Korthikanti et al. 2022, eq. 1, x2)."""
+    per_layer_16bit = length * batch * hidden * (34 + 5 * heads * length / hidden)
+    return int(2 * layers * per_layer_16bit)
 
 
 @dataclass(frozen=True)
@@ -56,19 +62,26 @@ class MemoryPlan:
 def plan_memory(
     model: nn.Module,
     *,
-    world_size: int,
-    parallel: str,
+    world_size: int = 1,
+    parallel: str = "ddp",
     batch_size: int,
     length: int,
-    hidden: int,
-    heads: int,
+    hidden: int | None = None,
+    heads: int | None = None,
+    layers: int | None = None,
     activation_checkpointing: bool = False,
 ) -> MemoryPlan:
-    """The per-rank memory of training ``model`` (see the module docstring); ``batch_size`` is per rank."""
+    """The per-rank memory of training ``model`` (see the module docstring); ``batch_size`` is per rank.
+    ``hidden``, ``heads`` and ``layers`` (the layers run, shared ones counted each time: ALBERT's 12) default
+    to the model's ``config``; a model without them (ELMo's LSTMs) is priced by its weights alone."""
     if world_size < 1:
         raise ValueError(f"world_size: expected >= 1, got {world_size}")
+    config = getattr(model, "config", None)
+    hidden = hidden or getattr(config, "hidden_size", 0)
+    heads = heads or getattr(config, "num_heads", 0)
     count = sum(p.numel() for p in model.parameters())
     units = transformer_layers(model)
+    layers = layers or getattr(config, "num_layers", 0) or len(units)
     largest = max((sum(p.numel() for m in unit for p in m.parameters()) for unit in units), default=0)
     if parallel == "fsdp":
         shard = -(-count // world_size)  # ceil: the last rank's shard is padded
@@ -77,10 +90,11 @@ def plan_memory(
     else:
         parameters = gradients = count * FP32
         optimizer = 2 * count * FP32
-    per_layer = transformer_activation_bytes(1, hidden, heads, batch_size, length)
-    layers = len(units)
-    if activation_checkpointing:
-        activations = layers * FP32 * batch_size * length * hidden + per_layer
-    else:
-        activations = layers * per_layer
+    activations = 0
+    if hidden and heads:
+        per_layer = transformer_activation_bytes(1, hidden, heads, batch_size, length)
+        if activation_checkpointing:
+            activations = layers * FP32 * batch_size * length * hidden + per_layer
+        else:
+            activations = layers * per_layer
     return MemoryPlan(parameters, gradients, optimizer, int(activations), world_size, parallel, count)

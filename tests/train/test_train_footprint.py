@@ -9,7 +9,8 @@ import torch
 from attnlab.models import ARCHITECTURES, EncoderConfig, get_preset
 from attnlab.train import budget, footprint
 from attnlab.train.config import TrainerConfig
-from attnlab.train.footprint import StepDoesNotFit, check_step_fits, step_cost, transformer_activation_bytes
+from attnlab.train.footprint import StepDoesNotFit, check_step_fits, step_cost
+from attnlab.train.memory_plan import transformer_activation_bytes
 
 TINY = EncoderConfig(vocab_size=50, hidden_size=16, num_heads=2, intermediate_size=32, num_layers=2)
 

@@ -37,3 +37,17 @@ def test_activation_checkpointing_keeps_less_than_all_layers_activations():
     _, checkpointed = _plan(parallel="fsdp", activation_checkpointing=True)
     assert checkpointed.activations < plain.activations
     assert "total" in checkpointed.lines()[-1]
+
+
+def test_shared_layers_count_once_as_weights_and_each_time_as_activations():
+    from attnlab.models import EncoderForPreTraining, get_preset
+
+    shape = {"batch_size": 2, "length": 8}
+    with torch.device("meta"):
+        albert = EncoderForPreTraining.from_config(get_preset("albert-base", vocab_size=100))
+    plan = plan_memory(albert, **shape)
+    config = albert.config
+    assert config.num_layers == 12  # one layer's weights, applied 12 times
+    want = 12 * plan_memory(albert, **shape, layers=1).activations
+    assert plan.activations == want > 0
+    assert plan.parameters == 4 * sum(p.numel() for p in albert.parameters())
