@@ -7,8 +7,9 @@ The numbers stay that kernel's: W int8 with one scale per output row, each row o
 (its own scale s_m and zero point z_m, so a row's result does not depend on the other rows), the integer
 sums exact. oneDNN computes ``out[m][n] = sw_n sum_k q[m][k] Wq[n][k]`` (zero point 0 and scale 1 for x);
 attnlab's epilogue op then gives ``s_m (out[m][n] - z_m sw_n colsum_n) + b_n`` and the GELU. The
-quantization and the epilogue are ops of `attnlab.accel.int8_gemm`'s library, so all three calls are ops
-that ``torch.compile`` sees.
+quantization and the epilogue are ops of `attnlab.accel.int8_gemm`'s library with fake implementations, so
+``torch.compile`` and ``torch.export`` trace all three calls (inductor's lowering of oneDNN's op wants the
+packed weight frozen: ``torch._inductor.config.freezing``).
 
 `available` where the CPU has VNNI, attnlab's VNNI kernel library is loaded and PyTorch has the oneDNN ops
 (private ones: their presence is checked, and a product is checked against the kernel's reference once).
@@ -31,7 +32,8 @@ __all__ = ["OneDNNInt8Weight", "available", "pack", "product"]
 @dataclass(frozen=True)
 class OneDNNInt8Weight:
     """W (N, K) for oneDNN: ``packed`` (its prepacked int8 layout), ``scale`` (N,) sw, ``zeros`` (N,) int64
-    (oneDNN's weight zero points: symmetric), ``cw`` (N,) = sw * colsum, ``bias`` (N,) or None."""
+    (oneDNN's weight zero points: symmetric), ``cw`` (N,) = sw * colsum, ``bias`` (N,) or None; the kernel
+    library's quantization and epilogue ops (bound here, so that a traced product calls only ops)."""
 
     packed: Tensor
     scale: Tensor
@@ -40,6 +42,8 @@ class OneDNNInt8Weight:
     bias: Tensor | None
     out_features: int
     in_features: int
+    quantize_rows: object
+    finish_rows: object
 
 
 def _ops_present() -> bool:
@@ -57,22 +61,23 @@ def pack(weight: Tensor, bias: Tensor | None = None) -> OneDNNInt8Weight:
     cw = scale * wq.sum(dim=1, dtype=torch.int32).float()
     b = None if bias is None else bias.detach().to("cpu", torch.float32).contiguous()
     packed = torch.ops.onednn.qlinear_prepack(wq, None)
-    return OneDNNInt8Weight(packed, scale, torch.zeros(n, dtype=torch.int64), cw, b, n, k)
+    kernel = int8_gemm.loaded()
+    zeros = torch.zeros(n, dtype=torch.int64)
+    return OneDNNInt8Weight(packed, scale, zeros, cw, b, n, k, kernel.quantize_rows, kernel.finish_rows)
 
 
 def product(x: Tensor, w: OneDNNInt8Weight, act: int = 0) -> Tensor:
     """``x (..., K) @ W^T + b`` -> (..., N) float32, or its GELU (``act`` `int8_gemm.GELU`)."""
-    kernel = int8_gemm.loaded()
     if act not in (0, int8_gemm.GELU):
         raise ValueError(f"int8 product: act must be 0 or {int8_gemm.GELU} (GELU), got {act!r}")
     x = rows_input(x, w.in_features, w.out_features, "int8 product")
     if x.numel() == 0:
         return x.new_zeros((*x.shape[:-1], w.out_features))
-    q, s, z = kernel.quantize_rows(x.contiguous())
+    q, s, z = w.quantize_rows(x.contiguous())
     out = torch.ops.onednn.qlinear_pointwise(
         q, 1.0, 0, w.packed, w.scale, w.zeros, None, 1.0, 0, torch.float32, "none", [], ""
     )
-    kernel.finish_rows(out, s, z, w.cw, w.bias, act)  # in place
+    w.finish_rows(out, s, z, w.cw, w.bias, act)  # in place
     return out
 
 

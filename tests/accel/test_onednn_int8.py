@@ -86,3 +86,17 @@ def test_the_quantization_and_epilogue_ops_have_fake_implementations():
         1,
     )
     torch.library.opcheck(kernel.finish_rows, args)
+
+
+def test_torch_compile_and_export_trace_the_three_ops():
+    packed = onednn_int8.pack(torch.randn(64, 32), torch.randn(64))
+
+    class Product(torch.nn.Module):
+        def forward(self, x):
+            return onednn_int8.product(x, packed, int8_gemm.GELU)
+
+    x = torch.randn(5, 32)
+    want = Product()(x)
+    assert torch.equal(torch.compile(Product(), fullgraph=True, backend="aot_eager")(x), want)
+    exported = torch.export.export(Product(), (x,))
+    assert torch.equal(exported.module()(x), want)
