@@ -154,6 +154,23 @@ def load_sharded_checkpoint(
     return load_training_state(path)
 
 
+def read_sharded_weights(path: str | Path, template: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The whole model's weights in the sharded checkpoint ``path``, read by this process alone (not a
+    collective: e.g. rank 0 averaging checkpoints after the run). ``template`` is a plain (unsharded) model's
+    state dict: its names, shapes and dtypes. A tied weight saved under one name only is left out; the
+    caller fills its aliases. The manifest is verified first."""
+    path = Path(path)
+    verify_sharded_checkpoint(path)
+    metadata = dcp.FileSystemReader(str(path / SHARDED_DIR)).read_metadata().state_dict_metadata
+    weights = {
+        name: torch.empty(tensor.shape, dtype=tensor.dtype)
+        for name, tensor in template.items()
+        if f"model.{name}" in metadata
+    }
+    dcp.load({"model": weights}, checkpoint_id=str(path / SHARDED_DIR), no_dist=True)
+    return weights
+
+
 def check_layout(path: str | Path, sharded_model: bool) -> None:
     """A sharded checkpoint resumes a sharded model only, a full one an unsharded model only."""
     sharded_checkpoint = is_sharded_checkpoint(path)
