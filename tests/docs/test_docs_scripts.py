@@ -35,6 +35,7 @@ INLINE_CODE = re.compile(r"`([^`\n]+)`")
 TINY = {
     "benchmarks/sharded_training.py": [
         "--memory-preset", "bert-tiny", "--throughput-preset", "bert-tiny", "--steps", "1",
+        "--parity-preset", "bert-tiny", "--parity-steps", "2",
     ],
     "experiments/distillation.py": [
         "--teacher-minutes", "0.1", "--distill-minutes", "0.05", "--students", "distilled", "random-init",
