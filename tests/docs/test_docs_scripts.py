@@ -48,6 +48,7 @@ TINY = {
         "--output", "runs/elmo_conll",
     ],
     "experiments/int8_sst2.py": ["--threads", "1"],
+    "experiments/sharded_resume_trials.py": ["--trials", "1"],
     "experiments/kbert.py": [
         "--data", "../shared/data/kbert", "--seeds", "0", "--ner-epochs", "1", "--sentiment-epochs", "1",
         "--max-train-examples", "16", "--sentiment-max-train-examples", "16", "--max-dev-examples", "16",

@@ -264,3 +264,17 @@ def test_bert_mini_fsdp_on_two_processes_follows_one_process_for_50_steps():
     finally:
         sys.path.pop(0)
     assert loss <= LOSS_RTOL and weights <= WEIGHT_ATOL
+
+
+@pytest.mark.slow
+def test_two_kill_and_resume_trials_end_with_the_uninterrupted_weights(capsys):
+    """experiments/sharded_resume_trials.py's first two trials: 2 -> 4 and 4 -> 2 processes, the last
+    rank killed after step 3, the run resumed from step 2's sharded checkpoint."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))  # spawned ranks inherit it
+    try:
+        good = importlib.import_module("sharded_resume_trials").trials(2, tolerance=WEIGHT_ATOL)
+    finally:
+        sys.path.pop(0)
+    printed = capsys.readouterr().out
+    assert good == 2, printed
+    assert printed.count("resumed from step-000002") == 2
