@@ -105,16 +105,18 @@ def _sentiment_table(root: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.slow
-def test_finetune_with_fsdp_on_two_processes_keeps_one_best_model(tmp_path):
-    """Two CPU processes (gloo) fine-tune with the encoder's layers sharded; every rank evaluates (FSDP's
-    forward is collective), rank 0 alone writes the best epoch's gathered model and the results."""
+@pytest.mark.parametrize("parallel", ["fsdp", "ddp"])
+def test_finetune_on_two_processes_keeps_one_best_model(tmp_path, parallel):
+    """Two CPU processes (gloo) fine-tune, the encoder's layers sharded (fsdp: every rank evaluates, FSDP's
+    forward is collective) or replicated (ddp: rank 0 evaluates); rank 0 alone writes the best epoch's
+    model (gathered from the shards under fsdp) and the results."""
     from torchrun import run_cli_under_torchrun
 
     data, tok = _sentiment_table(tmp_path)
     out = tmp_path / "ft"
     argv = ["finetune", "--model", "bert-tiny", "--tokenizer", str(tok), "--task", "generic", "--data-dir",
             str(data), "--batch-size", "8", "--lr", "1e-3", "--max-length", "24", "--epochs", "2",
-            "--no-progress", "--output-dir", str(out), "--parallel", "fsdp"]  # fmt: skip
+            "--no-progress", "--output-dir", str(out), "--parallel", parallel]  # fmt: skip
     stdout = run_cli_under_torchrun(tmp_path, argv, on_cpu=("--device", "cpu"))
     assert stdout.count("median dev") == 1  # rank 0 alone reports
     results = json.loads((out / "results.json").read_text())
@@ -123,16 +125,17 @@ def test_finetune_with_fsdp_on_two_processes_keeps_one_best_model(tmp_path):
     state = json.loads(
         (out / "lr0.001-seed0" / "checkpoints" / "step-000006" / "trainer_state.json").read_text()
     )
-    assert state["world_size"] == 2 and state["config"]["parallel"] == "fsdp"
+    assert state["world_size"] == 2 and state["config"]["parallel"] == parallel
     model = load(out / "best")
     assert type(model).__name__ == "EncoderForSequenceClassification"
     assert not any(p.is_meta for p in model.parameters())
 
 
 @pytest.mark.slow
-def test_translate_train_with_fsdp_on_two_processes_averages_the_sharded_checkpoints(tmp_path):
-    """translate-train over two CPU processes, its layers sharded: the last checkpoints (sharded) are read
-    whole by rank 0 and averaged into the model it writes once."""
+@pytest.mark.parametrize("parallel", ["fsdp", "ddp"])
+def test_translate_train_on_two_processes_averages_the_last_checkpoints(tmp_path, parallel):
+    """translate-train over two CPU processes, its layers sharded (fsdp: the last checkpoints, sharded, are
+    read whole by rank 0) or replicated (ddp); rank 0 averages them into the model it writes once."""
     from torchrun import run_cli_under_torchrun
 
     rng = random.Random(0)
@@ -146,11 +149,12 @@ def test_translate_train_with_fsdp_on_two_processes_averages_the_sharded_checkpo
             "--output-dir", str(out), "--preset", "transformer-tiny", "--layers", "2", "--d-model", "32",
             "--d-ff", "64", "--heads", "2", "--vocab-size", "300", "--max-steps", "4", "--save-every", "2",
             "--warmup", "1", "--max-tokens", "64", "--average-last", "2", "--no-progress",
-            "--parallel", "fsdp"]  # fmt: skip
+            "--parallel", parallel]  # fmt: skip
     run_cli_under_torchrun(tmp_path, argv, on_cpu=("--device", "cpu"))
     report = json.loads((out / "data_report.json").read_text())
     assert report["averaged"] == ["step-000002", "step-000004"] and report["steps"] == 4
-    assert (out / "checkpoints" / "step-000004" / "sharded" / "__1_0.distcp").is_file()
+    sharded = (out / "checkpoints" / "step-000004" / "sharded" / "__1_0.distcp").is_file()
+    assert sharded == (parallel == "fsdp")
     from attnlab.translation.family import load_seq2seq  # what `attnlab translate` reads it with
 
     model = load_seq2seq(out / "model")
