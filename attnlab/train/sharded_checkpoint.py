@@ -13,9 +13,10 @@ target; after a barrier, rank 0 writes the training state and the manifest (hash
 renames the folder into place. A run killed during a save leaves only the temporary folder, which
 `list_checkpoints` does not see and the next `train` removes: a resume takes the previous checkpoint.
 
-The trainer reaches both layouts through three calls here, so that its loop does not branch on the
-layout: `training_layout` (recorded in the training state), `write_checkpoint` (full or sharded, by the
-model) and `read_any_checkpoint` + `restore_checkpoint` (by the checkpoint, refused for the other layout).
+The trainer reaches both layouts through the calls at the end of this module, so that its loop does not
+branch on the layout: `training_layout` (recorded in the training state), `write_checkpoint` (full or
+sharded, by the model), `newest_readable_checkpoint` (the newest that verifies, either layout) and
+`restore_checkpoint` (by the checkpoint, refused for the other layout).
 
 Loading goes through ``get_state_dict`` / ``set_state_dict`` (torch.distributed.checkpoint.state_dict):
 each rank asks for the shards of its own layout, so a checkpoint written by 4 processes loads into 2 (or 2
@@ -43,6 +44,7 @@ from .checkpoint import (
     STATE_FILE,
     TRAINER_STATE_FILE,
     CheckpointContents,
+    list_checkpoints,
     load_training_state,
     prune_checkpoints,
     read_checkpoint,
@@ -286,3 +288,36 @@ def restore_checkpoint(
     unwrap_model(model).load_state_dict(contents.tensors, strict=True)
     optimizer.load_state_dict(contents.state["optimizer"])
     return contents.state
+
+
+def newest_readable_checkpoint(root: Path, checkpoint: str | Path) -> tuple[CheckpointContents, list[str]]:
+    """`Trainer.resume`'s choice: ``checkpoint`` itself (a directory), or with ``"latest"`` the newest
+    checkpoint under ``root`` that verifies against its manifest (full or sharded), read by
+    `read_any_checkpoint`; and why each newer one was passed over. A named checkpoint that does not verify
+    is an `IntegrityError`, as is a ``root`` where none does."""
+    if str(checkpoint) == "latest":
+        candidates = list_checkpoints(root)[::-1]  # newest first
+        if not candidates:
+            raise FileNotFoundError(f"Trainer.resume: no checkpoint under {root}")
+    else:
+        candidates = [Path(checkpoint)]
+        if not Path(checkpoint).is_dir():
+            known = ", ".join(p.name for p in list_checkpoints(Path(checkpoint).parent)) or "none"
+            raise FileNotFoundError(
+                f"Trainer.resume: {checkpoint} is not a checkpoint directory (checkpoints there: {known})"
+            )
+    failures: list[str] = []
+    contents: CheckpointContents | None = None
+    for path in candidates:
+        try:
+            contents = read_any_checkpoint(path)  # a sharded one: verified, read when applied
+            break
+        except (IntegrityError, FileNotFoundError) as e:
+            if len(candidates) == 1 and str(checkpoint) != "latest":
+                raise
+            failures.append(f"{path.name}: {e}")
+    if contents is None:
+        raise IntegrityError(
+            f"Trainer.resume: no checkpoint under {root} verifies:\n  " + "\n  ".join(failures)
+        )
+    return contents, failures

@@ -41,7 +41,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from attnlab.manifest import IntegrityError, new_run_id
+from attnlab.manifest import new_run_id
 
 from .checkpoint import (
     CHECKPOINT_DIR,
@@ -74,7 +74,7 @@ from .schedules import build_schedule
 from .sharded import is_sharded, set_gradient_sync, shard_model
 from .sharded_checkpoint import (
     loader_state_for,
-    read_any_checkpoint,
+    newest_readable_checkpoint,
     restore_checkpoint,
     training_layout,
     write_checkpoint,
@@ -637,32 +637,7 @@ class Trainer:
         was taken and why, and `resume_notes` keeps the reasons. A named checkpoint that does not verify
         is an `IntegrityError`. Call before `train`; every rank calls it under DDP.
         """
-        if str(checkpoint) == "latest":
-            candidates = list_checkpoints(self.checkpoint_root)[::-1]  # newest first
-            if not candidates:
-                raise FileNotFoundError(f"Trainer.resume: no checkpoint under {self.checkpoint_root}")
-        else:
-            candidates = [Path(checkpoint)]
-            if not Path(checkpoint).is_dir():
-                known = ", ".join(p.name for p in list_checkpoints(Path(checkpoint).parent)) or "none"
-                raise FileNotFoundError(
-                    f"Trainer.resume: {checkpoint} is not a checkpoint directory (checkpoints there: {known})"
-                )
-        failures: list[str] = []
-        contents: CheckpointContents | None = None
-        for path in candidates:
-            try:
-                contents = read_any_checkpoint(path)  # a sharded one: verified, read when applied
-                break
-            except (IntegrityError, FileNotFoundError) as e:
-                if len(candidates) == 1 and str(checkpoint) != "latest":
-                    raise
-                failures.append(f"{path.name}: {e}")
-        if contents is None:
-            raise IntegrityError(
-                f"Trainer.resume: no checkpoint under {self.checkpoint_root} verifies:\n  "
-                + "\n  ".join(failures)
-            )
+        contents, failures = newest_readable_checkpoint(self.checkpoint_root, checkpoint)
         path = contents.path
         if failures:
             self.resume_notes = failures
