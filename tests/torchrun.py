@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import Any
 
 
-def run_cli_under_torchrun(tmp_path: Path, argv: list[str], nproc: int = 2, timeout: float = 600) -> str:
+def run_cli_under_torchrun(
+    tmp_path: Path, argv: list[str], nproc: int = 2, timeout: float = 600,
+    on_cpu: tuple[str, ...] = ("--set", "trainer.device=cpu"),
+) -> str:  # fmt: skip
     """``torchrun --standalone --nproc_per_node NPROC attnlab ARGV --set trainer.device=cpu`` with one thread
     per process (CPU processes and gloo, also on a machine with a GPU); asserts the exit code 0 (showing
-    stderr's tail) and returns stdout."""
-    argv = [*argv, "--set", "trainer.device=cpu"]
+    stderr's tail) and returns stdout. ``on_cpu``: the options that put a command on the CPU (finetune's
+    and translate-train's: ``--device cpu``)."""
+    argv = [*argv, *on_cpu]
     launcher = tmp_path / "attnlab_cli.py"
     launcher.write_text("import sys\nfrom attnlab.cli import main\nsys.exit(main())\n")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),

@@ -8,8 +8,8 @@ attnlab distill --teacher T --corpus c.txt --output runs/d --resume
 The student has half the teacher's layers (``--student-layers``, or a ``--preset`` of the teacher's width),
 starts from every other teacher layer (``--layers`` picks them, ``--random-init`` none), has no token-type
 embeddings or pooler, and is trained with the triple loss on the teacher's tokenizer, through the same
-pre-training run as ``attnlab pretrain`` (shards, Trainer, checkpoints, ``--resume``, torchrun DDP, held-out
-MLM accuracy): see `attnlab.pretraining.distillation`. ``--set``/``--config`` work as for ``attnlab
+pre-training run as ``attnlab pretrain`` (shards, Trainer, checkpoints, ``--resume``, torchrun DDP or FSDP,
+held-out MLM accuracy): see `attnlab.pretraining.distillation`. ``--set``/``--config`` work as for ``attnlab
 pretrain``. The student is saved to OUTPUT/model and OUTPUT/hf, both loadable by HF transformers: as
 DistilBertForMaskedLM when post-LN, else as the teacher's family with one zero type row
 (`attnlab.io.hf.adds_type_row`)."""
@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any
+
+from attnlab.cli.parallel import add_parallel_options, check_parallel, parallel_settings
 
 DISTILL_OUTPUTS = ("train", "model", "hf")  # what a run writes in --output (data/ is a reusable cache)
 
@@ -86,6 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=non_negative_int, default=0, help="random seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_parallel_options(p)
     p.set_defaults(func=run_distill)  # errors: attnlab.cli.main (one line; --debug: traceback)
 
 
@@ -140,6 +143,7 @@ def run_distill(args: argparse.Namespace) -> int:
     overrides = collect_overrides(args.config, args.set)
     ctx = setup_distributed(device=str(overrides["trainer"].get("device", "auto")))
     log = print if ctx.is_main else (lambda message: None)
+    check_parallel({**overrides["trainer"], **parallel_settings(args)}, ctx.is_distributed, "distill")
     minutes = args.minutes
     recipe = distill_recipe(args, overrides, teacher.config.max_sequence_length)
     longest = max(s.max_length for s in recipe.stages)
@@ -150,6 +154,7 @@ def run_distill(args: argparse.Namespace) -> int:
     check_overrides(recipe, "bert-tiny", {**overrides, "model": {}})  # trainer.* fields
     out = Path(args.output or "runs/distill")
     trainer_overrides = {"progress_bar": not args.no_progress, **overrides["trainer"]}
+    trainer_overrides.update(parallel_settings(args))  # --parallel and its options: trainer.FIELD
     trainer_overrides.setdefault("save_every", 200)
     trainer_overrides.setdefault("log_every", 10)
 

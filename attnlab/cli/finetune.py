@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attnlab.cli.parallel import add_parallel_options, check_parallel, parallel_settings
 from attnlab.tasks.finetune_config import ENCODER_DROPOUT, LEARNING_RATES, SMALL_MODEL_LEARNING_RATES
 from attnlab.tasks.registry import TASKS
 
@@ -70,6 +71,7 @@ def _finetune_parser(subparsers: argparse._SubParsersAction) -> None:
     _length_args(ft)
     _example_args(ft)
     _machine_args(ft)
+    add_parallel_options(ft)
     _distillation_args(ft)
     _kg_args(ft)
     _run_dir_args(ft)
@@ -354,13 +356,18 @@ def run_finetune(args: argparse.Namespace) -> int:
 
     from attnlab.inference.allocator import bound_kernel_caches
     from attnlab.tasks.finetune import finetune, get_task
+    from attnlab.train.distributed import setup_distributed
 
     bound_kernel_caches()  # oneDNN's kernels per batch shape, capped (benchmarks/training_memory.py)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    context = setup_distributed(device=str(args.device))  # one process unless launched by torchrun
+    check_parallel(parallel_settings(args), context.is_distributed, "finetune")
     spec = get_task(args.task)
     source = _source(args)
     cfg = _finetune_config(args, spec, source)
     result = finetune(spec, args.data_dir, source, cfg, _columns(args))
+    if not context.is_main:  # rank 0 reports
+        return 0
     _plot_runs(Path(cfg.output_dir))
     _print_sweep(result, spec, len(args.seeds), Path(cfg.output_dir) / "results.json")
     return 0
@@ -385,7 +392,7 @@ def _finetune_config(args: argparse.Namespace, spec: Any, source: Any) -> Any:
         max_length=args.max_length, stride=args.stride,  # None: the library's 128 (QA 384) within the model's
         max_query_length=args.max_query_length, max_train_examples=args.max_train_examples,
         max_eval_examples=args.max_eval_examples, minutes=args.minutes, precision=args.precision,
-        selection_examples=args.selection_examples, device=args.device,
+        selection_examples=args.selection_examples, device=args.device, **parallel_settings(args),
         output_dir=args.output_dir or f"runs/finetune-{spec.name}",
         progress_bar=args.progress, save_every=args.save_every, eval_every=args.eval_every,
         resume=args.resume, overwrite=args.overwrite, tensorboard=True, teacher=args.teacher,

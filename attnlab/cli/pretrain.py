@@ -31,6 +31,7 @@ from typing import Any
 
 from attnlab.cli.elmo import run_pretrain_elmo
 from attnlab.cli.overrides import check_overrides, collect_overrides
+from attnlab.cli.parallel import check_parallel, parallel_settings
 from attnlab.cli.pretrain_options import CORPUS_FORMATS_EPILOG, PRETRAIN_OPTIONS
 from attnlab.train.footprint import StepDoesNotFit
 
@@ -119,7 +120,7 @@ def run_pretrain(args: argparse.Namespace) -> int:
     ctx = setup_distributed(device=str(overrides["trainer"].get("device", "auto")))
     log = print if ctx.is_main else (lambda message: None)
     settings = pretrain_settings(args, overrides)
-    check_parallel(settings.trainer_overrides, ctx.is_distributed)
+    check_parallel(settings.trainer_overrides, ctx.is_distributed, "pretrain")
     recipe, out = settings.recipe, Path(args.output or f"runs/pretrain-{settings.recipe.name}")
     given_tokenizer = check_inputs(args, settings)  # before anything is written into --output
 
@@ -216,9 +217,7 @@ def pretrain_settings(args: argparse.Namespace, overrides: dict[str, dict[str, A
     recipe = recipe.override(**overrides["recipe"])
     auto_steps = minutes is not None and args.max_steps is None and "max_steps" not in overrides["recipe"]
     trainer_overrides = {"progress_bar": not args.no_progress, **overrides["trainer"]}
-    for flag in ("parallel", "activation_checkpointing", "cpu_offload"):  # trainer.FIELD of the same name
-        if getattr(args, flag, None):
-            trainer_overrides[flag] = getattr(args, flag)
+    trainer_overrides.update(parallel_settings(args))  # --parallel and its options: trainer.FIELD
     trainer_overrides.setdefault("save_every", 200)
     trainer_overrides.setdefault("log_every", 10)
     preset = args.preset or (budget.preset if budget else recipe.preset)
@@ -254,19 +253,6 @@ def print_memory_plan(args: argparse.Namespace) -> int:
     print(f"{settings.preset} ({recipe.name}), batch {batch} per process, length {length}")
     print("\n".join(plan.lines()))
     return 0
-
-
-def check_parallel(trainer_overrides: dict[str, Any], distributed: bool) -> None:
-    """--parallel fsdp needs torchrun's processes; its options need it (before anything is written)."""
-    fsdp = trainer_overrides.get("parallel") == "fsdp"
-    if fsdp and not distributed:
-        raise ValueError(
-            "--parallel fsdp shards the model over several processes and this is one: launch with "
-            "torchrun --nproc-per-node N -m attnlab pretrain ... (N >= 2; docs/training.md)"
-        )
-    for flag in ("activation_checkpointing", "cpu_offload"):
-        if trainer_overrides.get(flag) and not fsdp:
-            raise ValueError(f"--{flag.replace('_', '-')} is an option of --parallel fsdp; add it")
 
 
 def check_inputs(args: argparse.Namespace, settings: PretrainSettings) -> Any:

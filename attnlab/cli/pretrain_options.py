@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from attnlab.cli.parallel import add_parallel_options
+
 CORPUS_FORMATS_EPILOG = """\
 your own corpus (--corpus FILES_OR_DIRECTORIES, UTF-8 text; a directory: every file under it):
   --format sentences  BERT's: one sentence per line, a blank line between documents (the default)
@@ -145,19 +147,10 @@ def _attention_options(p: argparse.ArgumentParser) -> None:
 
 
 def _parallel_options(p: argparse.ArgumentParser) -> None:
-    """Several processes under torchrun: DDP or FSDP (attnlab.train.sharded), set as trainer.FIELD."""
+    """Several processes under torchrun: DDP or FSDP (`attnlab.cli.parallel`), and the memory plan."""
     from attnlab.cli.args import positive_int
 
-    p.add_argument(
-        "--parallel", choices=("ddp", "fsdp"),
-        help="under torchrun: ddp (a whole model per process, the default) or fsdp (parameters, gradients "
-        "and optimizer state sharded over the processes; sharded checkpoints; docs/training.md)",
-    )  # fmt: skip
-    p.add_argument(
-        "--activation-checkpointing", action="store_true",
-        help="fsdp: keep no activations inside the layers, compute them again in backward (less memory)",
-    )  # fmt: skip
-    p.add_argument("--cpu-offload", action="store_true", help="fsdp: parameter shards in host memory")
+    add_parallel_options(p)
     p.add_argument(
         "--dry-run", action="store_true",
         help="print the memory one process needs (parameters, gradients, optimizer state, activations at "

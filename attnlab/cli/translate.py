@@ -24,6 +24,7 @@ from .args import (
     positive_int,
     probability,
 )
+from .parallel import add_parallel_options, check_parallel, parallel_settings
 
 # Multi30k file names under --data-dir: {split}.{lang}
 SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
@@ -40,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _data_options(train.add_argument_group("data"))
     _model_options(train.add_argument_group("model (overrides of the preset)"))
+    add_parallel_options(train)
     _run_options(train.add_argument_group("run"))
     train.set_defaults(func=run_train)
     _register_translate(subparsers)
@@ -267,11 +269,19 @@ def _check_before_writing(args: argparse.Namespace, paths: dict[str, Path | None
 
 def run_train(args: argparse.Namespace) -> int:
     from attnlab.inference.allocator import bound_kernel_caches
+    from attnlab.train.distributed import setup_distributed
     from attnlab.translation.plan import DEFAULT_WARMUP_SHARE, sizes_for
     from attnlab.translation.recipe import train_translation
 
     bound_kernel_caches()  # oneDNN's kernels per batch shape, capped (benchmarks/training_memory.py)
 
+    context = setup_distributed(device=str(args.device))  # one process unless launched by torchrun
+    check_parallel(parallel_settings(args), context.is_distributed, "translate-train")
+    if context.is_distributed and args.max_steps is None and args.minutes is not None:
+        raise ValueError(
+            "translate-train under torchrun: --minutes plans the steps from one process's timing; give "
+            "--max-steps as well (--minutes then stops the run early, on every process at the same step)"
+        )
     paths = _data_paths(args)
     _set_threads(args.threads)
     sizes = sizes_for(args.device)  # what the run takes for options left out, by where it trains
@@ -279,11 +289,12 @@ def run_train(args: argparse.Namespace) -> int:
     warmup = sizes.warmup if args.warmup is None else args.warmup
     max_tokens = sizes.max_tokens if args.max_tokens is None else args.max_tokens
     save_every = sizes.save_every if args.save_every is None else args.save_every
-    print(
-        f"translate-train: preset {args.preset}, warm-up {warmup}, {max_tokens} tokens a batch, "
-        f"a checkpoint every {save_every} steps (defaults for {sizes.preset.removeprefix('transformer-')} "
-        "training unless given)"
-    )
+    if context.is_main:
+        print(
+            f"translate-train: preset {args.preset}, warm-up {warmup}, {max_tokens} tokens a batch, "
+            f"a checkpoint every {save_every} steps (defaults for "
+            f"{sizes.preset.removeprefix('transformer-')} training unless given)"
+        )
     overrides = {
         key: value
         for key, value in (
@@ -321,11 +332,17 @@ def run_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         src_valid=paths["src_valid"],
         tgt_valid=paths["tgt_valid"],
-        trainer_overrides={"device": args.device, "progress_bar": not args.no_progress},
+        trainer_overrides={
+            "device": args.device,
+            "progress_bar": not args.no_progress,
+            **parallel_settings(args),
+        },
         resume=args.resume,
         overwrite=args.overwrite,
-        log=lambda m: print(m, file=sys.stderr),
+        log=(lambda m: print(m, file=sys.stderr)) if context.is_main else (lambda m: None),
     )
+    if not context.is_main:  # rank 0 wrote the model and reports
+        return 0
     print(f"model written to {run.model_dir} after {run.steps} steps", file=sys.stderr)
     if paths["src_valid"] and paths["tgt_valid"]:
         print_what_it_learned(run.model_dir, paths["src_valid"], paths["tgt_valid"])

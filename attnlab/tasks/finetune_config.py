@@ -83,6 +83,11 @@ class FinetuneConfig:
     minutes: float | None = None  # wall-clock budget per run; training stops (and is evaluated) after it
     precision: str = "fp32"
     device: str = "auto"
+    # Under torchrun: "ddp" (a whole model per process) or "fsdp" (sharded, `attnlab.train.sharded`), with
+    # FSDP's per-layer activation checkpointing and CPU offload of parameters; the trainer's fields.
+    parallel: str = "ddp"
+    activation_checkpointing: bool = False
+    cpu_offload: bool = False
     eval_batch_size: int = 64
     output_dir: str | os.PathLike = "runs/finetune"
     keep_best: bool = True  # write the best epoch's model to <run>/best

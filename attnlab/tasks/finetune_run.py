@@ -33,6 +33,8 @@ from attnlab.tasks.finetune_config import FinetuneConfig, ModelSource
 from attnlab.tasks.registry import TaskSpec
 from attnlab.train import Trainer, TrainerConfig, set_seed
 from attnlab.train.checkpoint import latest_checkpoint
+from attnlab.train.distributed import DistributedContext, broadcast_object, current_context
+from attnlab.train.sharded import consolidated_model
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +74,11 @@ class RunResult:
 
 class BestKeeper:
     """Saves the model (and tokenizer) whenever the dev metric improves. With ``history_file`` the
-    evaluations are also kept on disk (atomically), so that a resumed run knows its best epoch."""
+    evaluations are also kept on disk (atomically), so that a resumed run knows its best epoch.
+
+    Under torchrun rank 0 alone writes; a model sharded by FSDP is evaluated by every rank, and its
+    weights are gathered (a collective call, `attnlab.train.sharded.consolidated_model`) before rank 0
+    saves them."""
 
     def __init__(
         self,
@@ -82,9 +88,11 @@ class BestKeeper:
         directory: Path | None,
         history_file: Path | None = None,
         run_id: str | None = None,
+        context: DistributedContext | None = None,
     ) -> None:
         self.model, self.tokenizer, self.metric, self.directory = model, tokenizer, metric, directory
         self.history_file, self.run_id = history_file, run_id
+        self.context = context or current_context()
         self.best: dict[str, float] = {}
         self.history: list[dict[str, float]] = []
         self.best_step = 0
@@ -101,8 +109,10 @@ class BestKeeper:
         if self._improves(metrics):
             self.best, self.best_step = dict(metrics), step
             if self.directory is not None:
-                save_model_dir(self.model, self.tokenizer, self.directory, run_id=self.run_id)
-        if self.history_file is not None:
+                model = consolidated_model(self.model, self.context)  # None on ranks other than 0
+                if model is not None:
+                    save_model_dir(model, self.tokenizer, self.directory, run_id=self.run_id)
+        if self.history_file is not None and self.context.is_main:
             write_json_atomic({"history": self.history}, self.history_file)
 
     def restore(self, step: int) -> None:
@@ -157,7 +167,8 @@ def trainer_config(
         save_every=cfg.save_every or cfg.eval_every or steps_per_epoch,  # default: with each evaluation
         keep_last=cfg.keep_last, output_dir=output_dir, seed=seed, tensorboard=cfg.tensorboard,
         progress_bar=cfg.progress_bar, plot=False, drop_last=False, group_by_length=cfg.group_by_length,
-        max_minutes=cfg.minutes,
+        max_minutes=cfg.minutes, parallel=cfg.parallel, activation_checkpointing=cfg.activation_checkpointing,
+        cpu_offload=cfg.cpu_offload,
         extra={"task": spec.name, "model": source.name, "seed": seed, "lr": learning_rate},
     )  # fmt: skip
 
@@ -185,7 +196,9 @@ def _train(trainer: Trainer, keeper: BestKeeper, cfg: FinetuneConfig, spec: Task
             )
     if trainer.step < trainer.total_steps:
         logger.info("%s: time budget of %s min spent after step %d", spec.name, cfg.minutes, trainer.step)
-    if not keeper.history or keeper.history[-1]["step"] != trainer.step:
+    # rank 0's answer on every rank: under DDP the others do not evaluate and keep no history
+    unscored = not keeper.history or keeper.history[-1]["step"] != trainer.step
+    if broadcast_object(unscored, trainer.context):
         trainer.evaluate()  # stopped by the time budget before an epoch's end: score what was reached
 
 
@@ -217,10 +230,16 @@ def run_once(
     model = source.build(spec, labels, cfg.dropout, regression, cfg.encoder_dropout, cfg.pooling)
     pad = pad_id_of(source.tokenizer, model.config.pad_token_id)
     dataset = FeatureDataset(train_features)
-    steps_per_epoch = math.ceil(len(dataset) / cfg.batch_size)
+    processes = current_context().world_size  # each reads its shard: batch_size examples per process
+    steps_per_epoch = math.ceil(math.ceil(len(dataset) / processes) / cfg.batch_size)
     best_dir = output_dir / "best" if cfg.keep_best else None
     keeper = BestKeeper(model, source.tokenizer, spec.metric, best_dir, output_dir / "history.json", run_id)
     evaluator.on_result = keeper
+    if cfg.parallel == "fsdp" and not isinstance(extra_loss or TaskLossOnly(), TaskLossOnly):
+        raise ValueError(
+            "--teacher with --parallel fsdp: the teacher's soft targets wrap the model FSDP would shard; "
+            "distil with --parallel ddp"
+        )
     trained = (extra_loss or TaskLossOnly()).wrap(model)
     optimize(trained, "training")  # oneDNN's products where they are faster (attnlab.accel)
     trainer = Trainer(

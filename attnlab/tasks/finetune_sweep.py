@@ -31,7 +31,7 @@ from attnlab.tasks.finetune_config import FinetuneConfig, ModelSource
 from attnlab.tasks.finetune_run import ExtraLoss, RunResult, TaskLossOnly, run_once
 from attnlab.tasks.registry import GenericColumns, TaskSpec, get_task, load_split, task_labels
 from attnlab.train.checkpoint import atomic_directory
-from attnlab.train.distributed import current_context
+from attnlab.train.distributed import barrier, broadcast_object, current_context
 from attnlab.train.run_dir import prepare_run_directory
 
 logger = logging.getLogger(__name__)
@@ -221,11 +221,15 @@ def finetune_examples(
     tok, labels = source.tokenizer, data.labels
     train_features, train_report = features.build(spec, tok, data.train, labels, training=True, **options)
     dev_features, dev_report = features.build(spec, tok, data.chooser, labels, training=False, **options)
-    out = Path(cfg.output_dir)
-    claim = prepare_run_directory(
-        out, "finetune", finetune_outputs(out), resume=cfg.resume, overwrite=cfg.overwrite, log=logger.info,
-        settings=run_settings(spec, source, cfg, max_length),
-    )  # fmt: skip
+    out, ctx = Path(cfg.output_dir), current_context()
+    run_id = None  # under torchrun: rank 0 claims the directory, every rank takes its run id
+    if ctx.is_main:
+        run_id = prepare_run_directory(
+            out, "finetune", finetune_outputs(out), resume=cfg.resume, overwrite=cfg.overwrite,
+            log=logger.info, settings=run_settings(spec, source, cfg, max_length),
+        ).run_id  # fmt: skip
+    barrier(ctx)
+    run_id = broadcast_object(run_id, ctx)
     runs: list[RunResult] = []
     with source.once_per_sweep():  # every run builds the same model: its loading warnings are said once
         for lr in cfg.learning_rates:
@@ -234,7 +238,7 @@ def finetune_examples(
                 run_dir = out / f"lr{lr:g}-seed{seed}"
                 run = run_once(
                     spec, source, train_features, evaluator, data.labels, cfg, lr, seed, run_dir, regression,
-                    run_id=claim.run_id, features=features, extra_loss=extra,
+                    run_id=run_id, features=features, extra_loss=extra,
                 )  # fmt: skip
                 logger.info(
                     "%s lr=%g seed=%d: best %s = %.2f", spec.name, lr, seed, score_label(spec.metric),
@@ -250,12 +254,16 @@ def finetune_examples(
         },
         selection_examples=len(data.selection), selection_median=medians[chosen] if data.selection else None,
     )  # fmt: skip
+    if not ctx.is_main:  # rank 0 alone evaluated (DDP) and wrote the runs' best models; it reports
+        barrier(ctx)
+        return result
     if data.selection:
         result.median = _score_chosen_on_dev(spec, runs, chosen, data, cfg, max_length, features)
     if cfg.keep_best:
         result.best_dir = _keep_best(spec, source, result, best_run, out)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(result.to_dict(), out / "results.json")
+    barrier(ctx)
     return result
 
 

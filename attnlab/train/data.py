@@ -20,7 +20,7 @@ in an order drawn from (seed, epoch) alone: resume and sharding work as above.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -267,4 +267,62 @@ def move_to(obj: Any, device: torch.device) -> Any:
     return obj
 
 
-__all__: Sequence[str] = ("ResumableLoader", "count_examples", "count_tokens", "group_by_length", "move_to")
+def as_loader(data: Any, collate_fn: Callable | None, cfg: Any, ctx: Any, *, train: bool) -> Any:
+    """What the `Trainer` reads ``data`` through (see its ``train_data``): a `ResumableLoader` as it is
+    (checked to be this rank's shard), a Dataset wrapped in one with ``cfg``'s batch size and seed
+    (``cfg``: a `TrainerConfig`; training data sharded by ``ctx``'s rank), a re-iterable as it is."""
+    if (
+        train
+        and cfg.group_by_length
+        and not (
+            isinstance(data, torch.utils.data.Dataset)
+            or (isinstance(data, ResumableLoader) and data.lengths is not None)
+        )
+    ):
+        raise ValueError(
+            f"Trainer: group_by_length needs a Dataset with `lengths` (or a ResumableLoader built with "
+            f"lengths); got {type(data).__name__}, whose batches the trainer does not form"
+        )
+    if isinstance(data, ResumableLoader):
+        if train and (data.world_size, data.rank) != (ctx.world_size, ctx.rank):
+            raise ValueError(
+                f"Trainer: train loader is sharded as rank {data.rank} of {data.world_size}, but this "
+                f"process is rank {ctx.rank} of {ctx.world_size}"
+            )
+        return data
+    if isinstance(data, torch.utils.data.Dataset):
+        lengths = None
+        if train and cfg.group_by_length:
+            lengths = getattr(data, "lengths", None)
+            if lengths is None:
+                raise ValueError(
+                    f"Trainer: group_by_length needs the lengths of the examples, and the dataset "
+                    f"{type(data).__name__} has no `lengths` attribute"
+                )
+        return ResumableLoader(
+            data,
+            cfg.batch_size,
+            collate_fn,
+            seed=cfg.seed,
+            shuffle=train,
+            drop_last=cfg.drop_last if train else False,
+            rank=ctx.rank if train else 0,
+            world_size=ctx.world_size if train else 1,
+            lengths=lengths,
+            num_workers=cfg.num_workers,
+        )
+    if not isinstance(data, Iterable):
+        raise TypeError(
+            f"Trainer: data must be a ResumableLoader, Dataset or iterable, got {type(data).__name__}"
+        )
+    if isinstance(data, Iterator):
+        raise TypeError(
+            "Trainer: data is a one-shot iterator; pass something re-iterable (a list, a DataLoader, a "
+            "ResumableLoader) so that epochs and resume work"
+        )
+    return data
+
+
+__all__: Sequence[str] = (
+    "ResumableLoader", "as_loader", "count_examples", "count_tokens", "group_by_length", "move_to",
+)  # fmt: skip

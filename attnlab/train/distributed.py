@@ -86,6 +86,12 @@ def setup_distributed(
     ``device``): NCCL for "auto" where CUDA is available, one GPU per process on the node, gloo for "cpu"
     (CPU processes on a GPU machine) or where CUDA is absent. A node with more processes than GPUs is a
     clear error, not NCCL's "invalid device ordinal" from the second process.
+
+    Under torchrun the group's keys go under a prefix of their own for every start of the group: torchrun
+    keeps one store for all its restarts, and a restarted group must not read the addresses its dead
+    predecessors left there. The prefix counts how many times this global rank has joined (a counter in
+    that store), which is the same on every rank and every node of one start; torchrun's own restart
+    count is not (a node whose workers did not fail restarts them without counting a restart).
     """
     if dist.is_available() and dist.is_initialized():
         return current_context()
@@ -111,19 +117,29 @@ def setup_distributed(
                 f"{max(torch.cuda.device_count(), 1)}, or train on the CPU (trainer.device=cpu: gloo)"
             )
         torch.cuda.set_device(local_rank)
-    timeout = datetime.timedelta(seconds=timeout_s)
-    attempt = env.get("TORCHELASTIC_RESTART_COUNT")
-    if attempt is None:
+    try:
+        _join_group(backend, rank, world_size, datetime.timedelta(seconds=timeout_s))
+    except dist.DistStoreError as e:  # a process that never came: name the rendezvous and the wait
+        raise RuntimeError(
+            f"setup_distributed: rank {rank} of {world_size} waited {timeout_s:g} s at the rendezvous "
+            f"{env['MASTER_ADDR']}:{env['MASTER_PORT']} and the other processes did not all join (one "
+            f"that failed to start, or a node lost); torch: {str(e).splitlines()[0]}"
+        ) from None
+    return DistributedContext(rank=rank, world_size=world_size, local_rank=local_rank, backend=backend)
+
+
+def _join_group(backend: str, rank: int, world_size: int, timeout: datetime.timedelta) -> None:
+    if "TORCHELASTIC_RESTART_COUNT" not in os.environ:
         dist.init_process_group(
             backend=backend, init_method="env://", rank=rank, world_size=world_size, timeout=timeout
         )
-    else:  # torchrun: a restarted group must not read the addresses its dead predecessors left in the store
-        store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=timeout))
-        dist.init_process_group(
-            backend=backend, store=dist.PrefixStore(f"attnlab/attempt-{attempt}", store), rank=rank,
-            world_size=world_size, timeout=timeout,
-        )  # fmt: skip
-    return DistributedContext(rank=rank, world_size=world_size, local_rank=local_rank, backend=backend)
+        return
+    store, _, _ = next(dist.rendezvous("env://", rank, world_size, timeout=timeout))
+    generation = store.add(f"attnlab/joins/rank-{rank}", 1)  # this group's start, counted from 1
+    dist.init_process_group(
+        backend=backend, store=dist.PrefixStore(f"attnlab/generation-{generation}", store), rank=rank,
+        world_size=world_size, timeout=timeout,
+    )  # fmt: skip
 
 
 def current_context() -> DistributedContext:

@@ -13,6 +13,11 @@ target; after a barrier, rank 0 writes the training state and the manifest (hash
 renames the folder into place. A run killed during a save leaves only the temporary folder, which
 `list_checkpoints` does not see and the next `train` removes: a resume takes the previous checkpoint.
 
+The trainer reaches both layouts through the calls at the end of this module, so that its loop does not
+branch on the layout: `training_layout` (recorded in the training state), `write_checkpoint` (full or
+sharded, by the model), `newest_readable_checkpoint` (the newest that verifies, either layout) and
+`restore_checkpoint` (by the checkpoint, refused for the other layout).
+
 Loading goes through ``get_state_dict`` / ``set_state_dict`` (torch.distributed.checkpoint.state_dict):
 each rank asks for the shards of its own layout, so a checkpoint written by 4 processes loads into 2 (or 2
 into 4). Before anything is read, the checkpoint's tensor names and shapes are compared with the model's,
@@ -35,8 +40,19 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 
 from attnlab.manifest import IntegrityError, verify_directory, write_manifest
 
-from .checkpoint import STATE_FILE, TRAINER_STATE_FILE, load_training_state
+from .checkpoint import (
+    STATE_FILE,
+    TRAINER_STATE_FILE,
+    CheckpointContents,
+    list_checkpoints,
+    load_training_state,
+    prune_checkpoints,
+    read_checkpoint,
+    save_checkpoint,
+    unwrap_model,
+)
 from .distributed import DistributedContext, barrier, broadcast_object
+from .sharded import is_sharded
 
 SHARDED_DIR = "sharded"  # inside a checkpoint directory: torch.distributed.checkpoint's files
 _METADATA = ".metadata"
@@ -154,6 +170,23 @@ def load_sharded_checkpoint(
     return load_training_state(path)
 
 
+def read_sharded_weights(path: str | Path, template: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The whole model's weights in the sharded checkpoint ``path``, read by this process alone (not a
+    collective: e.g. rank 0 averaging checkpoints after the run). ``template`` is a plain (unsharded) model's
+    state dict: its names, shapes and dtypes. A tied weight saved under one name only is left out; the
+    caller fills its aliases. The manifest is verified first."""
+    path = Path(path)
+    verify_sharded_checkpoint(path)
+    metadata = dcp.FileSystemReader(str(path / SHARDED_DIR)).read_metadata().state_dict_metadata
+    weights = {
+        name: torch.empty(tensor.shape, dtype=tensor.dtype)
+        for name, tensor in template.items()
+        if f"model.{name}" in metadata
+    }
+    dcp.load({"model": weights}, checkpoint_id=str(path / SHARDED_DIR), no_dist=True)
+    return weights
+
+
 def check_layout(path: str | Path, sharded_model: bool) -> None:
     """A sharded checkpoint resumes a sharded model only, a full one an unsharded model only."""
     sharded_checkpoint = is_sharded_checkpoint(path)
@@ -191,3 +224,100 @@ def loader_state_for(path: str | Path, state: dict[str, Any], loader: Any) -> di
         )
     saved["world_size"] = world_size
     return saved
+
+
+# ------------------------------------------------------------------ the trainer's calls, for both layouts
+
+
+def training_layout(model: nn.Module, context: DistributedContext, batch_size: int | None) -> dict[str, Any]:
+    """How the run is spread over processes, recorded in the training state: ``parallel``, ``world_size``
+    and the global batch (what a resume on another number of processes must keep)."""
+    return {
+        "parallel": "fsdp" if is_sharded(model) else "ddp",
+        "world_size": context.world_size,
+        "global_batch": batch_size * context.world_size if isinstance(batch_size, int) else None,
+    }
+
+
+def write_checkpoint(
+    path: Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    state: dict[str, Any] | None,
+    trainer_state: dict[str, Any] | None,
+    context: DistributedContext,
+    *,
+    run_id: str | None,
+    keep_last: int | None,
+) -> Path:
+    """Save ``path`` and prune old checkpoints (collective). A sharded model: every rank writes its shards
+    and the optimizer's (`save_sharded_checkpoint`); else rank 0 writes the whole model and the optimizer's
+    state, which ``state`` then holds. ``state``/``trainer_state``: rank 0's, None on the others."""
+    if is_sharded(model):
+        save_sharded_checkpoint(path, model, optimizer, state, trainer_state, context, run_id=run_id)
+    elif context.is_main:
+        assert state is not None and trainer_state is not None
+        state = {**state, "optimizer": optimizer.state_dict()}
+        save_checkpoint(path, model, state, trainer_state, run_id=run_id)
+    if context.is_main:
+        prune_checkpoints(path.parent, keep_last)
+    barrier(context)
+    return path
+
+
+def read_any_checkpoint(path: Path) -> CheckpointContents:
+    """Verify ``path`` against its manifest and read what can be read before the model is touched: a full
+    checkpoint's weights and state; a sharded one's run id only (`restore_checkpoint` reads the rest)."""
+    if is_sharded_checkpoint(path):
+        return CheckpointContents(path, verify_sharded_checkpoint(path), {}, {})
+    return read_checkpoint(path)
+
+
+def restore_checkpoint(
+    contents: CheckpointContents,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    context: DistributedContext,
+) -> dict[str, Any]:
+    """Load the weights and the optimizer's state of ``contents`` into ``model`` and ``optimizer`` (a
+    collective call for a sharded model) and return the training state. The layout must match the
+    model's (`check_layout`)."""
+    check_layout(contents.path, is_sharded(model))
+    if is_sharded(model):
+        return load_sharded_checkpoint(contents.path, model, optimizer, context)
+    unwrap_model(model).load_state_dict(contents.tensors, strict=True)
+    optimizer.load_state_dict(contents.state["optimizer"])
+    return contents.state
+
+
+def newest_readable_checkpoint(root: Path, checkpoint: str | Path) -> tuple[CheckpointContents, list[str]]:
+    """`Trainer.resume`'s choice: ``checkpoint`` itself (a directory), or with ``"latest"`` the newest
+    checkpoint under ``root`` that verifies against its manifest (full or sharded), read by
+    `read_any_checkpoint`; and why each newer one was passed over. A named checkpoint that does not verify
+    is an `IntegrityError`, as is a ``root`` where none does."""
+    if str(checkpoint) == "latest":
+        candidates = list_checkpoints(root)[::-1]  # newest first
+        if not candidates:
+            raise FileNotFoundError(f"Trainer.resume: no checkpoint under {root}")
+    else:
+        candidates = [Path(checkpoint)]
+        if not Path(checkpoint).is_dir():
+            known = ", ".join(p.name for p in list_checkpoints(Path(checkpoint).parent)) or "none"
+            raise FileNotFoundError(
+                f"Trainer.resume: {checkpoint} is not a checkpoint directory (checkpoints there: {known})"
+            )
+    failures: list[str] = []
+    contents: CheckpointContents | None = None
+    for path in candidates:
+        try:
+            contents = read_any_checkpoint(path)  # a sharded one: verified, read when applied
+            break
+        except (IntegrityError, FileNotFoundError) as e:
+            if len(candidates) == 1 and str(checkpoint) != "latest":
+                raise
+            failures.append(f"{path.name}: {e}")
+    if contents is None:
+        raise IntegrityError(
+            f"Trainer.resume: no checkpoint under {root} verifies:\n  " + "\n  ".join(failures)
+        )
+    return contents, failures

@@ -41,7 +41,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from attnlab.manifest import IntegrityError, new_run_id
+from attnlab.manifest import new_run_id
 
 from .checkpoint import (
     CHECKPOINT_DIR,
@@ -50,17 +50,14 @@ from .checkpoint import (
     checkpoint_run_id,
     latest_checkpoint,
     list_checkpoints,
-    prune_checkpoints,
-    read_checkpoint,
     remove_stale_temporaries,
     rng_state,
-    save_checkpoint,
     set_rng_state,
     set_seed,
     unwrap_model,
 )
 from .config import TrainerConfig, resolve_warmup
-from .data import ResumableLoader, count_examples, count_tokens, move_to
+from .data import ResumableLoader, as_loader, count_examples, count_tokens, move_to
 from .distributed import (
     DistributedContext,
     all_gather_object,
@@ -70,17 +67,17 @@ from .distributed import (
     resolve_device,
     wrap_model,
 )
+from .evaluation import evaluate_model
 from .logging import LOG_FILE, PLOT_FILE, RunLogger, plot_loss_curve
 from .optim import build_optimizer
 from .schedules import build_schedule
 from .sharded import is_sharded, set_gradient_sync, shard_model
 from .sharded_checkpoint import (
-    check_layout,
-    is_sharded_checkpoint,
-    load_sharded_checkpoint,
     loader_state_for,
-    save_sharded_checkpoint,
-    verify_sharded_checkpoint,
+    newest_readable_checkpoint,
+    restore_checkpoint,
+    training_layout,
+    write_checkpoint,
 )
 
 MetricFn = Callable[[list[Any], list[Any]], Mapping[str, float]]
@@ -220,57 +217,7 @@ class Trainer:
     # ------------------------------------------------------------------ set-up helpers
 
     def _as_loader(self, data: Any, collate_fn: Callable | None, train: bool) -> Any:
-        cfg, ctx = self.config, self.context
-        if (
-            train
-            and cfg.group_by_length
-            and not (
-                isinstance(data, torch.utils.data.Dataset)
-                or (isinstance(data, ResumableLoader) and data.lengths is not None)
-            )
-        ):
-            raise ValueError(
-                f"Trainer: group_by_length needs a Dataset with `lengths` (or a ResumableLoader built with "
-                f"lengths); got {type(data).__name__}, whose batches the trainer does not form"
-            )
-        if isinstance(data, ResumableLoader):
-            if train and (data.world_size, data.rank) != (ctx.world_size, ctx.rank):
-                raise ValueError(
-                    f"Trainer: train loader is sharded as rank {data.rank} of {data.world_size}, but this "
-                    f"process is rank {ctx.rank} of {ctx.world_size}"
-                )
-            return data
-        if isinstance(data, torch.utils.data.Dataset):
-            lengths = None
-            if train and cfg.group_by_length:
-                lengths = getattr(data, "lengths", None)
-                if lengths is None:
-                    raise ValueError(
-                        f"Trainer: group_by_length needs the lengths of the examples, and the dataset "
-                        f"{type(data).__name__} has no `lengths` attribute"
-                    )
-            return ResumableLoader(
-                data,
-                cfg.batch_size,
-                collate_fn,
-                seed=cfg.seed,
-                shuffle=train,
-                drop_last=cfg.drop_last if train else False,
-                rank=ctx.rank if train else 0,
-                world_size=ctx.world_size if train else 1,
-                lengths=lengths,
-                num_workers=cfg.num_workers,
-            )
-        if not isinstance(data, Iterable):
-            raise TypeError(
-                f"Trainer: data must be a ResumableLoader, Dataset or iterable, got {type(data).__name__}"
-            )
-        if isinstance(data, Iterator):
-            raise TypeError(
-                "Trainer: data is a one-shot iterator; pass something re-iterable (a list, a DataLoader, a "
-                "ResumableLoader) so that epochs and resume work"
-            )
-        return data
+        return as_loader(data, collate_fn, self.config, self.context, train=train)
 
     def _batches_per_epoch(self) -> int | None:
         try:
@@ -587,7 +534,10 @@ class Trainer:
         results: dict[str, float] = {}
         t0 = time.perf_counter()
         if self.context.is_main or is_sharded(self.model):  # FSDP's forward is collective: every rank
-            results = self._evaluate_here(data)
+            results = evaluate_model(
+                self.model, data, self.device, self.metric_fn, lm_perplexity=self.config.lm_perplexity,
+                autocast=self._autocast,
+            )  # fmt: skip
         if self.context.is_main:
             self.last_eval = results
             if self._logger is not None:
@@ -605,60 +555,6 @@ class Trainer:
             return 0.0
         return time.perf_counter() - self._clock[0] - self._clock[1]
 
-    def _evaluate_here(self, data: Any) -> dict[str, float]:
-        saved_rng = rng_state()
-        model = self.model
-        was_training = model.training
-        model.eval()
-        streaming = hasattr(self.metric_fn, "update") and hasattr(self.metric_fn, "compute")
-        if streaming and hasattr(self.metric_fn, "reset"):
-            self.metric_fn.reset()
-        outputs: list[Any] = []
-        batches: list[Any] = []
-        loss_sum = examples = token_loss_sum = token_count = 0.0
-        has_loss = False
-        try:
-            iterator = data.iter_epoch(0) if isinstance(data, ResumableLoader) else iter(data)
-            for batch in iterator:
-                batch = move_to(batch, self.device)
-                with self._autocast():
-                    output = model(**batch)
-                loss = output.get("loss") if isinstance(output, Mapping) else getattr(output, "loss", None)
-                n = count_examples(batch)
-                if loss is not None:
-                    has_loss = True
-                    value = float(loss.float())
-                    loss_sum += value * n
-                    labels = batch.get("labels")
-                    weight = int((labels != -100).sum()) if isinstance(labels, torch.Tensor) else n
-                    token_loss_sum += value * weight
-                    token_count += weight
-                examples += n
-                if streaming:
-                    self.metric_fn.update(output, batch)
-                elif self.metric_fn is not None:
-                    outputs.append(move_to(_detach(output), torch.device("cpu")))
-                    batches.append(move_to(batch, torch.device("cpu")))
-        finally:
-            model.train(was_training)
-            set_rng_state(saved_rng)
-        if examples == 0:
-            raise ValueError("Trainer.evaluate: the evaluation data yielded no batch")
-        results: dict[str, float] = {}
-        if has_loss:
-            results["eval_loss"] = loss_sum / examples
-            if self.config.lm_perplexity and token_count > 0:
-                results["eval_perplexity"] = math.exp(min(token_loss_sum / token_count, 700.0))
-        if streaming:
-            extra = self.metric_fn.compute()
-        elif self.metric_fn is not None:
-            extra = self.metric_fn(outputs, batches)
-        else:
-            extra = {}
-        for key, value in dict(extra).items():
-            results[key if key.startswith("eval_") else f"eval_{key}"] = float(value)
-        return results
-
     # ------------------------------------------------------------------ checkpoints
 
     def _training_state(self) -> dict[str, Any]:
@@ -667,19 +563,12 @@ class Trainer:
             loader_state = loader.state_dict()
         else:
             loader_state = {"epoch": self._plain_epoch, "position": self._plain_position}
-        sharded = is_sharded(self.model)
-        batch = getattr(loader, "batch_size", None)
         return {
             "step": self.step,
             "examples_seen": self.examples_seen,
             "tokens_seen": self.tokens_seen,
             "world_size": self.context.world_size,
-            "layout": {
-                "parallel": "fsdp" if sharded else "ddp",
-                "world_size": self.context.world_size,
-                "global_batch": batch * self.context.world_size if isinstance(batch, int) else None,
-            },
-            "optimizer": {} if sharded else self.optimizer.state_dict(),  # sharded: in the shard files
+            "layout": training_layout(self.model, self.context, getattr(loader, "batch_size", None)),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
             "loader": loader_state,
@@ -687,23 +576,25 @@ class Trainer:
         }
 
     def save_checkpoint(self) -> Path:
-        """Save ``checkpoints/step-NNNNNN`` and prune old ones (rank 0 writes; collective under DDP)."""
+        """Save ``checkpoints/step-NNNNNN`` and prune old ones (collective under DDP and FSDP): rank 0
+        writes the model and the state; a sharded model's shards are written by every rank
+        (`attnlab.train.sharded_checkpoint.write_checkpoint`)."""
         rngs = all_gather_object(rng_state(), self.context)  # every rank's generators, in rank order
         module = unwrap_model(self.model)
         carried = None
         if hasattr(module, "carried_state"):  # every rank's own (see the module docstring), in rank order
             carried = all_gather_object(module.carried_state(), self.context)
-        path = self.checkpoint_root / checkpoint_name(self.step)
-        if is_sharded(self.model):
-            return self._save_sharded_checkpoint(path, rngs, carried)
+        state = trainer_state = None
         if self.context.is_main:
-            state = self._training_state()
-            state["rng"] = rngs
+            state = {**self._training_state(), "rng": rngs}
             if carried is not None:
                 state["carried"] = carried
-            save_checkpoint(path, self.model, state, self._trainer_state(), run_id=self.run_id)
-            prune_checkpoints(self.checkpoint_root, self.config.keep_last)
-        barrier(self.context)
+            trainer_state = self._trainer_state()
+        path = self.checkpoint_root / checkpoint_name(self.step)
+        write_checkpoint(
+            path, self.model, self.optimizer, state, trainer_state, self.context, run_id=self.run_id,
+            keep_last=self.config.keep_last,
+        )  # fmt: skip
         self.last_checkpoint = path
         return path
 
@@ -722,24 +613,6 @@ class Trainer:
             "run_id": self.run_id,
             "config": self.config.to_dict(),
         }
-
-    def _save_sharded_checkpoint(self, path: Path, rngs: list[Any], carried: list[Any] | None) -> Path:
-        """`save_checkpoint` of a model sharded by FSDP: every rank writes its shards
-        (`attnlab.train.sharded_checkpoint`), rank 0 the rest."""
-        state = trainer_state = None
-        if self.context.is_main:
-            state = {**self._training_state(), "rng": rngs}
-            if carried is not None:
-                state["carried"] = carried
-            trainer_state = self._trainer_state()
-        save_sharded_checkpoint(
-            path, self.model, self.optimizer, state, trainer_state, self.context, run_id=self.run_id
-        )
-        if self.context.is_main:
-            prune_checkpoints(self.checkpoint_root, self.config.keep_last)
-        barrier(self.context)
-        self.last_checkpoint = path
-        return path
 
     def _refuse_foreign_checkpoints(self) -> None:
         """A run that did not resume must not write beside another run's checkpoints: pruning would keep
@@ -764,35 +637,7 @@ class Trainer:
         was taken and why, and `resume_notes` keeps the reasons. A named checkpoint that does not verify
         is an `IntegrityError`. Call before `train`; every rank calls it under DDP.
         """
-        if str(checkpoint) == "latest":
-            candidates = list_checkpoints(self.checkpoint_root)[::-1]  # newest first
-            if not candidates:
-                raise FileNotFoundError(f"Trainer.resume: no checkpoint under {self.checkpoint_root}")
-        else:
-            candidates = [Path(checkpoint)]
-            if not Path(checkpoint).is_dir():
-                known = ", ".join(p.name for p in list_checkpoints(Path(checkpoint).parent)) or "none"
-                raise FileNotFoundError(
-                    f"Trainer.resume: {checkpoint} is not a checkpoint directory (checkpoints there: {known})"
-                )
-        failures: list[str] = []
-        contents: CheckpointContents | None = None
-        for path in candidates:
-            try:
-                if is_sharded_checkpoint(path):  # verified and read by `load_sharded_checkpoint`
-                    contents = CheckpointContents(path, verify_sharded_checkpoint(path), {}, {})
-                else:
-                    contents = read_checkpoint(path)
-                break
-            except (IntegrityError, FileNotFoundError) as e:
-                if len(candidates) == 1 and str(checkpoint) != "latest":
-                    raise
-                failures.append(f"{path.name}: {e}")
-        if contents is None:
-            raise IntegrityError(
-                f"Trainer.resume: no checkpoint under {self.checkpoint_root} verifies:\n  "
-                + "\n  ".join(failures)
-            )
+        contents, failures = newest_readable_checkpoint(self.checkpoint_root, checkpoint)
         path = contents.path
         if failures:
             self.resume_notes = failures
@@ -806,13 +651,8 @@ class Trainer:
         return path
 
     def _apply_checkpoint(self, contents: CheckpointContents) -> None:
-        path, state = contents.path, contents.state
-        check_layout(path, is_sharded(self.model))
-        if is_sharded(self.model):
-            state = load_sharded_checkpoint(path, self.model, self.optimizer, self.context)
-        else:
-            unwrap_model(self.model).load_state_dict(contents.tensors, strict=True)
-            self.optimizer.load_state_dict(state["optimizer"])
+        path = contents.path
+        state = restore_checkpoint(contents, self.model, self.optimizer, self.context)
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler.is_enabled():
             if not state["scaler"]:
@@ -851,13 +691,3 @@ class Trainer:
         if contents.run_id is not None:
             self.run_id = contents.run_id
         self._resumed = True
-
-
-def _detach(output: Any) -> Any:
-    if isinstance(output, torch.Tensor):
-        return output.detach()
-    if isinstance(output, Mapping):
-        return {k: _detach(v) for k, v in output.items()}
-    if hasattr(output, "__dataclass_fields__"):
-        return {k: _detach(getattr(output, k)) for k in output.__dataclass_fields__}
-    return output

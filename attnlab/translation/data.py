@@ -245,7 +245,6 @@ class TokenBatchLoader(ResumableLoader):
 
     lengths = None  # no length grouping: the batches are already cut by length
     num_workers = 0
-    rank, world_size = 0, 1  # not sharded: translate-train runs in one process
 
     def __init__(
         self,
@@ -255,9 +254,16 @@ class TokenBatchLoader(ResumableLoader):
         start_id: int,
         seed: int = 0,
         shuffle: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> None:
+        """``rank`` of ``world_size`` (under torchrun): of every ``world_size`` consecutive batches of the
+        epoch's order, this process reads the ``rank``-th; the tail that does not divide is left out."""
         if not examples:
             raise ValueError("TokenBatchLoader: no examples (all filtered or empty input)")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"TokenBatchLoader: need 0 <= rank < world_size, got {rank} and {world_size}")
+        self.rank, self.world_size = rank, world_size
         self.examples = examples
         self.max_tokens = max_tokens
         self.pad_id = pad_id
@@ -265,16 +271,25 @@ class TokenBatchLoader(ResumableLoader):
         self.seed = seed
         self.shuffle = shuffle
         self.batches = token_batches([(len(s), len(t)) for s, t in examples], max_tokens)
+        if len(self.batches) < world_size:
+            raise ValueError(
+                f"TokenBatchLoader: {len(self.batches)} batches of {max_tokens} tokens for {world_size} "
+                "processes; give more pairs or a smaller --max-tokens"
+            )
         self.epoch = 0
         self.position = 0
 
     def __len__(self) -> int:
-        return len(self.batches)
+        """Batches per epoch on this process."""
+        return len(self.batches) // self.world_size
 
     def epoch_order(self, epoch: int) -> list[int]:
+        """This process's batch indices of ``epoch``, in reading order."""
         if not self.shuffle:
-            return list(range(len(self.batches)))
-        return np.random.default_rng([self.seed, epoch]).permutation(len(self.batches)).tolist()
+            order = list(range(len(self.batches)))
+        else:
+            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.batches)).tolist()
+        return order[: len(self) * self.world_size][self.rank :: self.world_size]
 
     def batch(self, index: int) -> dict[str, torch.Tensor]:
         return collate([self.examples[i] for i in self.batches[index]], self.pad_id, self.start_id)

@@ -40,8 +40,11 @@ from attnlab.train.checkpoint import (
     latest_checkpoint,
     read_model_file,
 )
+from attnlab.train.distributed import barrier, broadcast_object, current_context
 from attnlab.train.logging import LOG_FILE, PLOT_FILE
 from attnlab.train.run_dir import prepare_run_directory
+from attnlab.train.sharded import consolidated_model
+from attnlab.train.sharded_checkpoint import is_sharded_checkpoint, read_sharded_weights
 
 from .config import preset
 from .data import (
@@ -116,11 +119,21 @@ def average_state_dicts(states: Sequence[dict[str, torch.Tensor]]) -> dict[str, 
     return out
 
 
-def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
+def average_checkpoints(
+    paths: Sequence[str | Path], template: dict[str, torch.Tensor] | None = None
+) -> dict[str, torch.Tensor]:
     """Average the weights of checkpoint directories (verified against their manifests first) or of
-    ``model.safetensors`` files (verified when their directory has a manifest listing them)."""
-    files = []
+    ``model.safetensors`` files (verified when their directory has a manifest listing them). Sharded
+    checkpoints (``parallel="fsdp"``) are read whole by this process, with ``template`` (the plain model's
+    state dict) naming their tensors."""
+    files: list[Path] = []
+    sharded: list[dict[str, torch.Tensor]] = []
     for p in map(Path, paths):
+        if p.is_dir() and is_sharded_checkpoint(p):
+            if template is None:
+                raise ValueError(f"{p}: a sharded checkpoint; averaging it needs the model's state dict")
+            sharded.append(read_sharded_weights(p, template))
+            continue
         if p.is_dir():
             manifest = verify_directory(p, [MODEL_FILE], required=True)
             if manifest is None or MODEL_FILE not in manifest.files:
@@ -131,7 +144,7 @@ def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
         else:
             verify_directory(p.parent, [p.name])
         files.append(p)
-    return average_state_dicts([read_model_file(f) for f in files])
+    return average_state_dicts([*sharded, *(read_model_file(f) for f in files)])
 
 
 def last_checkpoints(run_dir: str | Path, n: int, run_id: str | None = None) -> list[Path]:
@@ -156,8 +169,8 @@ def last_checkpoints(run_dir: str | Path, n: int, run_id: str | None = None) -> 
 
 def load_averaged(model: Seq2Seq, paths: Sequence[str | Path]) -> None:
     """Load the average of checkpoints ``paths`` into ``model`` (ties preserved)."""
-    averaged = average_checkpoints(paths)
     state = model.state_dict()
+    averaged = average_checkpoints(paths, template=state)
     missing = [k for k in state if k not in averaged]
     # Tied weights (shared embeddings) are saved under one name: fill the aliases from their source.
     for key in missing:
@@ -223,8 +236,11 @@ def train_translation(
         src_train, tgt_train, src_valid, tgt_valid, output_dir, vocab_size, max_length, resume, overwrite, log
     )
     model = build_run_model(data.tokenizer, preset_name, config_overrides, max_length, seed, log)
-    ids, start_id = special_ids(data.tokenizer), model.config.start_token_id
-    loader = TokenBatchLoader(data.train.examples, max_tokens, ids["pad"], start_id, seed=seed)
+    ids, start_id, ctx = special_ids(data.tokenizer), model.config.start_token_id, current_context()
+    loader = TokenBatchLoader(
+        data.train.examples, max_tokens, ids["pad"], start_id, seed=seed, rank=ctx.rank,
+        world_size=ctx.world_size,
+    )  # fmt: skip
     eval_batches = None
     if data.valid is not None:
         valid = TokenBatchLoader(data.valid.examples, max_tokens, ids["pad"], start_id, shuffle=False)
@@ -250,7 +266,7 @@ def train_translation(
         path = trainer.resume("latest", log=log)
         log(f"resumed from {path} (step {trainer.step})")
     result = trainer.train()
-    if callbacks:  # a re-plan moved the end: a resume continues to where this run was heading
+    if callbacks and ctx.is_main:  # a re-plan moved the end: a resume continues to where this run was heading
         replanned = {"max_steps": trainer.total_steps, "warmup": tconfig.warmup}
         write_json_atomic(replanned, output_dir / PLAN_FILE)
     return finish_run(model, trainer, result, data, loader, output_dir, average_last, log)
@@ -292,10 +308,17 @@ def encode_run_data(
         learned = train_joint_bpe([*train.source, *train.target], vocab_size)
         encoded = encode_pairs(learned, train, max_length)
         valid_enc = encode_pairs(learned, valid, max_length) if valid is not None else None
-    run_dir = prepare_run_directory(
-        output_dir, "translate-train", RUN_OUTPUTS, resume=resume, overwrite=overwrite, log=log
-    )
-    tokenizer = _run_tokenizer(output_dir, learned, log)
+    ctx = current_context()  # under torchrun: rank 0 claims the directory and writes the tokenizer
+    run_dir = tokenizer = None
+    if ctx.is_main:
+        run_dir = prepare_run_directory(
+            output_dir, "translate-train", RUN_OUTPUTS, resume=resume, overwrite=overwrite, log=log
+        )
+        tokenizer = _run_tokenizer(output_dir, learned, log)
+    barrier(ctx)
+    run_dir = broadcast_object(run_dir, ctx)
+    if tokenizer is None:  # the other ranks: the same BPE, learned here or read back when resuming
+        tokenizer = learned or Tokenizer.from_file(str(output_dir / TOKENIZER_FILE))
     if learned is None:  # resuming: the run's own tokenizer
         encoded = encode_pairs(tokenizer, train, max_length)
         valid_enc = encode_pairs(tokenizer, valid, max_length) if valid is not None else None
@@ -368,12 +391,19 @@ def finish_run(
     average_last: int,
     log: Callable[[str], None],
 ) -> TranslationRun:
-    """Average this run's last checkpoints into ``model``, save ``output_dir/model`` and the data report."""
+    """Average this run's last checkpoints into ``model``, save ``output_dir/model`` and the data report.
+    Under torchrun rank 0 alone does it (a sharded model is gathered onto it first; the others return
+    the paths without a report)."""
+    ctx = trainer.context
+    final = consolidated_model(model, ctx)  # sharded (FSDP): gathered once, onto rank 0; else model
+    if final is None or not ctx.is_main:
+        barrier(ctx)
+        return TranslationRun(output_dir / "model", result.step, {})
     checkpoints = last_checkpoints(output_dir, average_last, run_id=trainer.run_id)
     if len(checkpoints) > 1:
         log(f"averaging {len(checkpoints)} checkpoints: {', '.join(p.name for p in checkpoints)}")
-        load_averaged(model, checkpoints)
-    model_dir = save(model.cpu(), output_dir / "model", run_id=trainer.run_id, tokenizer=data.tokenizer)
+        load_averaged(final, checkpoints)
+    model_dir = save(final.cpu(), output_dir / "model", run_id=trainer.run_id, tokenizer=data.tokenizer)
     report = {
         "lines": data.pairs.lines,
         "pairs": len(data.pairs),
@@ -385,6 +415,7 @@ def finish_run(
         "eval": result.eval_metrics,
     }
     write_json_atomic(report, output_dir / "data_report.json")
+    barrier(ctx)
     return TranslationRun(model_dir, result.step, report)
 
 

@@ -35,6 +35,7 @@ INLINE_CODE = re.compile(r"`([^`\n]+)`")
 TINY = {
     "benchmarks/sharded_training.py": [
         "--memory-preset", "bert-tiny", "--throughput-preset", "bert-tiny", "--steps", "1",
+        "--parity-preset", "bert-tiny", "--parity-steps", "2",
     ],
     "experiments/distillation.py": [
         "--teacher-minutes", "0.1", "--distill-minutes", "0.05", "--students", "distilled", "random-init",
@@ -47,6 +48,7 @@ TINY = {
         "--output", "runs/elmo_conll",
     ],
     "experiments/int8_sst2.py": ["--threads", "1"],
+    "experiments/sharded_resume_trials.py": ["--trials", "1"],
     "experiments/kbert.py": [
         "--data", "../shared/data/kbert", "--seeds", "0", "--ner-epochs", "1", "--sentiment-epochs", "1",
         "--max-train-examples", "16", "--sentiment-max-train-examples", "16", "--max-dev-examples", "16",

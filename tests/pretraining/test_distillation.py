@@ -345,6 +345,37 @@ def test_distill_under_torchrun_two_processes(corpus_and_teacher, tmp_path):
     assert json.loads((out / "model" / "config.json").read_text())["config"]["num_layers"] == 2
 
 
+@pytest.mark.slow
+def test_distill_with_fsdp_on_two_processes_writes_the_student_once(corpus_and_teacher, tmp_path):
+    """--parallel fsdp: the student's and the teacher's layers sharded over two CPU processes (gloo); the
+    sharded checkpoints hold the shards, rank 0 writes the gathered student, which `attnlab.io.load`
+    reads."""
+    from torchrun import run_cli_under_torchrun, trainer_state
+
+    from attnlab.io import load
+
+    root, corpus, _ = corpus_and_teacher
+    out = tmp_path / "fsdp"
+    argv = [a if a != "8" else "3" for a in _argv(root, corpus, out)]  # 3 steps
+    stdout = run_cli_under_torchrun(
+        tmp_path, [*argv, "--workers", "1", "--eval-examples", "8", "--parallel", "fsdp"]
+    )
+    assert stdout.count("held-out MLM accuracy") == 1  # rank 0 only
+    state = trainer_state(out, 3)
+    assert state["world_size"] == 2 and state["config"]["parallel"] == "fsdp"
+    assert (out / "train" / "checkpoints" / "step-000003" / "sharded" / "__1_0.distcp").is_file()
+    student = load(out / "model")
+    assert student.config.num_layers == 2 and not any(p.is_meta for p in student.parameters())
+
+
+def test_distill_fsdp_without_torchrun_is_refused_before_writing(corpus_and_teacher, tmp_path, capsys):
+    root, corpus, _ = corpus_and_teacher
+    out = tmp_path / "x"
+    assert main([*_argv(root, corpus, out), "--parallel", "fsdp"]) == 2
+    assert "launch with torchrun --nproc-per-node N -m attnlab distill" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_distill_keeps_the_teachers_trained_positions(corpus_and_teacher, tmp_path, monkeypatch):
     """The budget's length stages copy positions a shorter stage trained (pretrain); a student starts from
     its teacher's positions, all trained, so `attnlab distill` keeps them."""

@@ -4,7 +4,8 @@
 two-layer BERT of test_train_fsdp.py with FSDP, a checkpoint every 2 steps, resuming from the newest one
 when there is one (a restart). In the first attempt the last rank kills itself with SIGKILL after step
 KILL_AT (0: never), as a lost machine would; torchrun then restarts the whole group, which resumes.
-Rank 0 writes the final weights to OUTPUT_DIR/final.safetensors.
+Rank 0 writes the final weights to OUTPUT_DIR/final.safetensors, a line to OUTPUT_DIR/starts with the step
+every start of the group begins at, and OUTPUT_DIR/restart-N (N: its node's restart count) at the end.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ def main(out: Path, kill_at: int) -> None:
         )
         if latest_checkpoint(trainer.checkpoint_root) is not None:
             trainer.resume("latest")
+        if context.is_main:  # one line per start of the group: the step it starts from
+            with open(out / "starts", "a", encoding="utf-8") as starts:
+                starts.write(f"{trainer.step}\n")
         first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
         if first_attempt and kill_at and context.rank == context.world_size - 1:
             trainer.callbacks.append(
