@@ -10,7 +10,7 @@ encoder's and decoder's layers of the Transformer), the rest (embeddings, heads)
 What the installed PyTorch (2.13, CPU build) does on gloo, checked with two processes: ``fully_shard``,
 the gradient reduce-scatter, ``clip_grad_norm_`` over DTensor gradients, ``torch.distributed.checkpoint``
 save/load and full state dicts all work, so FSDP2 is used everywhere (no fallback to the older
-``FullyShardedDataParallel``). ``CPUOffloadPolicy`` works with ``pin_memory=False`` (pinning needs an
+``FullyShardedDataParallel``). ``CPUOffloadPolicy`` works with ``pin_memory=False`` (pinning needs a
 GPU); on a CPU-only run it changes nothing, the parameters already live in host memory.
 ``MixedPrecisionPolicy`` (bf16 parameters for compute, fp32 gradient reduction, fp32 master weights in the
 optimizer) is applied on CUDA only: on the CPU, ``precision="bf16"`` stays the trainer's autocast.
