@@ -29,7 +29,7 @@ from typing import Any
 
 from attnlab.generation import GenerationConfig
 from attnlab.generation.continuous import ContinuousDecoder, Row
-from attnlab.generation.text_stream import TextStream, cut_at_stop
+from attnlab.generation.text_stream import IncrementalText, TextStream, cut_at_stop
 from attnlab.serving.metrics import Metrics
 
 
@@ -160,8 +160,13 @@ class ContinuousBatcher:
         def decode(row: list[int]) -> str:
             return tok.decode([t for t in row if t != eos], skip_special_tokens=True)
 
-        stops = list(r.stop)
-        stop = (lambda toks: any(s in decode(toks) for s in stops)) if stops else None
+        stops, text = list(r.stop), IncrementalText(decode)
+
+        def stop(ids: list[int]) -> bool:
+            for token in ids[len(text.ids) :]:
+                text.add(token)
+            return any(s in text.text for s in stops)
+
         on_token = None
         if emit is not None:
             stream = TextStream(decode, stops, lambda token, piece: emit({"token": token, "text": piece}))
