@@ -26,8 +26,9 @@ class IncrementalText:
     window from the id before the last complete text: ``decode(ids[prefix:])`` minus
     ``decode(ids[prefix:read])`` is the new text (the window's first id gives the decoder its context: the
     space before a word, the ``##`` of a continuation). While the text ends in U+FFFD (a UTF-8 character not
-    complete yet) the window keeps its start. A decoder whose earlier text changes with what follows (the
-    window's head does not start its text) is decoded whole."""
+    complete yet) the window keeps its start. Where the window's head gives no context (its ids decode to
+    nothing: a skipped special token) or the earlier text changes with what follows (the head does not
+    start the window's text), the ids are decoded whole."""
 
     def __init__(self, decode: Callable[[list[int]], str]) -> None:
         self.decode = decode
@@ -41,7 +42,7 @@ class IncrementalText:
         self.ids.append(token)
         head = self.decode(self.ids[self.prefix : self.read])
         window = self.decode(self.ids[self.prefix :])
-        if not window.startswith(head):
+        if not window.startswith(head) or (self.read > self.prefix and not head):
             self.text = self.complete = self.decode(self.ids)
             self.prefix, self.read = 0, len(self.ids)
             return self.text

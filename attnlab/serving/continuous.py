@@ -52,6 +52,7 @@ class ContinuousBatcher:
         self.metrics = metrics or Metrics()
         self.decoder = ContinuousDecoder(service.model)
         self.waiting: deque[Job] = deque()
+        self.outbox: list[tuple[Any, dict]] = []  # (emit, event) of the streamed pieces of a turn
         self.active: list[Job] = []
         self.wake: asyncio.Event | None = None
         self.task: asyncio.Task | None = None
@@ -118,6 +119,9 @@ class ContinuousBatcher:
             self.metrics.batch(
                 "generate", rows, rows * (self.decoder.length() + 1), time.perf_counter() - started
             )
+            outbox, self.outbox = self.outbox, []
+            for emit, event in outbox:  # the turn's pieces of text, sent on from this thread at once
+                emit(event)
             for job, result in ended:
                 if job.future.done():
                     continue
@@ -169,7 +173,11 @@ class ContinuousBatcher:
 
         on_token = None
         if emit is not None:
-            stream = TextStream(decode, stops, lambda token, piece: emit({"token": token, "text": piece}))
+
+            def send(token: int, piece: str) -> None:  # after the turn, from the loop (`_loop`): one wake-up
+                self.outbox.append((emit, {"token": token, "text": piece}))
+
+            stream = TextStream(decode, stops, send)
             on_token = stream.step
         job.decode = decode
         job.row = self.decoder.add(
