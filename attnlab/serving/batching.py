@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from attnlab.serving.metrics import Metrics
+from attnlab.serving.shutdown import stop_loop
 
 
 class QueueFull(Exception):
@@ -107,15 +108,11 @@ class DynamicBatcher:
             await asyncio.sleep(0.01)
         if self.continuous is not None:
             await self.continuous.stop()
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-        for job in [*self.collecting, *self.held, *self._queued()]:
-            if not job.future.done():
-                job.future.set_exception(QueueFull("the server is shutting down"))
+        await stop_loop(
+            self.task,
+            lambda: [*self.collecting, *self.held, *self._queued()],
+            QueueFull("the server is shutting down"),
+        )
         self.executor.shutdown(wait=True)
 
     def _queued(self) -> list[Job]:

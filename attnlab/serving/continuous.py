@@ -31,6 +31,7 @@ from attnlab.generation import GenerationConfig
 from attnlab.generation.continuous import ContinuousDecoder, Row
 from attnlab.generation.text_stream import IncrementalText, TextStream, cut_at_stop
 from attnlab.serving.metrics import Metrics
+from attnlab.serving.shutdown import stop_loop
 
 
 @dataclass(eq=False)
@@ -82,15 +83,9 @@ class ContinuousBatcher:
             raise
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-        for job in [*self.waiting, *self.active]:
-            if not job.future.done():
-                job.future.set_exception(RuntimeError("the server is shutting down"))
+        await stop_loop(
+            self.task, lambda: [*self.waiting, *self.active], RuntimeError("the server is shutting down")
+        )
 
     # ---------------------------------------------------------------------------------------------- loop
 
