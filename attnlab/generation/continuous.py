@@ -67,6 +67,7 @@ class Row:
     ended_with_eos: bool = False
     warnings: list[str] = field(default_factory=list)
     error: BaseException | None = None  # what ``on_token`` raised (the row was taken out)
+    logprobs: list[float] | None = None  # each new token's log-probability, where asked for
     id: int = field(default_factory=lambda: next(_ids))
 
     @property
@@ -95,10 +96,12 @@ class ContinuousDecoder:
         config: GenerationConfig,
         on_token: TokenCallback | None = None,
         stop: StopCheck | None = None,
+        logprobs: list[float] | None = None,
     ) -> Row:
         """Prefill ``prompt`` (its first new token chosen and reported) and add it to the batch unless it
         ended already. ``config``: greedy or sampling settings, ``max_new_tokens``, ``seed``,
-        ``truncate_prompt``; beams are `generate`'s."""
+        ``truncate_prompt``; beams are `generate`'s. ``logprobs``: a list that gets each new token's
+        log-probability under the model (its logits' log-softmax, before any processor), as it comes."""
         if config.num_beams != 1:
             raise ValueError("continuous batching decodes greedily or by sampling (num_beams 1)")
         model_cfg = self.model.config
@@ -126,7 +129,8 @@ class ContinuousDecoder:
         )  # fmt: skip
         cache = self.model.new_cache()
         logits = self.model(ids, cache=cache).logits[:, -1].float()  # (1, V): `generate`'s first step
-        self._advance(row, self._choose(row, logits[0]))
+        row.logprobs = logprobs
+        self._advance(row, self._choose(row, logits[0]), logits[0])
         if not row.done:
             self._join(row, cache)
         return row
@@ -157,7 +161,7 @@ class ContinuousDecoder:
         ended = []
         for i, row in enumerate(list(self.rows)):
             token = greedy[i] if not row.do_sample and not row.processors else self._choose(row, logits[i])
-            self._advance(row, token)
+            self._advance(row, token, logits[i])
             if row.done:
                 ended.append(row)
         if ended:
@@ -176,9 +180,12 @@ class ContinuousDecoder:
             return int(torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=row.generator)[0, 0])
         return int(scores.argmax(dim=-1)[0])
 
-    def _advance(self, row: Row, token: int) -> None:
-        """Append ``token``; end the row at EOS, its limit or its stop check; report the token."""
+    def _advance(self, row: Row, token: int, logits: Tensor) -> None:
+        """Append ``token`` (and its log-probability under ``logits`` (V,) where the row keeps them); end the
+        row at EOS, its limit or its stop check; report the token."""
         row.generated.append(token)
+        if row.logprobs is not None:
+            row.logprobs.append(float(logits[token] - torch.logsumexp(logits, dim=-1)))
         if row.eos is not None and token == row.eos:
             row.ended_with_eos = row.done = True
         elif len(row.generated) >= row.limit or (row.stop is not None and row.stop(row.generated)):

@@ -31,8 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnlab.serving.futures import settle, stop_loop
 from attnlab.serving.metrics import Metrics
-from attnlab.serving.shutdown import stop_loop
 
 
 class QueueFull(Exception):
@@ -212,10 +212,4 @@ class DynamicBatcher:
                 self.running = 0
             tokens = len(batch) * max(j.prepared.tokens for j in batch)
             self.metrics.batch(str(key[0]), len(batch), tokens, time.perf_counter() - started)
-            for job, result in zip(batch, results):
-                if job.future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    job.future.set_exception(result)
-                else:
-                    job.future.set_result(result)
+            settle(zip(batch, results))

@@ -30,8 +30,8 @@ from typing import Any
 from attnlab.generation import GenerationConfig
 from attnlab.generation.continuous import ContinuousDecoder, Row
 from attnlab.generation.text_stream import IncrementalText, TextStream, cut_at_stop
+from attnlab.serving.futures import settle, stop_loop
 from attnlab.serving.metrics import Metrics
-from attnlab.serving.shutdown import stop_loop
 
 
 @dataclass(eq=False)
@@ -53,7 +53,7 @@ class ContinuousBatcher:
         self.metrics = metrics or Metrics()
         self.decoder = ContinuousDecoder(service.model)
         self.waiting: deque[Job] = deque()
-        self.outbox: list[tuple[Any, dict]] = []  # (emit, event) of the streamed pieces of a turn
+        self.outbox: list[tuple[Job, dict]] = []  # (job, event): the streamed pieces of a turn
         self.active: list[Job] = []
         self.wake: asyncio.Event | None = None
         self.task: asyncio.Task | None = None
@@ -114,16 +114,19 @@ class ContinuousBatcher:
             self.metrics.batch(
                 "generate", rows, rows * (self.decoder.length() + 1), time.perf_counter() - started
             )
-            outbox, self.outbox = self.outbox, []
-            for emit, event in outbox:  # the turn's pieces of text, sent on from this thread at once
-                emit(event)
-            for job, result in ended:
-                if job.future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    job.future.set_exception(result)
-                else:
-                    job.future.set_result(result)
+            self._send()
+            settle(ended)
+
+    def _send(self) -> None:
+        """The turn's pieces of text, sent on from the loop at once; a job whose ``emit`` raises (its client
+        left) fails with that error, and its row leaves at the next turn."""
+        outbox, self.outbox = self.outbox, []
+        for job, event in outbox:
+            try:
+                job.prepared.emit(event)
+            except Exception as error:  # noqa: BLE001 - this request fails alone
+                if not job.future.done():
+                    job.future.set_exception(error)
 
     def _turn(self, joining: list[Job]) -> list[tuple[Job, Any]]:
         """On the model thread: rows of gone clients out, new requests in, one step; the ended jobs."""
@@ -160,6 +163,7 @@ class ContinuousBatcher:
             return tok.decode([t for t in row if t != eos], skip_special_tokens=True)
 
         stops, text = list(r.stop), IncrementalText(decode)
+        logprobs: list[float] | None = [] if job.prepared.logprobs else None
 
         def stop(ids: list[int]) -> bool:
             for token in ids[len(text.ids) :]:
@@ -169,14 +173,17 @@ class ContinuousBatcher:
         on_token = None
         if emit is not None:
 
-            def send(token: int, piece: str) -> None:  # after the turn, from the loop (`_loop`): one wake-up
-                self.outbox.append((emit, {"token": token, "text": piece}))
+            def send(token: int, piece: str) -> None:  # after the turn, from the loop (`_send`): one wake-up
+                event = {"token": token, "text": piece}
+                if logprobs is not None:
+                    event["logprob"] = logprobs[-1]  # the piece's last token's
+                self.outbox.append((job, event))
 
             stream = TextStream(decode, stops, send)
             on_token = stream.step
         job.decode = decode
         job.row = self.decoder.add(
-            list(tok.encode(r.text, add_special_tokens=False).ids), cfg, on_token, stop
+            list(tok.encode(r.text, add_special_tokens=False).ids), cfg, on_token, stop, logprobs
         )
 
     def _answer(self, job: Job) -> Any:

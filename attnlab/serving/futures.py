@@ -1,4 +1,5 @@
-"""Stopping a batcher's loop at shutdown: what `DynamicBatcher.drain` and `ContinuousBatcher.stop` share."""
+"""The requests' futures of the batchers (`DynamicBatcher`, `ContinuousBatcher`): answered after a batch or
+a step (`settle`), failed when the loop stops at shutdown (`stop_loop`)."""
 
 from __future__ import annotations
 
@@ -22,3 +23,15 @@ async def stop_loop(
     for job in pending():
         if not job.future.done():
             job.future.set_exception(error)
+
+
+def settle(answers: Iterable[tuple[Any, Any]]) -> None:
+    """Give each (job, result) its result, or its error where the result is an exception; a job already
+    done (its client left, it timed out) is skipped."""
+    for job, result in answers:
+        if job.future.done():
+            continue
+        if isinstance(result, BaseException):
+            job.future.set_exception(result)
+        else:
+            job.future.set_result(result)
