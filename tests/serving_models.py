@@ -1,8 +1,11 @@
-"""Tiny random model directories for the serving tests (API and browser): every kind `attnlab serve` reads."""
+"""Tiny random model directories for the serving tests (API and browser): every kind `attnlab serve` reads;
+servers running them on threads (`running`)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import torch
@@ -17,6 +20,10 @@ from attnlab.models import (
 )
 from attnlab.models.gpt import build_gpt
 from attnlab.models.gpt_presets import get_gpt_preset
+from attnlab.serving.app import create_app
+from attnlab.serving.server import BackgroundServer
+from attnlab.serving.service import load_service
+from attnlab.serving.settings import ServeSettings
 from attnlab.tasks.finetune import save_model_dir
 from attnlab.tokenizers import bert_wordpiece
 from attnlab.tokenizers.files import save_tokenizer_json
@@ -62,3 +69,20 @@ def make(kind: str, root: Path) -> Path:
         "qa": lambda: EncoderForQuestionAnswering.from_config(cfg),
     }[kind]()
     return save_model_dir(model, tok, d)
+
+
+def make_all(root: Path, kinds: tuple[str, ...] = KINDS) -> dict[str, Path]:
+    """A directory of each kind under ``root`` (`make`)."""
+    return {kind: make(kind, root) for kind in kinds}
+
+
+@contextmanager
+def running(dirs: dict[str, Path], key: str, keyed: str) -> Iterator[dict[str, str]]:
+    """A server on a thread for each directory (the ``keyed`` one requires API key ``key``); their URLs by
+    name, for the real clients (``openai``, ``huggingface_hub``)."""
+    with ExitStack() as stack:
+        urls = {}
+        for name, d in dirs.items():
+            settings = ServeSettings(api_key=key) if name == keyed else None
+            urls[name] = stack.enter_context(BackgroundServer(create_app(load_service(d), settings)))
+        yield urls

@@ -14,7 +14,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
-from serving_models import KINDS, make  # noqa: E402
+from serving_models import make_all  # noqa: E402
 
 from attnlab.cli import main  # noqa: E402
 from attnlab.serving.app import create_app  # noqa: E402
@@ -27,8 +27,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    return {kind: make(kind, root) for kind in KINDS}
+    return make_all(tmp_path_factory.mktemp("serve"))
 
 
 @pytest.fixture(scope="module")
