@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import pytest
 import torch
 
 from attnlab.io import save
@@ -86,3 +87,22 @@ def running(dirs: dict[str, Path], key: str, keyed: str) -> Iterator[dict[str, s
             settings = ServeSettings(api_key=key) if name == keyed else None
             urls[name] = stack.enter_context(BackgroundServer(create_app(load_service(d), settings)))
         yield urls
+
+
+def close(a, b, path="") -> None:
+    """``a == b`` with floats compared to 1e-5 (a batch of one against a pipeline's own batch; the HF
+    client's dataclasses compared as dicts of their fields that are set)."""
+    if hasattr(a, "__dataclass_fields__"):
+        a = {k: getattr(a, k) for k in a.__dataclass_fields__ if getattr(a, k) is not None}
+    if isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, abs=1e-5), path
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), (path, a.keys(), b.keys())
+        for k in a:
+            close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            close(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path

@@ -16,7 +16,7 @@ import httpx  # noqa: E402
 import torch  # noqa: E402
 from huggingface_hub import InferenceClient  # noqa: E402
 from huggingface_hub.errors import HfHubHTTPError  # noqa: E402
-from serving_models import make_all, running  # noqa: E402
+from serving_models import close, make_all, running  # noqa: E402
 
 from attnlab.generation import generate  # noqa: E402
 from attnlab.io import load  # noqa: E402
@@ -45,24 +45,6 @@ def urls(dirs):
 
 def client(urls, kind: str, path: str = "") -> InferenceClient:
     return InferenceClient(base_url=urls[kind] + path, api_key=KEY)
-
-
-def close(a, b, path="") -> None:
-    """``a == b`` with floats compared to 1e-5 (the client's dataclasses compared as dicts)."""
-    if hasattr(a, "__dataclass_fields__"):
-        a = {k: getattr(a, k) for k in a.__dataclass_fields__ if getattr(a, k) is not None}
-    if isinstance(a, float) or isinstance(b, float):
-        assert a == pytest.approx(b, abs=1e-5), path
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), (path, a.keys(), b.keys())
-        for k in a:
-            close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            close(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, path
 
 
 def greedy(d, prompt: str, **options) -> tuple[str, list[int]]:
