@@ -190,7 +190,10 @@ def load_average() -> str:
 
 
 def pct(values: list[float], q: float) -> float:
+    """The ``q``-th percentile of ``values`` (nearest rank; NaN for none)."""
     ordered = sorted(values)
+    if not ordered:
+        return float("nan")
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
@@ -292,8 +295,8 @@ def main() -> int:
     return 0
 
 
-def _batch_sizes(port: int) -> str:
-    """Mean requests per batch on the dynamic server, from its /metrics."""
+def batch_sizes(port: int, endpoint: str) -> tuple[float, float]:
+    """(batches, mean rows per batch) of ``endpoint`` on the server at ``port``, from its /metrics."""
     import urllib.request
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
@@ -301,10 +304,15 @@ def _batch_sizes(port: int) -> str:
     values = {}
     for line in text.splitlines():
         for key in ("attnlab_batch_size_sum", "attnlab_batch_size_count"):
-            if line.startswith(key + '{endpoint="fill-mask"}'):
+            if line.startswith(key + f'{{endpoint="{endpoint}"}}'):
                 values[key] = float(line.split()[-1])
     n = values.get("attnlab_batch_size_count", 0)
-    mean = values.get("attnlab_batch_size_sum", 0) / max(n, 1)
+    return n, values.get("attnlab_batch_size_sum", 0) / max(n, 1)
+
+
+def _batch_sizes(port: int) -> str:
+    """Mean requests per batch on the dynamic server."""
+    n, mean = batch_sizes(port, "fill-mask")
     return f"{n:.0f} batches, {mean:.2f} requests per batch on average"
 
 

@@ -190,13 +190,6 @@ async def load(port: int, texts: list[str], total: int, clients: int, stagger_s:
             "rate": tokens / wall}  # fmt: skip
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return (
-        ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
-    )
-
-
 def main(argv: list[str]) -> int:
     from attnlab.serving.server import free_port
 
@@ -247,10 +240,10 @@ def main(argv: list[str]) -> int:
     rows = [("measure", f"{args.clients} clients", "one at a time", "ratio", "target")]
     rows.append(("generated tokens/s", f"{busy['rate']:.0f}", f"{alone['rate']:.0f}",
                  f"{busy['rate'] / alone['rate']:.2f}", ">= 3x"))  # fmt: skip
-    rows.append(("time to first token p50 (ms)", f"{1000 * pct(busy['ttft'], 50):.0f}",
-                 f"{1000 * pct(alone['ttft'], 50):.0f}", "", "< 150 ms"))  # fmt: skip
-    rows.append(("time to first token p99 (ms)", f"{1000 * pct(busy['ttft'], 99):.0f}",
-                 f"{1000 * pct(alone['ttft'], 99):.0f}", "", ""))  # fmt: skip
+    rows.append(("time to first token p50 (ms)", f"{1000 * serve.pct(busy['ttft'], 50):.0f}",
+                 f"{1000 * serve.pct(alone['ttft'], 50):.0f}", "", "< 150 ms"))  # fmt: skip
+    rows.append(("time to first token p99 (ms)", f"{1000 * serve.pct(busy['ttft'], 99):.0f}",
+                 f"{1000 * serve.pct(alone['ttft'], 99):.0f}", "", ""))  # fmt: skip
     rows.append((f"errors in {args.requests:,} requests", str(len(busy["errors"])), str(len(alone["errors"])),
                  "", "0"))  # fmt: skip
     rows.append(("answers unlike generate alone", str(len(wrong)), "", "", "0"))
@@ -268,18 +261,9 @@ def main(argv: list[str]) -> int:
 
 
 def serve_steps(port: int) -> str:
-    """The server's decode steps and their mean rows, from its /metrics."""
-    import urllib.request
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    values = {}
-    for line in text.splitlines():
-        for key in ("attnlab_batch_size_sum", "attnlab_batch_size_count"):
-            if line.startswith(key + '{endpoint="generate"}'):
-                values[key] = float(line.split()[-1])
-    n = values.get("attnlab_batch_size_count", 0)
-    return f"{n:,.0f}, {values.get('attnlab_batch_size_sum', 0) / max(n, 1):.1f} rows on average"
+    """The server's decode steps and their mean rows."""
+    n, mean = serve.batch_sizes(port, "generate")
+    return f"{n:,.0f}, {mean:.1f} rows on average"
 
 
 if __name__ == "__main__":

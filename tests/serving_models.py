@@ -1,10 +1,14 @@
-"""Tiny random model directories for the serving tests (API and browser): every kind `attnlab serve` reads."""
+"""Tiny random model directories for the serving tests (API and browser): every kind `attnlab serve` reads;
+servers running them on threads (`running`)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+import pytest
 import torch
 
 from attnlab.io import save
@@ -17,6 +21,10 @@ from attnlab.models import (
 )
 from attnlab.models.gpt import build_gpt
 from attnlab.models.gpt_presets import get_gpt_preset
+from attnlab.serving.app import create_app
+from attnlab.serving.server import BackgroundServer
+from attnlab.serving.service import load_service
+from attnlab.serving.settings import ServeSettings
 from attnlab.tasks.finetune import save_model_dir
 from attnlab.tokenizers import bert_wordpiece
 from attnlab.tokenizers.files import save_tokenizer_json
@@ -62,3 +70,39 @@ def make(kind: str, root: Path) -> Path:
         "qa": lambda: EncoderForQuestionAnswering.from_config(cfg),
     }[kind]()
     return save_model_dir(model, tok, d)
+
+
+def make_all(root: Path, kinds: tuple[str, ...] = KINDS) -> dict[str, Path]:
+    """A directory of each kind under ``root`` (`make`)."""
+    return {kind: make(kind, root) for kind in kinds}
+
+
+@contextmanager
+def running(dirs: dict[str, Path], key: str, keyed: str) -> Iterator[dict[str, str]]:
+    """A server on a thread for each directory (the ``keyed`` one requires API key ``key``); their URLs by
+    name, for the real clients (``openai``, ``huggingface_hub``)."""
+    with ExitStack() as stack:
+        urls = {}
+        for name, d in dirs.items():
+            settings = ServeSettings(api_key=key) if name == keyed else None
+            urls[name] = stack.enter_context(BackgroundServer(create_app(load_service(d), settings)))
+        yield urls
+
+
+def close(a, b, path="") -> None:
+    """``a == b`` with floats compared to 1e-5 (a batch of one against a pipeline's own batch; the HF
+    client's dataclasses compared as dicts of their fields that are set)."""
+    if hasattr(a, "__dataclass_fields__"):
+        a = {k: getattr(a, k) for k in a.__dataclass_fields__ if getattr(a, k) is not None}
+    if isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, abs=1e-5), path
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), (path, a.keys(), b.keys())
+        for k in a:
+            close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            close(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, path

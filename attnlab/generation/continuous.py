@@ -15,10 +15,15 @@ iteration-level scheduling):
   token with the row's own settings (greedy, or sampling with its temperature, top-k, top-p and seeded
   generator, as `attnlab.generation.search.search` chooses them for one prompt);
 - a row that ends (EOS, its ``max_new_tokens``, a stop check) or is removed (`remove`: its client left) is
-  taken out of the cache at once, and the left columns that only padding fills are dropped.
+  taken out of the cache at once, and the left columns that only padding fills leave the window.
 
-A join or a leave copies the batch's keys and values once, into buffers with room to grow in the layout
-`attnlab.nn.buffered_attention.BufferedSelfAttention` appends to, so the steps between copy nothing.
+The keys and values live in one slab per layer, (rows, N, columns, D), made once (doubled when more rows
+join): the batch is its first B rows, the window of L columns ending at ``end``, which the cache's views
+show in the layout `attnlab.nn.buffered_attention.BufferedSelfAttention` appends to in place. A join
+copies only the new row's keys and values into row B; a leave moves the last row into the freed one; the
+window slides right by a column a step and is copied back to the left once every ``columns - P`` steps.
+(Copying the whole batch into new buffers at every join and leave cost a 16-row batch of gpt-bpe-small
+about as much as the prefill of the arrival.)
 
 A row's tokens are those `generate` gives for its prompt alone: the same prefill, processors and random
 draws; the batched steps differ from a lone row's only in the floating-point order of the padded products.
@@ -62,6 +67,7 @@ class Row:
     ended_with_eos: bool = False
     warnings: list[str] = field(default_factory=list)
     error: BaseException | None = None  # what ``on_token`` raised (the row was taken out)
+    logprobs: list[float] | None = None  # each new token's log-probability, where asked for
     id: int = field(default_factory=lambda: next(_ids))
 
     @property
@@ -76,8 +82,10 @@ class ContinuousDecoder:
     def __init__(self, model: nn.Module) -> None:
         self.model = model.eval()
         self.rows: list[Row] = []
-        self.cache = None  # the batch's key/value cache, (B, N, L, D) per layer; None when empty
         self.valid: list[int] = []  # per row: its real positions, the last `valid[i]` of the L
+        self._cache = self.model.new_cache()  # per layer, views of the slab (`_views`)
+        self._slab: list[tuple[Tensor, Tensor]] = []  # per layer, keys and values (rows, N, columns, D)
+        self._end = 0  # the window of the L cached positions is the slab's columns [end - L, end)
 
     # ------------------------------------------------------------------------------------------- rows
 
@@ -88,10 +96,12 @@ class ContinuousDecoder:
         config: GenerationConfig,
         on_token: TokenCallback | None = None,
         stop: StopCheck | None = None,
+        logprobs: list[float] | None = None,
     ) -> Row:
         """Prefill ``prompt`` (its first new token chosen and reported) and add it to the batch unless it
         ended already. ``config``: greedy or sampling settings, ``max_new_tokens``, ``seed``,
-        ``truncate_prompt``; beams are `generate`'s."""
+        ``truncate_prompt``; beams are `generate`'s. ``logprobs``: a list that gets each new token's
+        log-probability under the model (its logits' log-softmax, before any processor), as it comes."""
         if config.num_beams != 1:
             raise ValueError("continuous batching decodes greedily or by sampling (num_beams 1)")
         model_cfg = self.model.config
@@ -119,7 +129,8 @@ class ContinuousDecoder:
         )  # fmt: skip
         cache = self.model.new_cache()
         logits = self.model(ids, cache=cache).logits[:, -1].float()  # (1, V): `generate`'s first step
-        self._advance(row, self._choose(row, logits[0]))
+        row.logprobs = logprobs
+        self._advance(row, self._choose(row, logits[0]), logits[0])
         if not row.done:
             self._join(row, cache)
         return row
@@ -142,13 +153,15 @@ class ContinuousDecoder:
             cols = torch.arange(width, device=last.device)
             starts = torch.tensor([width - 1 - v for v in self.valid], device=last.device)
             mask = (cols[None, :] >= starts[:, None]).long()  # (B, L + 1): 0 on the left padding
-        logits = self.model(last, attention_mask=mask, cache=self.cache).logits[:, -1].float()  # (B, V)
+        self._room()
+        logits = self.model(last, attention_mask=mask, cache=self._cache).logits[:, -1].float()  # (B, V)
+        self._end += 1  # the step's keys and values were written in place at the window's end
         self.valid = [v + 1 for v in self.valid]
         greedy = logits.argmax(dim=-1).tolist()  # rows without processors take theirs from here
         ended = []
         for i, row in enumerate(list(self.rows)):
             token = greedy[i] if not row.do_sample and not row.processors else self._choose(row, logits[i])
-            self._advance(row, token)
+            self._advance(row, token, logits[i])
             if row.done:
                 ended.append(row)
         if ended:
@@ -167,9 +180,12 @@ class ContinuousDecoder:
             return int(torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=row.generator)[0, 0])
         return int(scores.argmax(dim=-1)[0])
 
-    def _advance(self, row: Row, token: int) -> None:
-        """Append ``token``; end the row at EOS, its limit or its stop check; report the token."""
+    def _advance(self, row: Row, token: int, logits: Tensor) -> None:
+        """Append ``token`` (and its log-probability under ``logits`` (V,) where the row keeps them); end the
+        row at EOS, its limit or its stop check; report the token."""
         row.generated.append(token)
+        if row.logprobs is not None:
+            row.logprobs.append(float(logits[token] - torch.logsumexp(logits, dim=-1)))
         if row.eos is not None and token == row.eos:
             row.ended_with_eos = row.done = True
         elif len(row.generated) >= row.limit or (row.stop is not None and row.stop(row.generated)):
@@ -185,62 +201,84 @@ class ContinuousDecoder:
     def _device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    @property
+    def cache(self) -> list | None:
+        """The batch's key/value cache, (B, N, L, D) views of the slab per layer; None when empty."""
+        return self._cache if self.rows else None
+
     def length(self) -> int:
-        return int(self.cache[0]["self"]["key"].size(2)) if self.cache else 0
+        """L: the cached positions of the longest row (the others padded on the left to it)."""
+        return max(self.valid, default=0)
 
-    def _kv(self, cache: list) -> list[tuple[Tensor, Tensor]]:
-        return [(layer["self"]["key"], layer["self"]["value"]) for layer in cache]
+    def _room(self) -> None:
+        """Make room for one more column after the window: at the slab's right edge, copy the window back
+        so that it ends at column P (once every ``columns - P`` steps)."""
+        context, width, b = self.model.config.max_positions, self.length(), len(self.rows)
+        if self._end < self._slab[0][0].size(2):
+            return
+        for pair in self._slab:
+            for slab in pair:
+                window = slab[:b, :, self._end - width : self._end].clone()
+                slab[:b, :, context - width : context] = window
+        self._end = context
+        self._views()
 
-    def _buffers(self, layers: int, rows: int, width: int, like: Tensor) -> list[dict]:
-        """Per layer, empty key/value buffers (rows, N, capacity, D) holding ``width`` positions, in the
-        layout `attnlab.nn.buffered_attention.BufferedSelfAttention` appends to in place (``key`` a view of
-        ``key_buffer``; room for as many positions again, so the next steps copy nothing)."""
+    def _views(self) -> None:
+        """Point every layer's cache at its slab's B rows and window (`BufferedSelfAttention`'s layout: keys
+        ``key_buffer[:, :, :L]``, the next step written at column L of ``key_buffer``, in place)."""
+        b, start = len(self.rows), self._end - self.length()
+        for layer, (keys, values) in zip(self._cache, self._slab):
+            kb, vb = keys[:b, :, start:], values[:b, :, start:]
+            width = self._end - start
+            layer["self"] = {"key_buffer": kb, "value_buffer": vb, "key": kb[:, :, :width],
+                             "value": vb[:, :, :width]}  # fmt: skip
+
+    def _rows_for(self, rows: int, like: Tensor) -> None:
+        """A slab with room for ``rows`` rows: the first made, or the present one doubled (zeros: the
+        padding is masked, but must be finite)."""
+        have = self._slab[0][0].size(0) if self._slab else 0
+        if rows <= have:
+            return
         _, n, _, d = like.shape
-        capacity = min(max(64, 2 * width), max(self.model.config.max_positions, width))
-        out = []
-        for _ in range(layers):
-            kb, vb = like.new_zeros(rows, n, capacity, d), like.new_zeros(rows, n, capacity, d)
-            out.append({"key_buffer": kb, "value_buffer": vb, "key": kb[:, :, :width],
-                        "value": vb[:, :, :width]})  # fmt: skip
-        return out
-
-    def _store(self, parts: list[dict]) -> None:
-        if self.cache is None:
-            self.cache = self.model.new_cache()
-        for layer, part in zip(self.cache, parts):
-            layer["self"] = part
+        context = self.model.config.max_positions
+        columns = context + max(64, context // 2)  # the window ends at column P or after it
+        size = max(rows, 2 * have, 4)
+        old, self._slab = self._slab, []
+        for i in range(len(self._cache)):
+            pair = (like.new_zeros(size, n, columns, d), like.new_zeros(size, n, columns, d))
+            if old:
+                for new, was in zip(pair, old[i]):
+                    new[:have] = was
+            self._slab.append(pair)
 
     def _join(self, row: Row, cache: list) -> None:
-        """Add ``row``'s prefilled cache (1, N, P, D) to the batch's, the shorter padded on the left (zeros,
-        masked): one copy of each key and value into new buffers."""
-        length, p = self.length(), len(row.prompt)
-        width = max(length, p)
-        new = self._kv(cache)
-        parts = self._buffers(len(new), len(self.rows) + 1, width, new[0][0])
-        old = self._kv(self.cache) if self.rows else [None] * len(new)
-        for part, (kn, vn), kv in zip(parts, new, old):
-            if kv is not None:
-                part["key"][:-1, :, width - length :] = kv[0]
-                part["value"][:-1, :, width - length :] = kv[1]
-            part["key"][-1:, :, width - p :] = kn
-            part["value"][-1:, :, width - p :] = vn
-        self._store(parts)
+        """Add ``row``'s prefilled cache (1, N, P_row, D) as row B of the slab, ending at the window's end
+        (the window widens to the left when the prompt is longer than it): one copy of its keys/values."""
+        p = len(row.prompt)
+        layers = [(layer["self"]["key"], layer["self"]["value"]) for layer in cache]
+        if not self.rows:
+            self._end = self.model.config.max_positions  # every row fits left of it
+        b = len(self.rows)
+        self._rows_for(b + 1, layers[0][0])
+        for (keys, values), (kn, vn) in zip(self._slab, layers):
+            keys[b, :, self._end - p : self._end] = kn[0]
+            values[b, :, self._end - p : self._end] = vn[0]
         self.rows.append(row)
         self.valid.append(p)
+        self._views()
 
     def _leave(self, rows: list[Row]) -> None:
-        """Take ``rows`` out of the cache; drop the left columns only padding fills now."""
-        keep = [i for i, r in enumerate(self.rows) if r not in rows]
-        self.rows = [self.rows[i] for i in keep]
-        self.valid = [self.valid[i] for i in keep]
-        if not self.rows:
-            self.cache = None
-            return
-        width = max(self.valid)
-        old = self._kv(self.cache)
-        parts = self._buffers(len(old), len(keep), width, old[0][0])
-        for part, (k, v) in zip(parts, old):
-            for j, i in enumerate(keep):
-                part["key"][j] = k[i, :, -width:]
-                part["value"][j] = v[i, :, -width:]
-        self._store(parts)
+        """Take ``rows`` out: the batch's last row moves into each freed slab row (one copy of its
+        positions); the window narrows to the longest row left."""
+        for i in sorted((self.rows.index(r) for r in rows), reverse=True):
+            last = len(self.rows) - 1
+            if i != last:
+                v = self.valid[last]
+                for pair in self._slab:
+                    for slab in pair:
+                        slab[i, :, self._end - v : self._end] = slab[last, :, self._end - v : self._end]
+                self.rows[i], self.valid[i] = self.rows[last], self.valid[last]
+            self.rows.pop()
+            self.valid.pop()
+        if self.rows:
+            self._views()

@@ -182,7 +182,7 @@ async def stream_generate(
     """``/v1/generate`` with ``"stream": true``: server-sent events, one per new piece of text, then
     ``event: done`` with the whole answer (or ``event: error``)."""
     loop = asyncio.get_running_loop()
-    events: asyncio.Queue[dict] = asyncio.Queue()
+    events: asyncio.Queue[dict | None] = asyncio.Queue()
     try:
         prepared = service.prepare(
             "generate", body, emit=lambda event: loop.call_soon_threadsafe(events.put_nowait, event)
@@ -192,26 +192,20 @@ async def stream_generate(
     except (RequestError, QueueFull) as error:
         return _failure(error, settings.timeout_s)
     task = asyncio.ensure_future(asyncio.wait_for(batcher.submit(prepared), settings.timeout_s))
+    # the answer's end queued after its pieces (emitted before it), so the stream awaits one queue only
+    task.add_done_callback(lambda _: events.put_nowait(None))
 
     async def sse():
         try:
-            while True:
-                get = asyncio.ensure_future(events.get())
-                done, _ = await asyncio.wait({get, task}, return_when=asyncio.FIRST_COMPLETED)
-                if get in done:
-                    yield f"data: {json.dumps(get.result(), ensure_ascii=False)}\n\n"
-                    continue
-                get.cancel()
-                while not events.empty():
-                    yield f"data: {json.dumps(events.get_nowait(), ensure_ascii=False)}\n\n"
-                try:
-                    result = task.result()
-                except Exception as error:  # noqa: BLE001
-                    body = json.loads(_failure(error, settings.timeout_s).body)
-                    yield f"event: error\ndata: {json.dumps(body)}\n\n"
-                else:
-                    yield f"event: done\ndata: {json.dumps(result, ensure_ascii=False)}\n\n"
-                return
+            while (event := await events.get()) is not None:
+                yield f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
+            try:
+                result = task.result()
+            except Exception as error:  # noqa: BLE001
+                body = json.loads(_failure(error, settings.timeout_s).body)
+                yield f"event: error\ndata: {json.dumps(body)}\n\n"
+            else:
+                yield f"event: done\ndata: {json.dumps(result, ensure_ascii=False)}\n\n"
         finally:
             if not task.done():  # the client went away: its request is skipped or its result dropped
                 task.cancel()

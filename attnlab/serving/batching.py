@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from attnlab.serving.futures import settle, stop_loop
 from attnlab.serving.metrics import Metrics
 
 
@@ -107,15 +108,11 @@ class DynamicBatcher:
             await asyncio.sleep(0.01)
         if self.continuous is not None:
             await self.continuous.stop()
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-        for job in [*self.collecting, *self.held, *self._queued()]:
-            if not job.future.done():
-                job.future.set_exception(QueueFull("the server is shutting down"))
+        await stop_loop(
+            self.task,
+            lambda: [*self.collecting, *self.held, *self._queued()],
+            QueueFull("the server is shutting down"),
+        )
         self.executor.shutdown(wait=True)
 
     def _queued(self) -> list[Job]:
@@ -215,10 +212,4 @@ class DynamicBatcher:
                 self.running = 0
             tokens = len(batch) * max(j.prepared.tokens for j in batch)
             self.metrics.batch(str(key[0]), len(batch), tokens, time.perf_counter() - started)
-            for job, result in zip(batch, results):
-                if job.future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    job.future.set_exception(result)
-                else:
-                    job.future.set_result(result)
+            settle(zip(batch, results))

@@ -29,7 +29,8 @@ from typing import Any
 
 from attnlab.generation import GenerationConfig
 from attnlab.generation.continuous import ContinuousDecoder, Row
-from attnlab.generation.text_stream import TextStream, cut_at_stop
+from attnlab.generation.text_stream import IncrementalText, TextStream, cut_at_stop
+from attnlab.serving.futures import settle, stop_loop
 from attnlab.serving.metrics import Metrics
 
 
@@ -52,6 +53,7 @@ class ContinuousBatcher:
         self.metrics = metrics or Metrics()
         self.decoder = ContinuousDecoder(service.model)
         self.waiting: deque[Job] = deque()
+        self.outbox: list[tuple[Job, dict]] = []  # (job, event): the streamed pieces of a turn
         self.active: list[Job] = []
         self.wake: asyncio.Event | None = None
         self.task: asyncio.Task | None = None
@@ -81,15 +83,9 @@ class ContinuousBatcher:
             raise
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            try:
-                await self.task
-            except asyncio.CancelledError:
-                pass
-        for job in [*self.waiting, *self.active]:
-            if not job.future.done():
-                job.future.set_exception(RuntimeError("the server is shutting down"))
+        await stop_loop(
+            self.task, lambda: [*self.waiting, *self.active], RuntimeError("the server is shutting down")
+        )
 
     # ---------------------------------------------------------------------------------------------- loop
 
@@ -118,13 +114,19 @@ class ContinuousBatcher:
             self.metrics.batch(
                 "generate", rows, rows * (self.decoder.length() + 1), time.perf_counter() - started
             )
-            for job, result in ended:
-                if job.future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    job.future.set_exception(result)
-                else:
-                    job.future.set_result(result)
+            self._send()
+            settle(ended)
+
+    def _send(self) -> None:
+        """The turn's pieces of text, sent on from the loop at once; a job whose ``emit`` raises (its client
+        left) fails with that error, and its row leaves at the next turn."""
+        outbox, self.outbox = self.outbox, []
+        for job, event in outbox:
+            try:
+                job.prepared.emit(event)
+            except Exception as error:  # noqa: BLE001 - this request fails alone
+                if not job.future.done():
+                    job.future.set_exception(error)
 
     def _turn(self, joining: list[Job]) -> list[tuple[Job, Any]]:
         """On the model thread: rows of gone clients out, new requests in, one step; the ended jobs."""
@@ -160,15 +162,28 @@ class ContinuousBatcher:
         def decode(row: list[int]) -> str:
             return tok.decode([t for t in row if t != eos], skip_special_tokens=True)
 
-        stops = list(r.stop)
-        stop = (lambda toks: any(s in decode(toks) for s in stops)) if stops else None
+        stops, text = list(r.stop), IncrementalText(decode)
+        logprobs: list[float] | None = [] if job.prepared.logprobs else None
+
+        def stop(ids: list[int]) -> bool:
+            for token in ids[len(text.ids) :]:
+                text.add(token)
+            return any(s in text.text for s in stops)
+
         on_token = None
         if emit is not None:
-            stream = TextStream(decode, stops, lambda token, piece: emit({"token": token, "text": piece}))
+
+            def send(token: int, piece: str) -> None:  # after the turn, from the loop (`_send`): one wake-up
+                event = {"token": token, "text": piece}
+                if logprobs is not None:
+                    event["logprob"] = logprobs[-1]  # the piece's last token's
+                self.outbox.append((job, event))
+
+            stream = TextStream(decode, stops, send)
             on_token = stream.step
         job.decode = decode
         job.row = self.decoder.add(
-            list(tok.encode(r.text, add_special_tokens=False).ids), cfg, on_token, stop
+            list(tok.encode(r.text, add_special_tokens=False).ids), cfg, on_token, stop, logprobs
         )
 
     def _answer(self, job: Job) -> Any:

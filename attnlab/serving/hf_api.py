@@ -287,6 +287,7 @@ class HFRoutes:
                 on_token(event)
 
         prepared = self.service.prepare("generate", request, emit=emit)
+        prepared.logprobs = on_token is not None  # TGI's stream gives each token's log-probability
 
         async def answer() -> dict:
             result = await asyncio.wait_for(self.batcher.submit(prepared), self.settings.timeout_s)
@@ -334,7 +335,7 @@ class HFRoutes:
 
         def data(index: int, event: dict | None, end: dict | None = None) -> str:
             token = {"id": event["token"] if event else 0, "text": event["text"] if event else "",
-                     "logprob": None, "special": False}  # fmt: skip
+                     "logprob": event.get("logprob") if event else None, "special": False}  # fmt: skip
             payload = {"index": index, "token": token, "generated_text": None, "details": None, **(end or {})}
             return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
 

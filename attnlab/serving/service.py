@@ -99,6 +99,7 @@ class Prepared:
     request: Any  # the pydantic request
     emit: Callable[[dict], None] | None = field(default=None, repr=False)  # streaming: events to the client
     encoding: Any = field(default=None, repr=False)  # fill-mask: the text's encoding, when the pipeline's
+    logprobs: bool = False  # generate, streamed: each piece with its token's log-probability (continuous)
 
 
 class ModelService:

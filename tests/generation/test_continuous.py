@@ -67,6 +67,25 @@ def test_greedy_rows_equal_generate_alone_whatever_joins_and_leaves(model):
     assert ended_early < len(work)  # some rows ran to their limit while others came and went
 
 
+def test_a_batch_that_never_empties_keeps_every_row_exact(model):
+    """Arrivals for longer than the slab's spare columns (the window copied back to the left) and more rows
+    at once than the first slab holds (the slab doubled)."""
+    work = [(p, GenerationConfig(max_new_tokens=20 + 7 * (i % 5), ignore_eos=True))
+            for i, p in enumerate(prompts(40, seed=11))]  # fmt: skip
+    decoder = ContinuousDecoder(model)
+    rows, pending, steps, most = [], list(work), 0, 0
+    while pending or decoder.rows:
+        if pending and steps % 3 == 0:
+            rows.append(decoder.add(*pending.pop(0)))
+        assert decoder.rows or not pending  # the batch never emptied while requests came
+        most = max(most, len(decoder.rows))
+        decoder.step()
+        steps += 1
+    assert steps > 2 * model.config.max_positions and most > 4
+    for (prompt, cfg), row in zip(work, rows):
+        assert row.generated == alone(model, prompt, cfg)[0]
+
+
 def test_sampling_rows_keep_their_own_settings_and_seeds(model):
     settings = [
         dict(do_sample=True, temperature=0.7, top_p=0.9, seed=1),

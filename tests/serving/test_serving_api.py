@@ -14,7 +14,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
 from fastapi.testclient import TestClient  # noqa: E402
-from serving_models import KINDS, make  # noqa: E402
+from serving_models import close, make_all  # noqa: E402
 
 from attnlab.cli import main  # noqa: E402
 from attnlab.serving.app import create_app  # noqa: E402
@@ -27,8 +27,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("serve")
-    return {kind: make(kind, root) for kind in KINDS}
+    return make_all(tmp_path_factory.mktemp("serve"))
 
 
 @pytest.fixture(scope="module")
@@ -46,22 +45,6 @@ def clients(services):
     yield out
     for client in stack:
         client.__exit__(None, None, None)
-
-
-def close(a, b, path="") -> None:
-    """``a == b`` with floats compared to 1e-5 (a batch of one vs the pipeline's own batch)."""
-    if isinstance(a, float) or isinstance(b, float):
-        assert a == pytest.approx(b, abs=1e-5), path
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), path
-        for k in a:
-            close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            close(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, path
 
 
 # ----------------------------------------------------------------------------------------- equality

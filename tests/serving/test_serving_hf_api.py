@@ -16,15 +16,11 @@ import httpx  # noqa: E402
 import torch  # noqa: E402
 from huggingface_hub import InferenceClient  # noqa: E402
 from huggingface_hub.errors import HfHubHTTPError  # noqa: E402
-from serving_models import make  # noqa: E402
+from serving_models import close, make_all, running  # noqa: E402
 
 from attnlab.generation import generate  # noqa: E402
 from attnlab.io import load  # noqa: E402
 from attnlab.io.families.gpt2 import load_causal_lm  # noqa: E402
-from attnlab.serving.app import create_app  # noqa: E402
-from attnlab.serving.server import BackgroundServer  # noqa: E402
-from attnlab.serving.service import load_service  # noqa: E402
-from attnlab.serving.settings import ServeSettings  # noqa: E402
 from attnlab.tasks.pipelines import pipeline  # noqa: E402
 from attnlab.tokenizers import load_tokenizer  # noqa: E402
 from attnlab.translation.recipe import translate_texts  # noqa: E402
@@ -38,43 +34,17 @@ KINDS = ("mlm", "cls", "ner", "qa", "gpt", "mt")
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hf")
-    return {kind: make(kind, root) for kind in KINDS}
+    return make_all(tmp_path_factory.mktemp("hf"))
 
 
 @pytest.fixture(scope="module")
 def urls(dirs):
-    servers, out = [], {}
-    for kind, d in dirs.items():
-        settings = ServeSettings(api_key=KEY) if kind == "cls" else None
-        server = BackgroundServer(create_app(load_service(d), settings))
-        out[kind] = server.__enter__()
-        servers.append(server)
-    yield out
-    for server in servers:
-        server.__exit__(None, None, None)
+    with running(dirs, KEY, "cls") as out:
+        yield out
 
 
 def client(urls, kind: str, path: str = "") -> InferenceClient:
     return InferenceClient(base_url=urls[kind] + path, api_key=KEY)
-
-
-def close(a, b, path="") -> None:
-    """``a == b`` with floats compared to 1e-5 (the client's dataclasses compared as dicts)."""
-    if hasattr(a, "__dataclass_fields__"):
-        a = {k: getattr(a, k) for k in a.__dataclass_fields__ if getattr(a, k) is not None}
-    if isinstance(a, float) or isinstance(b, float):
-        assert a == pytest.approx(b, abs=1e-5), path
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), (path, a.keys(), b.keys())
-        for k in a:
-            close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
-            close(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, path
 
 
 def greedy(d, prompt: str, **options) -> tuple[str, list[int]]:
@@ -154,6 +124,11 @@ def test_text_generation_greedy_sampled_details_and_stream_equal_the_generator(d
     events = list(c.text_generation(prompt, max_new_tokens=6, stream=True, details=True))
     assert events[-1].generated_text == text and events[-1].details.generated_tokens == 6
     assert all(e.generated_text is None for e in events[:-1])
+    # each streamed token with its log-probability, as TGI sends it: that of `details` for the same token
+    scored = [(t.id, t.logprob) for t in out.details.tokens]
+    for e in events:
+        assert e.token.logprob is not None and e.token.logprob < 0
+        assert any(i == e.token.id and lp == pytest.approx(e.token.logprob, abs=1e-4) for i, lp in scored)
 
 
 def test_unused_generation_parameters_are_refused_as_the_client_expects(dirs, urls):

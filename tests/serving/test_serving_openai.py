@@ -17,14 +17,10 @@ openai = pytest.importorskip("openai")
 
 import httpx  # noqa: E402
 import torch  # noqa: E402
-from serving_models import make  # noqa: E402
+from serving_models import make, running  # noqa: E402
 
 from attnlab.generation import generate  # noqa: E402
 from attnlab.io.families.gpt2 import load_causal_lm  # noqa: E402
-from attnlab.serving.app import create_app  # noqa: E402
-from attnlab.serving.server import BackgroundServer  # noqa: E402
-from attnlab.serving.service import load_service  # noqa: E402
-from attnlab.serving.settings import ServeSettings  # noqa: E402
 from attnlab.tasks.pipelines import pipeline  # noqa: E402
 from attnlab.tokenizers import load_tokenizer  # noqa: E402
 
@@ -50,15 +46,8 @@ def dirs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def urls(dirs):
-    servers, out = [], {}
-    for kind, d in dirs.items():
-        settings = ServeSettings(api_key=KEY) if kind == "gpt" else None
-        server = BackgroundServer(create_app(load_service(d), settings))
-        out[kind] = server.__enter__()
-        servers.append(server)
-    yield out
-    for server in servers:
-        server.__exit__(None, None, None)
+    with running(dirs, KEY, "gpt") as out:
+        yield out
 
 
 def client(urls, kind: str) -> openai.OpenAI:
