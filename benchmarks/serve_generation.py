@@ -205,10 +205,16 @@ def main(argv: list[str]) -> int:
         default=150.0,
         help="client c starts c x this after the first: a stream of arrivals, not one burst",
     )
+    ap.add_argument(
+        "--peer-threads", type=int, default=None,
+        help="torch threads of the server that answers one at a time (default: --threads); one row gains "
+        "little from a second thread, so its best count may be lower than the batched server's",
+    )  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="200 requests under load, 16 one at a time")
     args = ap.parse_args(argv)
     if args.quick:
         args.requests, args.sequential = 200, 16
+    peer_threads = args.peer_threads or args.threads
 
     print(f"load before: {serve.load_average()}")
     with tempfile.TemporaryDirectory() as tmp:
@@ -222,17 +228,28 @@ def main(argv: list[str]) -> int:
         try:
             serve.wait_ready(proc, port)
             asyncio.run(load(port, texts, 2 * args.clients, args.clients))  # warm-up
-            alone = asyncio.run(load(port, texts, args.sequential, 1))
+            if peer_threads == args.threads:
+                alone = asyncio.run(load(port, texts, args.sequential, 1))
             busy = asyncio.run(load(port, texts, args.requests, args.clients, args.stagger_ms / 1000))
             steps = serve_steps(port)
         finally:
             serve.stop(proc)
+        if peer_threads != args.threads:  # the peer on a server of its own, after the other has stopped
+            port = free_port()
+            proc = serve.start_server(model, port, peer_threads, [])
+            try:
+                serve.wait_ready(proc, port)
+                asyncio.run(load(port, texts, 2, 1))  # warm-up
+                alone = asyncio.run(load(port, texts, args.sequential, 1))
+            finally:
+                serve.stop(proc)
 
     wrong = [t for run in (alone, busy) for t, tokens in run["answers"] if tokens != expected[t]]
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())  # fmt: skip
     what = args.model or "gpt-bpe-small (random weights, 8,192-token BPE)"
-    print(f"model: {what}; {cpu}, {os.cpu_count()} CPUs; torch threads of the server: {args.threads}")
+    print(f"model: {what}; {cpu}, {os.cpu_count()} CPUs; torch threads of the server: {args.threads} "
+          f"({peer_threads} for the one answering one at a time)")  # fmt: skip
     print(f"requests: /v1/generate streamed, greedy, {NEW_TOKENS} new tokens, prompts of 8 to 100 tokens; "
           f"the {args.clients} clients start {args.stagger_ms:g} ms apart")  # fmt: skip
     print(f"load after:  {serve.load_average()}")
