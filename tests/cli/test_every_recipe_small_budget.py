@@ -1,6 +1,7 @@
 """Every pre-training recipe at a budget of 0.3 minutes, as published (``--paper``) and at the budget's sizes:
-it trains and reports, or it stops within 30 seconds with one sentence saying why, and it never takes more
-than 2 GiB of memory to do either (the papers' steps are priced before they run: `attnlab.train.footprint`).
+it trains and reports, or it stops before any training step with one sentence saying why, and it never
+takes more than 2 GiB of memory to do either (the papers' steps are priced before they run:
+`attnlab.train.footprint`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,14 +18,12 @@ from attnlab.pretraining.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parents[2]
 MEMORY_LIMIT_KIB = 2 * 1024 * 1024
-REFUSAL_SECONDS = 30
-# runs `attnlab ARGS` and prints its exit code, peak resident memory (KiB) and wall time as JSON
+# runs `attnlab ARGS` and prints its exit code and peak resident memory (KiB) as JSON
 WRAPPER = """
-import json, resource, subprocess, sys, time
-started = time.monotonic()
+import json, resource, subprocess, sys
 code = subprocess.run([sys.executable, "-m", "attnlab", *sys.argv[1:]]).returncode
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(json.dumps({"code": code, "peak_kib": peak, "seconds": time.monotonic() - started}), file=sys.stderr)
+print(json.dumps({"code": code, "peak_kib": peak}), file=sys.stderr)
 """
 
 
@@ -64,7 +62,8 @@ def test_recipe_at_a_third_of_a_minute_trains_or_says_why(recipe: str, paper: bo
         assert (tmp_path / "model" / "config.json").is_file()
         return
     assert measured["code"] == 2, done.stderr[-3000:]
-    assert measured["seconds"] < REFUSAL_SECONDS, f"refused after {measured['seconds']:.0f} s"
+    # refused before a step was trained or timed: nothing logged, no model
+    assert not list(tmp_path.rglob("log.jsonl")) and not (tmp_path / "model").exists()
     assert len(errors) == 1 and errors[0].startswith("attnlab pretrain: error: "), done.stderr[-3000:]
 
 
@@ -73,14 +72,12 @@ def _env() -> dict[str, str]:
 
 
 def test_wrapper_reports_a_childs_code_and_memory(tmp_path: Path):
-    started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-c", WRAPPER, "--version"], cwd=tmp_path, capture_output=True, text=True,
         timeout=120, env=_env(),
     )  # fmt: skip
     measured = json.loads(done.stderr.strip().splitlines()[-1])
     assert measured["code"] == 0 and measured["peak_kib"] > 1000
-    assert 0 < measured["seconds"] <= time.monotonic() - started
 
 
 @pytest.mark.parametrize("recipe", SWEPT)
