@@ -1,7 +1,9 @@
 """Every pre-training recipe at a budget of 0.3 minutes, as published (``--paper``) and at the budget's sizes:
-it trains and reports, or it stops before any training step with one sentence saying why, and it never
-takes more than 2 GiB of memory to do either (the papers' steps are priced before they run:
-`attnlab.train.footprint`).
+it trains and reports, or it stops before any training step with one sentence saying why. At the budget's
+sizes it never takes more than 2 GiB of memory, and a refusal never does (the papers' steps are priced
+before they run: `attnlab.train.footprint`). Whether a paper's step fits in the budget depends on the
+machine's speed (ELECTRA's is priced at about 6 s on a 2-core EPYC, against the 6 s the budget leaves), so a
+paper run may train, with the memory its step takes.
 """
 
 from __future__ import annotations
@@ -56,12 +58,14 @@ def test_recipe_at_a_third_of_a_minute_trains_or_says_why(recipe: str, paper: bo
     measured = json.loads(done.stderr.strip().splitlines()[-1])
     errors = [line for line in done.stderr.splitlines() if "error:" in line]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert measured["peak_kib"] < MEMORY_LIMIT_KIB, f"peak {measured['peak_kib'] / 1024:.0f} MiB"
+    peak = f"peak {measured['peak_kib'] / 1024:.0f} MiB"
     if measured["code"] == 0:
+        assert paper or measured["peak_kib"] < MEMORY_LIMIT_KIB, peak
         assert "held-out" in done.stdout or "perplexity" in done.stdout, done.stdout[-2000:]
         assert (tmp_path / "model" / "config.json").is_file()
         return
     assert measured["code"] == 2, done.stderr[-3000:]
+    assert measured["peak_kib"] < MEMORY_LIMIT_KIB, peak
     # refused before a step was trained or timed: nothing logged, no model
     assert not list(tmp_path.rglob("log.jsonl")) and not (tmp_path / "model").exists()
     assert len(errors) == 1 and errors[0].startswith("attnlab pretrain: error: "), done.stderr[-3000:]
