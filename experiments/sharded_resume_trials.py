@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -50,6 +49,7 @@ from attnlab.train import (  # noqa: E402
     sharded_checkpoint,
 )
 from attnlab.train.checkpoint import list_checkpoints, read_model_file, save_model  # noqa: E402
+from attnlab.train.distributed import free_port  # noqa: E402
 from attnlab.train.sharded import consolidated_model  # noqa: E402
 
 STEPS, GLOBAL_BATCH, LENGTH, VOCAB = 8, 8, 8, 40
@@ -70,10 +70,11 @@ class Tokens(torch.utils.data.Dataset):
         return {"input_ids": self.ids[index], "labels": self.ids[index].roll(1)}
 
 
-def tiny_model() -> MaskedLMPreTrainer:
+def tiny_model(hidden: int = 16) -> MaskedLMPreTrainer:
+    """A two-layer BERT without dropout (the same initial weights in every process: seed 11)."""
     set_seed(11)
     config = EncoderConfig(
-        vocab_size=VOCAB, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
+        vocab_size=VOCAB, hidden_size=hidden, num_layers=2, num_heads=2, intermediate_size=2 * hidden,
         max_position_embeddings=LENGTH, hidden_dropout=0.0, attention_dropout=0.0, add_pooler=False,
     )  # fmt: skip
     return MaskedLMPreTrainer(EncoderForPreTraining.from_config(config, pair_head=False))
@@ -119,16 +120,10 @@ def _rank(rank: int, world: int, port: int, root: str, phase: str, how: str, ste
         cleanup_distributed()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _launch(world: int, *args: object, deadline_s: float = 300.0) -> bool:
     """Run ``_rank`` on ``world`` fresh processes; True when all of them ended normally."""
     processes = mp.start_processes(
-        _rank, args=(world, _free_port(), *args), nprocs=world, join=False, start_method="spawn"
+        _rank, args=(world, free_port(), *args), nprocs=world, join=False, start_method="spawn"
     )
     end = time.monotonic() + deadline_s
     try:

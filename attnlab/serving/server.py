@@ -8,12 +8,12 @@ finish (up to ``graceful_s``), then runs the app's shutdown, which drains the ba
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from typing import Any
 
 from attnlab.serving.settings import ServeSettings
+from attnlab.train.distributed import free_port
 
 
 def uvicorn_config(
@@ -32,12 +32,6 @@ def serve(app: Any, settings: ServeSettings, access_log: bool = False) -> None:
     import uvicorn
 
     uvicorn.Server(uvicorn_config(app, settings, access_log)).run()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 class BackgroundServer:

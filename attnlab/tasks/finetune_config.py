@@ -147,6 +147,11 @@ class FinetuneConfig:
                 raise ValueError(f"FinetuneConfig.{name}: a positive int or None, got {value!r}")
         if self.minutes is not None and not (self.minutes > 0):
             raise ValueError(f"FinetuneConfig.minutes: a positive number or None, got {self.minutes!r}")
+        if self.teacher is not None and self.parallel == "fsdp":
+            raise ValueError(
+                "FinetuneConfig: a teacher (--teacher) with parallel 'fsdp': the teacher's soft targets wrap "
+                "the model FSDP would shard; distil with --parallel ddp"
+            )
 
 
 @dataclass

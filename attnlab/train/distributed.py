@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +92,8 @@ def setup_distributed(
     keeps one store for all its restarts, and a restarted group must not read the addresses its dead
     predecessors left there. The prefix counts how many times this global rank has joined (a counter in
     that store), which is the same on every rank and every node of one start; torchrun's own restart
-    count is not (a node whose workers did not fail restarts them without counting a restart).
+    count is not (a node whose workers did not fail restarts them without counting a restart). A worker
+    that died before it joined leaves its count behind: that restart stops at the timeout (docs/training.md).
     """
     if dist.is_available() and dist.is_initialized():
         return current_context()
@@ -205,3 +207,10 @@ def broadcast_object(obj: Any, context: DistributedContext) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=0)
     return box[0]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port no process listens on now (the OS picks it): a rendezvous's MASTER_PORT, a test server's."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

@@ -78,6 +78,38 @@ def test_fsdp_of_finetune_and_translate_train_without_torchrun_is_refused(tmp_pa
     assert not out.exists()
 
 
+def _as_rank_0_of_2(monkeypatch) -> None:
+    """The commands see the context torchrun's second process would give them (no group is joined)."""
+    from attnlab.train import distributed
+
+    context = distributed.DistributedContext(rank=0, world_size=2, backend="gloo")
+    monkeypatch.setattr(distributed, "setup_distributed", lambda **_: context)
+
+
+def test_finetune_with_a_teacher_under_fsdp_is_refused_before_writing(tmp_path, capsys, monkeypatch):
+    _as_rank_0_of_2(monkeypatch)
+    data, tok = _sentiment_table(tmp_path)
+    out = tmp_path / "run"
+    argv = ["finetune", "--model", "bert-tiny", "--tokenizer", tok, "--task", "generic", "--data-dir", data,
+            "--teacher", tmp_path / "teacher", "--output-dir", out, "--parallel", "fsdp"]  # fmt: skip
+    code, err = _run(argv, capsys)
+    assert code == 2
+    assert "--teacher) with parallel 'fsdp'" in err and "distil with --parallel ddp" in err
+    assert not out.exists()
+
+
+def test_translate_train_under_torchrun_with_minutes_alone_is_refused(tmp_path, capsys, monkeypatch):
+    """--minutes plans steps from one process's timing: under torchrun --max-steps must be given too."""
+    _as_rank_0_of_2(monkeypatch)
+    out = tmp_path / "run"
+    argv = ["translate-train", "--src-train", "a.en", "--tgt-train", "a.de", "--minutes", "5",
+            "--output-dir", out]  # fmt: skip
+    code, err = _run(argv, capsys)
+    assert code == 2
+    assert "translate-train under torchrun: --minutes plans the steps from one process's timing" in err
+    assert not out.exists()
+
+
 # ------------------------------------------------------------------- two processes on gloo, FSDP
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import time
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from test_train_tiny import RegressionDataset, TinyMLP
 
 from attnlab.train import Trainer, TrainerConfig, cleanup_distributed, set_seed, setup_distributed
 from attnlab.train.checkpoint import read_model_file, save_model, unwrap_model
+from attnlab.train.distributed import free_port
 
 STEPS, MICRO_BATCH, ACCUM = 5, 4, 2
 RANK_TIMEOUT_S = 120.0  # a collective that waits longer raises instead of hanging the suite
@@ -94,12 +94,6 @@ def _signal_worker(rank: int, world_size: int, port: int, root: str, phase: str)
         cleanup_distributed()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_ranks(worker, *args, nprocs: int = 2, deadline_s: float = 300.0) -> None:
     """Run `worker(rank, *args)` in `nprocs` fresh processes; fail (never hang) past `deadline_s`.
 
@@ -121,7 +115,7 @@ def _run_ranks(worker, *args, nprocs: int = 2, deadline_s: float = 300.0) -> Non
 
 
 def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_path) -> None:
-    _run_ranks(_worker, 2, _free_port(), str(tmp_path))
+    _run_ranks(_worker, 2, free_port(), str(tmp_path))
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -161,12 +155,12 @@ def test_two_gloo_processes_equal_one_process_with_the_same_global_batch(tmp_pat
 
 
 def test_a_signal_to_one_rank_stops_all_ranks_at_the_same_step_and_resume_continues(tmp_path) -> None:
-    _run_ranks(_signal_worker, 2, _free_port(), str(tmp_path), "cut")
+    _run_ranks(_signal_worker, 2, free_port(), str(tmp_path), "cut")
     # rank 1's flag travels with step 3's all-reduce: both ranks save step 3 and return
     assert [json.loads((tmp_path / f"cut{r}.json").read_text()) for r in (0, 1)] == [[3, True], [3, True]]
     state = json.loads((tmp_path / "run" / "checkpoints" / "step-000003" / "trainer_state.json").read_text())
     assert state["interrupted_by"] == "stop on another rank"  # rank 0 writes; rank 1 had the SIGTERM
-    _run_ranks(_signal_worker, 2, _free_port(), str(tmp_path), "resume")  # (keep_last 2 then prunes step 3)
+    _run_ranks(_signal_worker, 2, free_port(), str(tmp_path), "resume")  # (keep_last 2 then prunes step 3)
     assert [json.loads((tmp_path / f"resume{r}.json").read_text()) for r in (0, 1)] == [[STEPS, False]] * 2
 
     threads = torch.get_num_threads()

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_train_ddp import _free_port
 from test_train_fsdp import _assert_same_weights, _single_process
+
+from attnlab.train.distributed import free_port
 
 SCRIPT = Path(__file__).with_name("sharded_elastic_run.py")
 
@@ -28,18 +29,24 @@ def _launch(out: Path, kill_at: int, rendezvous: tuple[str, ...] = ("--standalon
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-@pytest.mark.slow
-def test_a_killed_worker_restarts_the_group_from_the_last_sharded_checkpoint(tmp_path):
-    nodes = [_launch(tmp_path, kill_at=5)]
+def _outputs(nodes: list[subprocess.Popen], timeout: float) -> list[str]:
+    """Each node's output once it has ended; a node still running past ``timeout`` seconds is killed."""
     outputs = []
     try:
         for node in nodes:
-            outputs.append(node.communicate(timeout=240)[0])
+            outputs.append(node.communicate(timeout=timeout)[0])
     finally:
         for node in nodes:
             if node.poll() is None:
                 node.kill()
                 node.wait()
+    return outputs
+
+
+@pytest.mark.slow
+def test_a_killed_worker_restarts_the_group_from_the_last_sharded_checkpoint(tmp_path):
+    nodes = [_launch(tmp_path, kill_at=5)]
+    outputs = _outputs(nodes, timeout=240)
     assert [node.returncode for node in nodes] == [0], "\n".join(o[-3000:] for o in outputs)
     assert not (tmp_path / "restart-0").exists()  # the first attempt did not finish
     assert (tmp_path / "restart-1").read_text() == "8"  # the restarted group did
@@ -60,17 +67,9 @@ def test_two_nodes_restart_together_after_a_worker_is_killed(tmp_path):
     """Two torchrun agents of 2 processes each; the last rank (on one node) is killed after step 5. Both
     nodes' groups restart from step 4's sharded checkpoint, though only one node counts a restart, and
     the run ends at the uninterrupted weights."""
-    port = _free_port()
+    port = free_port()
     nodes = [_launch(tmp_path, kill_at=5, rendezvous=_two_nodes(port)) for _ in range(2)]
-    outputs = []
-    try:
-        for node in nodes:
-            outputs.append(node.communicate(timeout=300)[0])
-    finally:
-        for node in nodes:
-            if node.poll() is None:
-                node.kill()
-                node.wait()
+    outputs = _outputs(nodes, timeout=300)
     assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-3000:] for o in outputs)
     assert "failed (exitcode: -9)" in "".join(outputs)  # the killed worker
     assert (tmp_path / "starts").read_text().split() == ["0", "4"]  # resumed from step 4's checkpoint
@@ -85,13 +84,8 @@ def test_a_node_that_never_joins_stops_the_run_after_the_join_timeout(tmp_path):
     its own message; no worker started, nothing is written into the output folder."""
     out = tmp_path / "out"
     out.mkdir()
-    (node,) = [_launch(out, kill_at=0, rendezvous=_two_nodes(_free_port(), "--rdzv-conf", "join_timeout=5"))]
-    try:
-        output = node.communicate(timeout=120)[0]
-    finally:
-        if node.poll() is None:
-            node.kill()
-            node.wait()
+    node = _launch(out, kill_at=0, rendezvous=_two_nodes(free_port(), "--rdzv-conf", "join_timeout=5"))
+    (output,) = _outputs([node], timeout=120)
     assert node.returncode != 0
     assert "RendezvousTimeoutError" in output, output[-3000:]
     assert list(out.iterdir()) == []
@@ -102,7 +96,7 @@ def test_a_process_that_never_joins_is_a_clear_error_naming_the_rendezvous_and_t
     how long, not the store's bare ``wait timeout``."""
     from attnlab.train import setup_distributed
 
-    port = _free_port()
+    port = free_port()
     env = {
         "RANK": "0",
         "WORLD_SIZE": "2",

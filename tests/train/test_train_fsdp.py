@@ -19,53 +19,26 @@ from unittest import mock
 
 import pytest
 import torch
-from test_train_ddp import _free_port, _run_ranks
+from test_train_ddp import _run_ranks
 from torch.multiprocessing import ProcessExitedException
 
-from attnlab.models.config import EncoderConfig
-from attnlab.models.pretraining import EncoderForPreTraining
-from attnlab.pretraining.masked_lm import MaskedLMPreTrainer
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))  # spawned ranks inherit it
+from sharded_resume_trials import GLOBAL_BATCH, STEPS, Tokens, tiny_model, trials  # noqa: E402
+
 from attnlab.train import (
     Trainer,
     TrainerConfig,
     cleanup_distributed,
-    set_seed,
     setup_distributed,
     sharded_checkpoint,
 )
 from attnlab.train.checkpoint import read_model_file, save_model
+from attnlab.train.distributed import free_port
 from attnlab.train.sharded import consolidated_model, transformer_layers
 from attnlab.train.sharded_checkpoint import check_layout, loader_state_for
 
-STEPS, GLOBAL_BATCH, LENGTH, VOCAB = 8, 8, 8, 40
 RANK_TIMEOUT_S = 120.0
 LOSS_RTOL, WEIGHT_ATOL = 1e-5, 1e-5
-
-
-def _model(hidden: int = 16) -> MaskedLMPreTrainer:
-    set_seed(11)
-    config = EncoderConfig(
-        vocab_size=VOCAB, hidden_size=hidden, num_layers=2, num_heads=2, intermediate_size=2 * hidden,
-        max_position_embeddings=LENGTH, hidden_dropout=0.0, attention_dropout=0.0, add_pooler=False,
-    )  # fmt: skip
-    return MaskedLMPreTrainer(EncoderForPreTraining.from_config(config, pair_head=False))
-
-
-class _Tokens(torch.utils.data.Dataset):
-    """Random sequences; the label of each position is the previous token (every position predicted)."""
-
-    def __init__(self, n: int = 64) -> None:
-        self.ids = torch.randint(1, VOCAB, (n, LENGTH), generator=torch.Generator().manual_seed(5))
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.ids[index], "labels": self.ids[index].roll(1)}
-
-
-def _dataset() -> _Tokens:
-    return _Tokens()
 
 
 def _config(out: Path, batch: int, parallel: str, **extra) -> TrainerConfig:
@@ -96,7 +69,7 @@ def _parity_worker(rank: int, world_size: int, port: int, root: str, checkpointi
         batch = GLOBAL_BATCH // world_size
         cfg = _config(Path(root) / "run", batch, "fsdp", activation_checkpointing=checkpointing)
         losses: list[float] = []
-        trainer = Trainer(_model(), cfg, _dataset(), callbacks=[lambda t, r: losses.append(r["loss"])])
+        trainer = Trainer(tiny_model(), cfg, Tokens(), callbacks=[lambda t, r: losses.append(r["loss"])])
         trainer.train()
         _save_final(trainer, Path(root) / "fsdp.safetensors")
         if rank == 0:
@@ -110,9 +83,9 @@ def _single_process(root: Path, steps: int = STEPS) -> tuple[list[float], dict[s
     torch.set_num_threads(1)
     try:
         losses: list[float] = []
-        model = _model()
+        model = tiny_model()
         cfg = _config(root / "single", GLOBAL_BATCH, "ddp")
-        Trainer(model, cfg, _dataset(), callbacks=[lambda t, r: losses.append(r["loss"])]).train()
+        Trainer(model, cfg, Tokens(), callbacks=[lambda t, r: losses.append(r["loss"])]).train()
         return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
     finally:
         torch.set_num_threads(threads)
@@ -131,13 +104,13 @@ def _assert_same_weights(saved: Path, reference: dict[str, torch.Tensor]) -> Non
     [(2, False), (2, True), pytest.param(4, False, marks=pytest.mark.slow)],
 )
 def test_fsdp_losses_equal_one_process_on_the_same_global_batches(tmp_path, world_size, checkpointing):
-    _run_ranks(_parity_worker, world_size, _free_port(), str(tmp_path), checkpointing, nprocs=world_size)
+    _run_ranks(_parity_worker, world_size, free_port(), str(tmp_path), checkpointing, nprocs=world_size)
     single_losses, single_weights = _single_process(tmp_path)
     fsdp_losses = json.loads((tmp_path / "losses.json").read_text())
     assert len(fsdp_losses) == len(single_losses) == STEPS
     relative = [abs(a - b) / abs(b) for a, b in zip(fsdp_losses, single_losses)]
     assert max(relative) <= LOSS_RTOL, relative
-    initial = _model().state_dict()
+    initial = tiny_model().state_dict()
     assert max((single_weights[k] - initial[k]).abs().max().item() for k in initial) > 1e-3  # it trained
     print(f"FSDP x{world_size}: max relative loss difference {max(relative):.2e}")
     _assert_same_weights(tmp_path / "fsdp.safetensors", single_weights)
@@ -151,7 +124,7 @@ def _resume_worker(rank: int, world_size: int, port: int, root: str, phase: str,
     _join(rank, world_size, port)
     try:
         cfg = _config(Path(root) / "run", GLOBAL_BATCH // world_size, "fsdp")
-        trainer = Trainer(_model(), cfg, _dataset())
+        trainer = Trainer(tiny_model(), cfg, Tokens())
         if phase == "resume":
             trainer.resume("latest")
         if phase == "cut":  # the save of step 4 dies after every shard is written, before the rename
@@ -174,19 +147,19 @@ def _resume_worker(rank: int, world_size: int, port: int, root: str, phase: str,
 
 @pytest.mark.parametrize(("first", "second"), [(2, 4), pytest.param(4, 2, marks=pytest.mark.slow)])
 def test_sharded_checkpoint_resumes_on_another_number_of_processes(tmp_path, first, second):
-    _run_ranks(_resume_worker, first, _free_port(), str(tmp_path), "start", 4, nprocs=first)
+    _run_ranks(_resume_worker, first, free_port(), str(tmp_path), "start", 4, nprocs=first)
     assert (tmp_path / "run" / "checkpoints" / "step-000004" / "sharded").is_dir()
-    _run_ranks(_resume_worker, second, _free_port(), str(tmp_path), "resume", STEPS, nprocs=second)
+    _run_ranks(_resume_worker, second, free_port(), str(tmp_path), "resume", STEPS, nprocs=second)
     _, single_weights = _single_process(tmp_path)
     _assert_same_weights(tmp_path / "resume.safetensors", single_weights)
 
 
 def test_a_run_killed_during_a_save_resumes_from_the_previous_checkpoint(tmp_path):
     with pytest.raises(ProcessExitedException):
-        _run_ranks(_resume_worker, 2, _free_port(), str(tmp_path), "cut", STEPS, nprocs=2)
+        _run_ranks(_resume_worker, 2, free_port(), str(tmp_path), "cut", STEPS, nprocs=2)
     checkpoints = tmp_path / "run" / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == [".tmp-step-000004", "step-000002"]
-    _run_ranks(_resume_worker, 2, _free_port(), str(tmp_path), "resume", STEPS, nprocs=2)
+    _run_ranks(_resume_worker, 2, free_port(), str(tmp_path), "resume", STEPS, nprocs=2)
     assert sorted(p.name for p in checkpoints.iterdir()) == ["step-000006", "step-000008"]
     _, single_weights = _single_process(tmp_path)
     _assert_same_weights(tmp_path / "resume.safetensors", single_weights)
@@ -196,7 +169,7 @@ def _other_model_worker(rank: int, world_size: int, port: int, root: str) -> Non
     _join(rank, world_size, port)
     try:
         cfg = _config(Path(root) / "run", GLOBAL_BATCH // world_size, "fsdp")
-        trainer = Trainer(_model(hidden=24), cfg, _dataset())
+        trainer = Trainer(tiny_model(hidden=24), cfg, Tokens())
         with pytest.raises(ValueError, match="a checkpoint of another model") as error:
             trainer.resume("latest")
         assert "attention.0.layer.key.weight: [16, 16] in the checkpoint, [24, 24] here" in str(error.value)
@@ -205,13 +178,13 @@ def _other_model_worker(rank: int, world_size: int, port: int, root: str) -> Non
 
 
 def test_a_checkpoint_of_another_model_is_refused_by_name(tmp_path):
-    _run_ranks(_resume_worker, 2, _free_port(), str(tmp_path), "start", 2, nprocs=2)
-    _run_ranks(_other_model_worker, 2, _free_port(), str(tmp_path), nprocs=2)
+    _run_ranks(_resume_worker, 2, free_port(), str(tmp_path), "start", 2, nprocs=2)
+    _run_ranks(_other_model_worker, 2, free_port(), str(tmp_path), nprocs=2)
 
 
 def test_fsdp_in_one_process_says_to_launch_with_torchrun(tmp_path):
     with pytest.raises(ValueError, match="launch with torchrun --nproc-per-node N"):
-        Trainer(_model(), _config(tmp_path, 4, "fsdp"), _dataset())
+        Trainer(tiny_model(), _config(tmp_path, 4, "fsdp"), Tokens())
 
 
 def test_fsdp_options_need_parallel_fsdp(tmp_path):
@@ -222,7 +195,7 @@ def test_fsdp_options_need_parallel_fsdp(tmp_path):
 
 
 def test_the_layers_sharded_one_by_one_are_the_encoder_blocks():
-    model = _model()
+    model = tiny_model()
     encoder = model.model.encoder  # layer i: attention[i] and feed_forward[i], one unit
     assert transformer_layers(model) == [list(pair) for pair in zip(encoder.attention, encoder.feed_forward)]
 
@@ -270,11 +243,7 @@ def test_bert_mini_fsdp_on_two_processes_follows_one_process_for_50_steps():
 def test_two_kill_and_resume_trials_end_with_the_uninterrupted_weights(capsys):
     """experiments/sharded_resume_trials.py's first two trials: 2 -> 4 and 4 -> 2 processes, the last
     rank killed after step 3, the run resumed from step 2's sharded checkpoint."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))  # spawned ranks inherit it
-    try:
-        good = importlib.import_module("sharded_resume_trials").trials(2, tolerance=WEIGHT_ATOL)
-    finally:
-        sys.path.pop(0)
+    good = trials(2, tolerance=WEIGHT_ATOL)
     printed = capsys.readouterr().out
     assert good == 2, printed
     assert printed.count("resumed from step-000002") == 2
