@@ -198,7 +198,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
     stream = len(prompts) == 1 and args.beams == 1 and not args.json
     streamer = TextStream(decode, args.stop, _print_piece) if stream else None
-    on_step = (lambda toks, done: streamer.step(int(toks[0]), bool(done[0]))) if streamer else None
+    on_step = (lambda toks, done, _: streamer.step(int(toks[0]), bool(done[0]))) if streamer else None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if streamer is not None:

@@ -102,8 +102,9 @@ def generate(
 
     ``config`` or keyword ``options`` (the fields of `GenerationConfig`: ``max_new_tokens``, ``num_beams``,
     ``do_sample``, ``temperature``, ``top_k``, ``top_p``, ``repetition_penalty``, ``length_penalty``,
-    ``early_stopping``, ``seed``, ``use_cache``, ...). ``on_step(tokens (B,), done (B,))`` is called after
-    every greedy/sampling step (streaming); ``stop(row, ids)`` ends a row early (stop strings).
+    ``early_stopping``, ``seed``, ``use_cache``, ...). ``on_step(tokens (B,), done (B,), logprobs (B,))``
+    is called after every greedy/sampling step (streaming); ``stop(row, ids)`` ends a row early (stop
+    strings).
     """
     cfg = (
         dataclasses.replace(config or GenerationConfig(), **options)

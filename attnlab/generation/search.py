@@ -20,8 +20,9 @@ from torch import Tensor
 from attnlab.generation.processors import Processor, apply_processors, mark_padding
 from attnlab.generation.state import DecodeState
 
-# Called after each step with the step's tokens (B,) and which rows are now done (B,) bool.
-StepCallback = Callable[[Tensor, Tensor], None]
+# Called after each step with the step's tokens (B,), which rows are now done (B,) bool, and the tokens'
+# log-probabilities (B,) under the model's own distribution (before the processors, as OpenAI's logprobs).
+StepCallback = Callable[[Tensor, Tensor, Tensor], None]
 # Given a row and its generated ids so far, True ends the row (e.g. a stop string appeared).
 StopCheck = Callable[[int, list[int]], bool]
 
@@ -87,13 +88,15 @@ def search(
             nxt = processed.argmax(dim=-1)
         if track:
             nxt = nxt.masked_fill(done, pad_token_id)
+        chosen = None  # (B,) log-probabilities of the chosen tokens, where scored or streamed
+        if scores is not None or on_step is not None:
+            chosen = logits.gather(1, nxt[:, None]).squeeze(1) - torch.logsumexp(logits, dim=-1)
         if scores is not None:
-            chosen = torch.log_softmax(logits, dim=-1).gather(1, nxt[:, None]).squeeze(1)
             scores += chosen.masked_fill(done, 0.0)
         buffer[:, p + step - 1] = nxt
         if not track:
             if on_step is not None:
-                on_step(nxt, done if step < steps else ~done)
+                on_step(nxt, done if step < steps else ~done, chosen)
             continue
         lengths += (~done).long()
         newly = limits.le(step)
@@ -108,7 +111,7 @@ def search(
                     newly[i] = True
         done |= newly
         if on_step is not None:
-            on_step(nxt, done)
+            on_step(nxt, done, chosen)
         if bool(done.all()):
             break
     if not track:

@@ -99,7 +99,7 @@ class Prepared:
     request: Any  # the pydantic request
     emit: Callable[[dict], None] | None = field(default=None, repr=False)  # streaming: events to the client
     encoding: Any = field(default=None, repr=False)  # fill-mask: the text's encoding, when the pipeline's
-    logprobs: bool = False  # generate, streamed: each piece with its token's log-probability (continuous)
+    logprobs: bool = False  # generate, streamed (continuous): each piece with its token's log-probability
 
 
 class ModelService:
@@ -355,10 +355,19 @@ class ModelService:
 
         stops = list(r.stop)
         stop = (lambda row, toks: any(s in decode(toks) for s in stops)) if stops else None
-        stream = None
-        if emit is not None:
-            stream = TextStream(decode, stops, lambda token, piece: emit({"token": token, "text": piece}))
-        on_step = (lambda toks, done: stream.step(int(toks[0]), bool(done[0]))) if stream else None
+        on_step = None
+        if emit is not None:  # each piece with its last token's log-probability (TGI's stream)
+            logprob = [0.0]
+
+            def send(token: int, piece: str) -> None:
+                emit({"token": token, "text": piece, "logprob": logprob[0]})
+
+            stream = TextStream(decode, stops, send)
+
+            def on_step(toks: torch.Tensor, done: torch.Tensor, logprobs: torch.Tensor) -> None:
+                logprob[0] = float(logprobs[0])
+                stream.step(int(toks[0]), bool(done[0]))
+
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             out = generate(model, input_ids, mask, cfg, on_step=on_step, stop=stop)

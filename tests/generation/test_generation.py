@@ -84,7 +84,7 @@ def test_stop_check_ends_a_row_and_steps_stream(model) -> None:
     streamed: list[int] = []
     out = generate(
         model, ids, max_new_tokens=10, eos_token_id=None,
-        stop=lambda row, toks: len(toks) >= 4, on_step=lambda t, done: streamed.append(int(t[0])),
+        stop=lambda row, toks: len(toks) >= 4, on_step=lambda t, done, _: streamed.append(int(t[0])),
     )  # fmt: skip
     assert out.sequences[0] == full[:4] == streamed and out.finished == [True]
 

@@ -131,6 +131,24 @@ def test_text_generation_greedy_sampled_details_and_stream_equal_the_generator(d
         assert any(i == e.token.id and lp == pytest.approx(e.token.logprob, abs=1e-4) for i, lp in scored)
 
 
+def test_one_at_a_time_generation_streams_each_tokens_log_probability(dirs):
+    """Without continuous batching (``--no-continuous``) the stream's tokens carry the log-probabilities that
+    ``details`` scores for them, as the continuous batch's do."""
+    from attnlab.serving import create_app, load_service
+    from attnlab.serving.server import BackgroundServer
+    from attnlab.serving.settings import ServeSettings
+
+    app = create_app(load_service(dirs["gpt"]), ServeSettings(continuous=False))
+    with BackgroundServer(app) as url:
+        c = InferenceClient(base_url=url)
+        out = c.text_generation("the capital of", max_new_tokens=6, details=True)
+        events = list(c.text_generation("the capital of", max_new_tokens=6, stream=True, details=True))
+    scored = iter([(t.id, t.logprob) for t in out.details.tokens])
+    for e in events:  # a piece of text may take several tokens: it carries its last token's
+        lp = next(lp for i, lp in scored if i == e.token.id)
+        assert e.token.logprob == pytest.approx(lp, abs=1e-4)
+
+
 def test_unused_generation_parameters_are_refused_as_the_client_expects(dirs, urls):
     # the client reads the 400's sentence, warns, and sends the request again without them
     text, _ = greedy(dirs["gpt"], "paris is", max_new_tokens=4)
