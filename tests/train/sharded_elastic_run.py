@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 
 import torch  # noqa: E402
-from test_train_fsdp import GLOBAL_BATCH, _config, _dataset, _model, _save_final  # noqa: E402
+from test_train_fsdp import GLOBAL_BATCH, Tokens, _config, _save_final, tiny_model  # noqa: E402
 
 from attnlab.train import Trainer, cleanup_distributed, setup_distributed  # noqa: E402
 from attnlab.train.checkpoint import latest_checkpoint  # noqa: E402
@@ -30,7 +30,7 @@ def main(out: Path, kill_at: int) -> None:
     context = setup_distributed(timeout_s=120.0, device="cpu")
     try:
         trainer = Trainer(
-            _model(), _config(out / "run", GLOBAL_BATCH // context.world_size, "fsdp"), _dataset()
+            tiny_model(), _config(out / "run", GLOBAL_BATCH // context.world_size, "fsdp"), Tokens()
         )
         if latest_checkpoint(trainer.checkpoint_root) is not None:
             trainer.resume("latest")

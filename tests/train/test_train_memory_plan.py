@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import torch
-from test_train_fsdp import _model
+from test_train_fsdp import tiny_model
 
 from attnlab.train.memory_plan import plan_memory
 
 
 def _plan(**options):
     with torch.device("meta"):
-        model = _model()
+        model = tiny_model()
     shape = {"batch_size": 4, "length": 8, "hidden": 16, "heads": 2}
     return model, plan_memory(model, **{"world_size": 4, "parallel": "ddp", **shape, **options})
 
