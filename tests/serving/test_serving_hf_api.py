@@ -143,6 +143,7 @@ def test_one_at_a_time_generation_streams_each_tokens_log_probability(dirs):
         c = InferenceClient(base_url=url)
         out = c.text_generation("the capital of", max_new_tokens=6, details=True)
         events = list(c.text_generation("the capital of", max_new_tokens=6, stream=True, details=True))
+    assert events and events[-1].generated_text == out.generated_text
     scored = iter([(t.id, t.logprob) for t in out.details.tokens])
     for e in events:  # a piece of text may take several tokens: it carries its last token's
         lp = next(lp for i, lp in scored if i == e.token.id)
