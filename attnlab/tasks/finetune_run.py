@@ -224,7 +224,8 @@ def run_once(
     ``run_id`` in their manifests; with ``cfg.resume`` the run continues from the newest one that verifies
     and ends with the weights and optimizer state of an uninterrupted run, bit for bit on CPU. ``features``
     pads the batches (None: BERT's, `TaskFeatures`); ``extra_loss`` wraps the model the trainer trains
-    (e.g. a teacher's soft targets); the task model alone is saved."""
+    (e.g. a teacher's soft targets; `FinetuneConfig` refuses one with parallel 'fsdp'); the task model
+    alone is saved."""
     features = features or TaskFeatures()
     set_seed(seed)
     model = source.build(spec, labels, cfg.dropout, regression, cfg.encoder_dropout, cfg.pooling)
@@ -235,11 +236,6 @@ def run_once(
     best_dir = output_dir / "best" if cfg.keep_best else None
     keeper = BestKeeper(model, source.tokenizer, spec.metric, best_dir, output_dir / "history.json", run_id)
     evaluator.on_result = keeper
-    if cfg.parallel == "fsdp" and not isinstance(extra_loss or TaskLossOnly(), TaskLossOnly):
-        raise ValueError(
-            "--teacher with --parallel fsdp: the teacher's soft targets wrap the model FSDP would shard; "
-            "distil with --parallel ddp"
-        )
     trained = (extra_loss or TaskLossOnly()).wrap(model)
     optimize(trained, "training")  # oneDNN's products where they are faster (attnlab.accel)
     trainer = Trainer(
