@@ -23,6 +23,7 @@ causal LM directory) with its tokenizer, for callers that start from a path.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -155,8 +156,6 @@ def attention_weights(
 def load_attention_model(directory: str | os.PathLike) -> tuple[nn.Module, Any]:
     """``(model, tokenizer)`` from a model directory: an attnlab or HF encoder directory, or a causal LM
     directory (attnlab GPT or HF GPT-2)."""
-    from pathlib import Path
-
     d = Path(directory)
     if not d.is_dir():
         raise NotADirectoryError(f"{d}: expected a model directory (config.json + model.safetensors)")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
+
 from attnlab.atomic import atomic_path
 
 MAX_SIDE_INCHES = 60.0  # matplotlib/Agg refuses pictures over 2**16 pixels a side; stay well below
@@ -21,7 +23,6 @@ def _cell_inches(tokens: int) -> float:
 
 def draw_attention_png(data: dict[str, Any], path: str | os.PathLike, dpi: int = 100) -> None:
     """Write ``data`` (from `attention_weights`) as a grid of heat maps to ``path`` (atomically)."""
-    import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

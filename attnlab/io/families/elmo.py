@@ -263,7 +263,7 @@ def _tf_gates_to_torch(w: np.ndarray, cell: int) -> np.ndarray:
 
 def load_released(options_path: str | os.PathLike, weights_path: str | os.PathLike) -> ElmoBiLM:
     """An `ElmoBiLM` (no softmax, eval mode) holding the released weights."""
-    import h5py  # optional and heavy: only the released HDF5 files need it
+    import h5py  # heavy: only the released HDF5 files need it
 
     options_path, weights_path = Path(options_path), Path(weights_path)
     config = config_from_options(read_json(options_path), options_path)
