@@ -224,8 +224,8 @@ def run_once(
     ``run_id`` in their manifests; with ``cfg.resume`` the run continues from the newest one that verifies
     and ends with the weights and optimizer state of an uninterrupted run, bit for bit on CPU. ``features``
     pads the batches (None: BERT's, `TaskFeatures`); ``extra_loss`` wraps the model the trainer trains
-    (e.g. a teacher's soft targets; `FinetuneConfig` refuses one with parallel 'fsdp'); the task model
-    alone is saved."""
+    (e.g. a teacher's soft targets, which `FinetuneConfig` refuses under parallel 'fsdp': FSDP shards the
+    task model, not a wrapper around it); the task model alone is saved."""
     features = features or TaskFeatures()
     set_seed(seed)
     model = source.build(spec, labels, cfg.dropout, regression, cfg.encoder_dropout, cfg.pooling)
