@@ -24,6 +24,17 @@ def _fmt(summary: Any) -> str:
     return f"{summary.mean:.2f} ± {summary.std:.2f} ({summary.n})"
 
 
+def unmoved_probes(result: TableResult) -> dict[str, float]:
+    """Judged probes whose every value, over all rows and seeds, is the same (e.g. BLEU 0 everywhere):
+    their orderings are "not separated" because the probe measured nothing, not because the rows tie."""
+    out = {}
+    for probe in result.table.columns:
+        values = [v for (_, p), s in result.summaries.items() if p == probe for v in s.values]
+        if len(values) >= 2 and len(set(values)) == 1:
+            out[probe] = values[0]
+    return out
+
+
 def table_json(result: TableResult) -> dict[str, Any]:
     t = result.table
     return {
@@ -39,6 +50,7 @@ def table_json(result: TableResult) -> dict[str, Any]:
         ],
         "orderings": [o.to_dict() for o in result.orderings],
         "agreement": result.agreement.to_dict(),
+        "unmoved_probes": unmoved_probes(result),
         "gpu": None,  # left for a run on a machine with a GPU (attnlab ablate TABLE --device cuda)
     }  # fmt: skip
 
@@ -78,6 +90,12 @@ def table_markdown(result: TableResult, png_name: str | None = None) -> str:
         measured = "-" if math.isnan(o.measured_diff) else f"{o.measured_diff:+.2f} ± {o.se:.2f}"
         lines.append(f"| {o.probe} ({o.column}) | {o.better} > {o.worse} | {o.paper_diff:+g} | {measured} | "
                      f"{o.verdict} |")  # fmt: skip
+    for probe, value in unmoved_probes(result).items():
+        lines += [
+            "",
+            f"{PROBES[probe].label} did not move: every run scored {value:.2f}, so its orderings "
+            "measure nothing (the rows do not tie; the miniature did not learn what the probe reads).",
+        ]
     if t.note:
         lines += ["", f"Where the miniature may disagree: {t.note}"]
     if result.failed:

@@ -159,6 +159,18 @@ def test_the_outputs_hold_the_paper_the_measurements_and_the_verdicts(fakes, tmp
     assert DISAGREES not in {o.verdict for o in result.orderings}
 
 
+def test_a_probe_that_never_moves_is_said_to_measure_nothing(fakes, monkeypatch, tmp_path):
+    flat = {"accuracy": 0.0, "f1": 0.0}  # e.g. BLEU 0 in every run: a model that learned nothing
+    monkeypatch.setattr(probes, "sst2_features", lambda *a, **k: flat)
+    result = run_table(get_table("roberta-table1"), _settings(tmp_path), log=lambda m: None)
+    assert report.unmoved_probes(result) == {"sst2_features": 0.0}  # conll_features still moves
+    markdown = report.table_markdown(result)
+    assert "SST-2 frozen-feature accuracy did not move: every run scored 0.00" in markdown
+    assert json.loads(report.write_table(result, tmp_path / "out")[1].read_text())["unmoved_probes"] == {
+        "sst2_features": 0.0
+    }
+
+
 def test_cuda_trains_larger_sizes_without_other_changes(tmp_path):
     cpu = _settings(tmp_path)
     gpu = dataclasses.replace(cpu, device="cuda", size=SIZES["cuda"])
