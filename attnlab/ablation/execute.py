@@ -34,7 +34,7 @@ from attnlab.pretraining.tokenizer import train_or_load_tokenizer
 from attnlab.tasks.finetune import FinetuneConfig, ModelSource, finetune
 from attnlab.tokenizers import load_tokenizer
 from attnlab.train import set_seed
-from attnlab.translation.recipe import train_translation, translate_texts
+from attnlab.translation.recipe import heldout_perplexity, train_translation, translate_texts
 
 Log = Callable[[str], None]
 HELDOUT_EVERY = 20  # every 20th document held out, as `attnlab pretrain`
@@ -153,26 +153,29 @@ def run_distill(
 
 
 def run_translate(
-    folder: Path, data_dir: Path, preset: str, overrides: Mapping[str, Any], minutes: float, seed: int,
-    sentences: int, device: str, log: Log,
+    folder: Path, data_dir: Path, preset: str, overrides: Mapping[str, Any], max_tokens: int, minutes: float,
+    seed: int, sentences: int, device: str, log: Log,
 ) -> dict[str, Any]:  # fmt: skip
-    """The Transformer on Multi30k EN->DE for ``minutes``; greedy BLEU on the first ``sentences`` of val."""
+    """The Transformer on Multi30k EN->DE for ``minutes``, ``max_tokens`` a batch; greedy BLEU on the first
+    ``sentences`` of val and the perplexity per subword on all of val."""
     d = data_dir / "multi30k"
     resume = (folder / "plan.json").is_file() or (folder / "train").is_dir()
     run = train_translation(
         d / "train.en", d / "train.de", folder, config_overrides=dict(overrides), preset_name=preset,
-        vocab_size=8000, max_length=128, max_tokens=4096, minutes=minutes, auto_steps=True, warmup=4000,
+        vocab_size=8000, max_length=128, max_tokens=max_tokens, minutes=minutes, auto_steps=True, warmup=4000,
         warmup_share=0.2, average_last=2, save_every=200, seed=seed, resume=resume, overwrite=not resume,
         trainer_overrides={"progress_bar": False, "device": device, "log_every": 50}, log=log,
     )  # fmt: skip
     model = load(run.model_dir, device=device)
     tokenizer = load_tokenizer(run.model_dir)
-    sources = (d / "val.en").read_text(encoding="utf-8").splitlines()[:sentences]
-    refs = (d / "val.de").read_text(encoding="utf-8").splitlines()[:sentences]
-    hyps = translate_texts(model, tokenizer, sources, beam_size=1)
-    bleu = corpus_bleu(hyps, refs)
+    sources = (d / "val.en").read_text(encoding="utf-8").splitlines()
+    refs = (d / "val.de").read_text(encoding="utf-8").splitlines()
+    hyps = translate_texts(model, tokenizer, sources[:sentences], beam_size=1)
+    bleu = corpus_bleu(hyps, refs[:sentences])
+    perplexity = heldout_perplexity(model, tokenizer, sources, refs)
     return {"model_dir": str(Path(run.model_dir).relative_to(folder)), "steps": run.steps,
-            "metrics": {"bleu": float(bleu.score)}, "signature": str(bleu.signature)}  # fmt: skip
+            "metrics": {"bleu": float(bleu.score), "perplexity": perplexity},
+            "signature": str(bleu.signature)}  # fmt: skip
 
 
 FINETUNE_TASKS = {"sst2_finetune": ("sst2", "glue/SST-2"), "conll_finetune": ("conll2003", "conll2003"),

@@ -128,7 +128,7 @@ class Planner:
         return self._planned[spec.key]
 
     def _common(self) -> dict[str, Any]:
-        return {"data": self.data.key, "size": self.settings.size.to_dict()}
+        return {"data": self.data.key, "size": self.settings.size.encoder_fields()}
 
     def _model_run(self, run: RunConfig, seed: int) -> PlannedRun:
         minutes = round(self.unit * run.budget_share, 4)
@@ -136,12 +136,11 @@ class Planner:
         if run.kind == "translate":
             size = self.settings.size
             overrides = {**size.translate_overrides, **run.model_overrides}
-            config = {"size": size.to_dict(), "preset": size.translate_preset, "overrides": overrides,
-                      "minutes": minutes}  # fmt: skip
+            config = {"size": size.translation_fields(), "overrides": overrides, "minutes": minutes}
             spec = RunSpec("translate", config, seed)
             return self._add(spec, run.budget_share, lambda folder: execute.run_translate(
-                folder, self.settings.data_dir, size.translate_preset, overrides, minutes, seed,
-                size.bleu_sentences, device, log))  # fmt: skip
+                folder, self.settings.data_dir, size.translate_preset, overrides, size.translate_max_tokens,
+                minutes, seed, size.bleu_sentences, device, log))  # fmt: skip
         if run.kind == "distill":
             teacher = self._model_run(dataclasses.replace(TEACHER, budget_share=run.budget_share), seed)
             recipe, _, _ = pretrain_recipe(TEACHER, self.settings)
@@ -170,7 +169,7 @@ class Planner:
         probe, size, device = PROBES[name], self.settings.size, self.settings.device
         if probe.source in ("pretrain", "translate"):
             return model  # the model run's own figure
-        base = {"probe": name, "model": model.spec.key, "size": size.to_dict()}
+        base = {"probe": name, "model": model.spec.key, "size": size.encoder_fields()}
         length = self._length(run)
         if probe.source == "features":
             config = {**base, "examples": size.feature_examples, "max_length": length}

@@ -3,9 +3,15 @@
 The same defaults apply to every table: three seeds (each pre-training seed also seeds its fine-tuning and
 probes), and the standard budgets below, chosen before any table's result was seen so that each table's
 default fits an hour on 2 CPU cores. A `LabSize` per device: on a CPU the 20-minute tier of
-`attnlab.pretraining.budget` (bert-tiny, 32 tokens, a 2,048-token WordPiece) and a 2-layer Transformer for
-translation; on a GPU the tier above it (bert-mini, 64 then 128 tokens, 8,192 tokens) and the 3-layer
-``transformer-cpu`` preset, with the standard budgets unchanged.
+`attnlab.pretraining.budget` (bert-tiny, 32 tokens, a 2,048-token WordPiece) and for translation a 2-layer
+Transformer of width 128 on batches of 1,024 tokens; on a GPU the tier above it (bert-mini, 64 then 128
+tokens, 8,192 tokens) and the 3-layer ``transformer-cpu`` preset on 4,096-token batches, with the standard
+budgets unchanged.
+
+The CPU's translation size was chosen on the training loss of the base row's first seed, after the first
+size (``transformer-cpu`` at 2 layers, 4,096-token batches) fitted 53 steps in a run's minutes and never left
+its start: width 128 on 1,024-token batches ended at a loss of 4.85 (525 steps), 512-token batches at 4.81
+(874 steps, 30% fewer tokens a second), 2,048 at 5.64 and width 256 at 5.71.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from attnlab.ablation.table import frozen
 DEFAULT_SEEDS = (0, 1, 2)
 
 
+TRANSLATION_FIELDS = ("translate_preset", "translate_overrides", "translate_max_tokens", "bleu_sentences")
+
+
 @dataclass(frozen=True)
 class LabSize:
     """The model sizes and standard per-run budgets of the lab on one kind of device."""
@@ -31,6 +40,7 @@ class LabSize:
     pretrain_minutes: float  # a pre-training (distillation, translation) run's standard budget
     translate_preset: str
     translate_overrides: Mapping[str, Any] = field(default_factory=frozen)
+    translate_max_tokens: int = 4096  # tokens a translation batch holds (source and target)
     feature_examples: int = 2000  # training examples of a frozen-feature probe (pairs: all examples)
     finetune_examples: int = 8000  # training examples of a fine-tuning probe
     finetune_lr: float = 1e-3  # chosen on held-out training examples in experiments/pretrain_then_finetune.py
@@ -43,13 +53,24 @@ class LabSize:
         return {"name": self.name, "budget_minutes": self.budget_minutes,
                 "translate_preset": self.translate_preset,
                 "translate_overrides": dict(self.translate_overrides),
+                "translate_max_tokens": self.translate_max_tokens,
                 "feature_examples": self.feature_examples, "finetune_examples": self.finetune_examples,
                 "finetune_lr": self.finetune_lr, "bleu_sentences": self.bleu_sentences}  # fmt: skip
 
+    def encoder_fields(self) -> dict[str, Any]:
+        """What decides an encoder's runs (pre-training, distillation, probes): all but the translation's,
+        so that a change to the translation sizes leaves those runs' keys as they were."""
+        return {k: v for k, v in self.to_dict().items() if k not in TRANSLATION_FIELDS}
+
+    def translation_fields(self) -> dict[str, Any]:
+        """What decides a translation run, besides its row's overrides and minutes."""
+        return {"name": self.name, **{k: v for k, v in self.to_dict().items() if k in TRANSLATION_FIELDS}}
+
 
 SIZES: dict[str, LabSize] = {
-    "cpu": LabSize("cpu", budget_minutes=20.0, pretrain_minutes=1.7,
-                   translate_preset="transformer-cpu", translate_overrides={"num_layers": 2}),
+    "cpu": LabSize("cpu", budget_minutes=20.0, pretrain_minutes=1.7, translate_preset="transformer-cpu",
+                   translate_overrides={"num_layers": 2, "d_model": 128, "d_ff": 512},
+                   translate_max_tokens=1024),
     "cuda": LabSize("cuda", budget_minutes=120.0, pretrain_minutes=1.7,
                     translate_preset="transformer-cpu"),
 }  # fmt: skip

@@ -62,7 +62,7 @@ class Ordering:
     column: str  # the paper's column the probe stands in for
     better: str  # the row the paper ranks higher
     worse: str
-    paper_diff: float  # paper[better] - paper[worse] > 0
+    paper_diff: float  # paper[better] - paper[worse]: > 0, or < 0 where lower is better
     measured_diff: float  # mean[better] - mean[worse] (nan when not measured)
     se: float
     verdict: str  # AGREES | DISAGREES | NOT_SEPARATED | NOT_MEASURED

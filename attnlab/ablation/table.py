@@ -52,6 +52,13 @@ PROBES: dict[str, Probe] = {
         Probe("conll_finetune", "CoNLL-2003 fine-tuned F1", "finetune", "f1", weight=0.25),
         Probe("squad_finetune", "SQuAD v1.1 fine-tuned F1", "finetune", "f1", weight=0.5),
         Probe("bleu", "Multi30k val BLEU (greedy)", "translate", "bleu"),
+        Probe(
+            "translate_perplexity",
+            "Multi30k val perplexity",
+            "translate",
+            "perplexity",
+            higher_is_better=False,
+        ),
     )
 }
 
@@ -106,7 +113,8 @@ class Row:
 
 @dataclass(frozen=True)
 class ExpectedOrdering:
-    """The paper ranks ``better`` above ``worse`` in ``column`` by ``diff`` points; ``probe`` measures it."""
+    """The paper ranks ``better`` above ``worse`` in ``column``; ``diff`` = paper[better] - paper[worse],
+    negative for a column where lower is better (a perplexity); ``probe`` measures it."""
 
     probe: str
     column: str
@@ -158,7 +166,9 @@ class Table:
             for a, b in itertools.combinations(self.rows, 2):
                 if column not in a.paper or column not in b.paper or a.paper[column] == b.paper[column]:
                     continue
-                better, worse = (a, b) if a.paper[column] > b.paper[column] else (b, a)
-                diff = better.paper[column] - worse.paper[column]
+                # a perplexity column ranks the lower value better (Probe.higher_is_better)
+                higher = (a, b) if a.paper[column] > b.paper[column] else (b, a)
+                better, worse = higher if PROBES[probe].higher_is_better else higher[::-1]
+                diff = better.paper[column] - worse.paper[column]  # < 0 where lower is better
                 out.append(ExpectedOrdering(probe, column, better.name, worse.name, round(diff, 4)))
         return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from attnlab.train.sharded_checkpoint import is_sharded_checkpoint, read_sharded
 
 from .config import preset
 from .data import (
+    ParallelText,
     TokenBatchLoader,
     encode_pairs,
     encode_text,
@@ -460,3 +462,33 @@ def translate_texts(
     for i, ids in zip(keep, hyps):
         out[i] = tokenizer.decode(ids)
     return out
+
+
+@torch.no_grad()
+def heldout_perplexity(
+    model: Seq2Seq,
+    tokenizer: Tokenizer,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    max_tokens: int = 4096,
+) -> float:
+    """Teacher-forced perplexity per target subword (EOS included) of aligned sentences: ``exp`` of the plain
+    negative log-likelihood, label smoothing left out (the paper's dev PPL is per wordpiece, as here)."""
+    kept = [(s.strip(), t.strip()) for s, t in zip(sources, targets, strict=True) if s.strip() and t.strip()]
+    text = ParallelText([s for s, _ in kept], [t for _, t in kept])
+    pairs = encode_pairs(tokenizer, text, model.config.max_positions)  # longer pairs are left out
+    ids = special_ids(tokenizer)
+    loader = TokenBatchLoader(
+        pairs.examples, max_tokens, ids["pad"], model.config.start_token_id, shuffle=False
+    )
+    device = next(model.parameters()).device
+    was_training, nll_sum, tokens = model.training, 0.0, 0.0
+    model.eval()
+    try:
+        for batch in loader.iter_epoch():
+            metrics = model(**{k: v.to(device) for k, v in batch.items()}).metrics
+            nll_sum += float(metrics["nll_loss"]) * float(metrics["target_tokens"])
+            tokens += float(metrics["target_tokens"])
+    finally:
+        model.train(was_training)
+    return math.exp(nll_sum / tokens)

@@ -60,7 +60,9 @@ def test_every_table_names_its_paper_and_judges_orderings(name):
     assert orderings
     for o in orderings:
         better, worse = table.row(o.better).paper[o.column], table.row(o.worse).paper[o.column]
-        assert better > worse and o.diff == pytest.approx(better - worse)
+        assert (better > worse) == PROBES[o.probe].higher_is_better and o.diff == pytest.approx(
+            better - worse
+        )
         assert o.probe in table.probes and PROBES[o.probe]
 
 
@@ -69,6 +71,14 @@ def test_ties_in_the_paper_rank_nothing():
     b = Row("b", RunConfig(recipe="mlm"), {"x": 1.0})
     table = Table("t", "T", "P", "Table 1", (a, b), ("mlm_accuracy",), {"mlm_accuracy": "x"})
     assert table.expected_orderings() == []
+
+
+def test_a_perplexity_column_ranks_the_lower_value_better():
+    a = Row("a", RunConfig(), {"ppl": 4.9})
+    b = Row("b", RunConfig(recipe="mlm"), {"ppl": 5.3})
+    table = Table("t", "T", "P", "Table 3", (a, b), ("mlm_perplexity",), {"mlm_perplexity": "ppl"})
+    (o,) = table.expected_orderings()
+    assert (o.better, o.worse) == ("a", "b") and o.diff == pytest.approx(-0.4)
 
 
 def test_a_table_is_checked_when_defined():
@@ -101,6 +111,21 @@ def test_a_row_two_tables_share_is_one_run(tmp_path):
         assert table1.model_runs["dynamic", seed].key == baseline
         assert table5.model_runs["BERT_BASE", seed].key == baseline
         assert table8.model_runs["100/0/0", seed].key != baseline
+
+
+def test_the_translation_sizes_decide_only_the_translation_runs(tmp_path):
+    """Encoder runs are keyed without the translation's sizes: choosing those again retrains nothing else."""
+    settings = _settings(tmp_path)
+    other = dataclasses.replace(
+        settings, size=dataclasses.replace(settings.size, translate_max_tokens=512, translate_overrides={})
+    )
+    keys = []
+    for s in (settings, other):
+        planner = Planner(s, LabData(s, 2048), RunStore(tmp_path / "runs"))
+        plans = [planner.plan(get_table(name)) for name in ("bert-table5", "transformer-table3")]
+        keys.append([[r.spec.key for r in plan.runs] for plan in plans])
+    assert keys[0][0] == keys[1][0]  # BERT Table 5's runs and probes: the same keys
+    assert not set(keys[0][1]) & set(keys[1][1])  # every translation run is another
 
 
 def test_minutes_are_divided_over_the_runs_still_needed(tmp_path):

@@ -15,10 +15,11 @@ from attnlab.tokenizers import Tokenizer, load_tokenizer
 from attnlab.train import build_optimizer, build_schedule, save_model
 from attnlab.translation import build_model, label_smoothed_cross_entropy
 from attnlab.translation.config import transformer_tiny
-from attnlab.translation.data import train_joint_bpe
+from attnlab.translation.data import encode_text, train_joint_bpe
 from attnlab.translation.recipe import (
     average_checkpoints,
     average_state_dicts,
+    heldout_perplexity,
     last_checkpoints,
     load_averaged,
     paper_trainer_config,
@@ -180,6 +181,29 @@ def test_save_and_load_translates_the_same(tmp_path) -> None:
     a = translate_texts(model.eval(), tokenizer, inputs, beam_size=2, max_length_offset=3)
     b = translate_texts(loaded, tok2, inputs, beam_size=2, max_length_offset=3)
     assert a == b and a[1] == ""
+
+
+def test_heldout_perplexity_is_the_plain_nll_per_target_token_over_all_batches() -> None:
+    sources = ["a dog runs", "two cats sleep", "a man", " ", "the dog and the man run"]
+    targets = ["ein hund läuft", "zwei katzen schlafen", "ein mann", "leer", "der hund und der mann laufen"]
+    tokenizer = train_joint_bpe(sources + targets, vocab_size=300)
+    torch.manual_seed(0)
+    model = build_model(transformer_tiny(vocab_size=tokenizer.vocab_size, dropout=0.0, label_smoothing=0.2))
+    nll, tokens = 0.0, 0
+    for s, t in [
+        (s, t) for s, t in zip(sources, targets) if s.strip()
+    ]:  # the pair with an empty side is left out
+        (src,), (tgt,) = encode_text(tokenizer, [s]), encode_text(tokenizer, [t])  # EOS appended
+        decoder_input = [model.config.start_token_id, *tgt[:-1]]
+        with torch.no_grad():
+            logits = model(torch.tensor([src]), decoder_input_ids=torch.tensor([decoder_input])).logits[0]
+        nll += float(F.cross_entropy(logits, torch.tensor(tgt), reduction="sum"))
+        tokens += len(tgt)
+    # 16 tokens a batch: several batches, each weighted by its target tokens; no label smoothing
+    assert heldout_perplexity(model, tokenizer, sources, targets, max_tokens=16) == pytest.approx(
+        math.exp(nll / tokens), rel=1e-5
+    )
+    assert model.training  # left as it was found
 
 
 def test_load_names_missing_file(tmp_path) -> None:
