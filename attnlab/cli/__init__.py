@@ -149,7 +149,10 @@ def _main(argv: list[str] | None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        try:
+            return int(args.func(args) or 0)
+        finally:
+            leave_process_group()
     except KeyboardInterrupt as stop:
         print(f"interrupted: {stop}" if str(stop) else "interrupted", file=sys.stderr)
         return 130
@@ -167,6 +170,15 @@ def _main(argv: list[str] | None) -> int:
         print(f"attnlab {command}: error: {message}", file=sys.stderr)
         print("(run with --debug for the full traceback)", file=sys.stderr)
         return 2
+
+
+def leave_process_group() -> None:
+    """A command run under torchrun leaves its process group before the interpreter ends, when its models
+    are already freed (`attnlab.train.distributed.cleanup_distributed`); only a command that joined one has
+    imported that module, so the others import nothing here."""
+    distributed = sys.modules.get("attnlab.train.distributed")
+    if distributed is not None:
+        distributed.cleanup_distributed()
 
 
 if __name__ == "__main__":

@@ -191,3 +191,20 @@ def test_translate_train_on_two_processes_averages_the_last_checkpoints(tmp_path
 
     model = load_seq2seq(out / "model")
     assert model.config.num_layers == 2 and not any(p.is_meta for p in model.parameters())
+
+
+def test_a_command_leaves_the_process_group_it_joined(monkeypatch, capsys):
+    """Every command ends by leaving its process group, so that a torchrun worker does not leave it to the
+    interpreter's exit; the group is left for real (a one-process gloo group here)."""
+    import torch.distributed as dist
+
+    import attnlab.cli
+    from attnlab.train import distributed  # noqa: F401 (imported by a command that joins a group)
+
+    calls = []
+    monkeypatch.setattr(attnlab.cli, "leave_process_group", lambda: calls.append(1))
+    assert _run(["ablate", "--list"], capsys)[0] == 0 and calls == [1]
+    monkeypatch.undo()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    attnlab.cli.leave_process_group()
+    assert not dist.is_initialized()
