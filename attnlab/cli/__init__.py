@@ -173,9 +173,9 @@ def _main(argv: list[str] | None) -> int:
 
 
 def leave_process_group() -> None:
-    """A command run under torchrun leaves its process group before the interpreter ends, when its models
-    are already freed (`attnlab.train.distributed.cleanup_distributed`); only a command that joined one has
-    imported that module, so the others import nothing here."""
+    """A command run under torchrun leaves its process group when it returns, not at the interpreter's exit
+    (`attnlab.train.distributed.cleanup_distributed`, a no-op without a group). A command that never
+    imported that module joined no group, so nothing is imported here."""
     distributed = sys.modules.get("attnlab.train.distributed")
     if distributed is not None:
         distributed.cleanup_distributed()
