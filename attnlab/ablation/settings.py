@@ -8,10 +8,8 @@ Transformer of width 128 on batches of 1,024 tokens; on a GPU the tier above it 
 tokens, 8,192 tokens) and the 3-layer ``transformer-cpu`` preset on 4,096-token batches, with the standard
 budgets unchanged.
 
-The CPU's translation size was chosen on the training loss of the base row's first seed, after the first
-size (``transformer-cpu`` at 2 layers, 4,096-token batches) fitted 52 steps in a run's minutes and never left
-its start: width 128 on 1,024-token batches ended at a loss of 4.85 (525 steps), 512-token batches at 4.81
-(874 steps, 30% fewer tokens a second), 2,048 at 5.64 and width 256 at 5.71.
+The CPU's translation size was chosen again, on the base row's training loss, after the first one never
+left its start in a run's minutes (docs/ablations.md says how and with which figures).
 """
 
 from __future__ import annotations

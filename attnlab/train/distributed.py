@@ -167,7 +167,7 @@ def cleanup_distributed() -> None:
     Pauses first, releasing the GIL: gloo's worker threads free a finished collective (and the tensors
     Python has seen, which takes the GIL) after the caller has moved on, while the group's destructor, run
     when the last DDP wrapper is freed, joins those threads holding the GIL. A thread still freeing then
-    waits forever: a DDP process hung at its end that way about one run in ten (torch 2.13, gloo).
+    waits forever (seen at the end of DDP runs with torch 2.13 and gloo).
     """
     if dist.is_available() and dist.is_initialized():
         time.sleep(GLOO_DRAIN_S)

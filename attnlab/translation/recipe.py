@@ -474,7 +474,12 @@ def heldout_perplexity(
 ) -> float:
     """Teacher-forced perplexity per target subword (EOS included) of aligned sentences: ``exp`` of the plain
     negative log-likelihood, label smoothing left out (the paper's dev PPL is per wordpiece, as here)."""
-    kept = [(s.strip(), t.strip()) for s, t in zip(sources, targets, strict=True) if s.strip() and t.strip()]
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"heldout_perplexity: {len(sources)} source sentences but {len(targets)} targets; "
+            "they must be aligned one to one"
+        )
+    kept = [(s.strip(), t.strip()) for s, t in zip(sources, targets) if s.strip() and t.strip()]
     text = ParallelText([s for s, _ in kept], [t for _, t in kept])
     pairs = encode_pairs(tokenizer, text, model.config.max_positions)  # longer pairs are left out
     ids = special_ids(tokenizer)

@@ -204,6 +204,8 @@ def test_heldout_perplexity_is_the_plain_nll_per_target_token_over_all_batches()
         math.exp(nll / tokens), rel=1e-5
     )
     assert model.training  # left as it was found
+    with pytest.raises(ValueError, match="5 source sentences but 4 targets"):
+        heldout_perplexity(model, tokenizer, sources, targets[:4])
 
 
 def test_load_names_missing_file(tmp_path) -> None:
