@@ -22,7 +22,7 @@ from attnlab.ablation import execute, probes
 from attnlab.ablation.execute import LabData, Log
 from attnlab.ablation.runs import RunSpec, RunStore
 from attnlab.ablation.settings import LabSettings
-from attnlab.ablation.table import PROBES, RunConfig, Table
+from attnlab.ablation.table import PROBES, Row, RunConfig, Table
 from attnlab.atomic import write_json_atomic
 from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
 from attnlab.pretraining.recipes import Recipe, get_recipe
@@ -85,7 +85,7 @@ class Planner:
                 model = self._model_run(row.run, seed)
                 model_runs[row.name, seed] = model.spec
                 for probe in table.probes:
-                    cells[row.name, probe, seed] = self._probe_run(probe, row.run, model, seed).spec
+                    cells[row.name, probe, seed] = self._probe_run(probe, row, model, seed).spec
         return TablePlan(table, list(self._planned.values()), model_runs, cells, self.unit)
 
     def _budget_unit(self, table: Table) -> float:
@@ -114,7 +114,7 @@ class Planner:
             for row in table.rows:
                 model = self._model_run(row.run, seed)
                 for probe in table.probes:
-                    self._probe_run(probe, row.run, model, seed)
+                    self._probe_run(probe, row, model, seed)
         pending = [r for r in self._planned.values() if not self.store.done(r.spec)] or list(
             self._planned.values()
         )
@@ -165,16 +165,20 @@ class Planner:
             raise RuntimeError(f"run {spec.key} ({spec.kind}) is needed but not done")
         return self.store.folder(spec) / result["model_dir"]
 
-    def _probe_run(self, name: str, run: RunConfig, model: PlannedRun, seed: int) -> PlannedRun:
+    def _probe_run(self, name: str, row: Row, model: PlannedRun, seed: int) -> PlannedRun:
         probe, size, device = PROBES[name], self.settings.size, self.settings.device
         if probe.source in ("pretrain", "translate"):
             return model  # the model run's own figure
         base = {"probe": name, "model": model.spec.key, "size": size.encoder_fields()}
-        length = self._length(run)
+        length, readout = self._length(row.run), row.readout
         if probe.source == "features":
             config = {**base, "examples": size.feature_examples, "max_length": length}
+            if readout != "linear":  # the linear readout's runs keep the keys they had before readouts
+                config["readout"] = readout
             spec = RunSpec("features", config, seed, needs=(model.spec,))
-            return self._add(spec, 0.0, lambda folder: self._features(name, model.spec, length, seed))
+            return self._add(
+                spec, 0.0, lambda folder: self._features(name, model.spec, length, seed, readout)
+            )
         minutes = round(self.unit * probe.weight, 4)
         config = {**base, "minutes": minutes, "lr": size.finetune_lr, "examples": size.finetune_examples}
         spec = RunSpec("finetune", config, seed, needs=(model.spec,))
@@ -190,9 +194,10 @@ class Planner:
         recipe, _, _ = pretrain_recipe(run, self.settings)
         return max(s.max_length for s in recipe.stages)
 
-    def _features(self, name: str, model: RunSpec, length: int, seed: int) -> dict[str, Any]:
+    def _features(self, name: str, model: RunSpec, length: int, seed: int, readout: str) -> dict[str, Any]:
         model_dir, size, device = self._model_dir(model), self.settings.size, self.settings.device
-        options = dict(examples=size.feature_examples, max_length=length, seed=seed, device=device)
+        options = dict(examples=size.feature_examples, max_length=length, seed=seed, device=device,
+                       readout=readout)  # fmt: skip
         data_dir = self.settings.data_dir
         if name == "sst2_features":
             return {"metrics": probes.sst2_features(model_dir, data_dir, **options)}

@@ -1,5 +1,5 @@
-"""Frozen-feature probes: a linear classifier on a trained encoder's features (BERT's feature-based
-approach, Devlin et al. 2019 section 5.3), cheap and low in variance, so that small models separate.
+"""Frozen-feature probes: a classifier on a trained encoder's features (BERT's feature-based approach,
+Devlin et al. 2019 section 5.3), cheap and low in variance, so that small models separate.
 
 - ``sst2_features``: the mean of the final states of each sentence -> positive/negative, accuracy on dev;
 - ``conll_features``: each word's first token's final state -> its IOB2 tag, entity F1 (seqeval) on dev;
@@ -7,8 +7,8 @@ approach, Devlin et al. 2019 section 5.3), cheap and low in variance, so that sm
   held-out pre-training documents -> next sentence or random one (NSP), in order or swapped (SOP); the
   pairs are split in halves, trained on one and scored on the other.
 
-The classifier is softmax regression on standardised features, trained full-batch with L-BFGS and a fixed
-L2 penalty (no choice made on the evaluation data). Scores are percent.
+The classifier is the row's readout (`attnlab.ablation.classifiers`): softmax regression on standardised
+features by default, a BiLSTM under it for BERT Table 5's "+ BiLSTM" row. Scores are percent.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnlab.ablation.classifiers import classify_sequences, classify_tokens
 from attnlab.data.protocol import SpecialIds
 from attnlab.io import load
 from attnlab.io.api import family_of
@@ -31,9 +32,6 @@ from attnlab.models.gpt import GPT, position_ids_from_mask
 from attnlab.tasks.registry import get_task, load_split
 from attnlab.tasks.task_model import load_task_model
 from attnlab.tokenizers import load_tokenizer
-
-L2 = 1e-3  # the classifier's weight penalty, per feature dimension, fixed before any result
-LBFGS_STEPS = 100
 
 
 class CausalFeatures(torch.nn.Module):
@@ -89,28 +87,6 @@ def encode_batches(
     return out
 
 
-def linear_probe(
-    train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor, n_classes: int, seed: int
-) -> torch.Tensor:
-    """Softmax regression on standardised features; the predicted class of each test row."""
-    torch.manual_seed(seed)
-    mean, std = train_x.mean(0), train_x.std(0).clamp_min(1e-6)
-    x, t = (train_x - mean) / std, (test_x - mean) / std
-    linear = torch.nn.Linear(x.shape[1], n_classes)
-    optimizer = torch.optim.LBFGS(linear.parameters(), max_iter=LBFGS_STEPS, line_search_fn="strong_wolfe")
-
-    def closure() -> torch.Tensor:
-        optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(linear(x), train_y) + L2 * linear.weight.pow(2).sum()
-        loss.backward()
-        return loss
-
-    with torch.enable_grad():
-        optimizer.step(closure)
-    with torch.no_grad():
-        return linear(t).argmax(-1)
-
-
 def _cut(ids: list[int], types: list[int], max_length: int, sep: int) -> tuple[list[int], list[int]]:
     if len(ids) <= max_length:
         return ids, types
@@ -118,25 +94,26 @@ def _cut(ids: list[int], types: list[int], max_length: int, sep: int) -> tuple[l
 
 
 def sst2_features(model_dir: Path, data_dir: Path, *, examples: int, max_length: int, seed: int,
-                  device: str = "cpu") -> dict[str, Any]:  # fmt: skip
-    """SST-2 dev accuracy of a linear classifier on mean-pooled features of the first ``examples``
-    training sentences."""
+                  device: str = "cpu", readout: str = "linear") -> dict[str, Any]:  # fmt: skip
+    """SST-2 dev accuracy of a classifier on the mean of each sentence's features (the linear readout's
+    input; the BiLSTM's outputs are pooled the same way), trained on the first ``examples`` training
+    sentences."""
     spec = get_task("sst2")
     train = load_split(spec, data_dir / "glue" / "SST-2", "train")[:examples]
     dev = load_split(spec, data_dir / "glue" / "SST-2", "dev")
     encoder, tokenizer = load_encoder(model_dir, device)
     sep = SpecialIds.from_tokenizer(tokenizer).sep
 
-    def features(rows: Sequence[Any]) -> torch.Tensor:
+    def features(rows: Sequence[Any]) -> list[torch.Tensor]:
         seqs = []
         for row in rows:
             enc = tokenizer.encode(row.text_a)
             seqs.append(_cut(list(enc.ids), list(enc.type_ids), max_length, sep))
-        return torch.stack([s.mean(0) for s in encode_batches(encoder, seqs)])
+        return encode_batches(encoder, seqs)
 
     labels = sorted({r.label for r in train})
     y = torch.tensor([labels.index(r.label) for r in train])
-    predicted = linear_probe(features(train), y, features(dev), len(labels), seed)
+    predicted = classify_sequences(readout, features(train), y, features(dev), len(labels), seed, "mean")
     gold = torch.tensor([labels.index(r.label) for r in dev])
     return {
         "accuracy": 100.0 * float((predicted == gold).float().mean()),
@@ -146,9 +123,10 @@ def sst2_features(model_dir: Path, data_dir: Path, *, examples: int, max_length:
 
 
 def conll_features(model_dir: Path, data_dir: Path, *, examples: int, max_length: int, seed: int,
-                   device: str = "cpu") -> dict[str, Any]:  # fmt: skip
-    """CoNLL-2003 dev entity F1 of a linear classifier on each word's first-token features, trained on the
-    first ``examples`` training sentences; words cut off by ``max_length`` are tagged O."""
+                   device: str = "cpu", readout: str = "linear") -> dict[str, Any]:  # fmt: skip
+    """CoNLL-2003 dev entity F1 of a classifier on each word's first-token features (the BiLSTM readout
+    runs over a sentence's words), trained on the first ``examples`` training sentences; words cut off by
+    ``max_length`` are tagged O."""
     spec = get_task("conll2003")
     train = load_split(spec, data_dir / "conll2003", "train")[:examples]
     dev = load_split(spec, data_dir / "conll2003", "dev")[:examples]
@@ -156,7 +134,7 @@ def conll_features(model_dir: Path, data_dir: Path, *, examples: int, max_length
     sep = SpecialIds.from_tokenizer(tokenizer).sep
     tags = sorted({t for r in train for t in r.tags} | {"O"})
 
-    def word_features(rows: Sequence[Any]) -> list[torch.Tensor]:
+    def word_features(rows: Sequence[Any]) -> tuple[list[torch.Tensor], list[dict[int, int]]]:
         seqs, firsts = [], []
         for row in rows:
             enc = tokenizer.encode(list(row.words), is_pretokenized=True)
@@ -171,16 +149,15 @@ def conll_features(model_dir: Path, data_dir: Path, *, examples: int, max_length
         return [s[list(f.values())] if f else s[:0] for s, f in zip(states, firsts)], firsts
 
     train_states, train_firsts = word_features(train)
-    x = torch.cat(train_states)
-    y = torch.tensor([tags.index(r.tags[w]) for r, f in zip(train, train_firsts) for w in f])
+    y = [torch.tensor([tags.index(r.tags[w]) for w in f], dtype=torch.long)
+         for r, f in zip(train, train_firsts)]  # fmt: skip
     dev_states, dev_firsts = word_features(dev)
-    predicted = linear_probe(x, y, torch.cat(dev_states), len(tags), seed).tolist()
-    y_pred, k = [], 0
-    for row, first in zip(dev, dev_firsts):
+    predicted = classify_tokens(readout, train_states, y, dev_states, len(tags), seed)
+    y_pred = []
+    for row, first, classes in zip(dev, dev_firsts, predicted):
         words = ["O"] * len(row.words)
-        for w in first:
-            words[w] = tags[predicted[k]]
-            k += 1
+        for w, c in zip(first, classes.tolist()):
+            words[w] = tags[c]
         y_pred.append(words)
     scores = ner_metrics([list(r.tags) for r in dev], y_pred)
     return {"f1": 100.0 * scores["f1"], "accuracy": 100.0 * scores["accuracy"], "train": len(train),
@@ -211,9 +188,9 @@ def sentence_pairs(heldout: Any, task: str, n: int, seed: int) -> list[tuple[np.
 
 
 def pair_features(model_dir: Path, heldout: Any, task: str, *, examples: int, max_length: int, seed: int,
-                  device: str = "cpu") -> dict[str, Any]:  # fmt: skip
-    """NSP or SOP accuracy of a linear classifier on [CLS]'s final state, trained on half the pairs and
-    scored on the other half."""
+                  device: str = "cpu", readout: str = "linear") -> dict[str, Any]:  # fmt: skip
+    """NSP or SOP accuracy of a classifier on [CLS]'s final state (the BiLSTM's output there), trained on
+    half the pairs and scored on the other half."""
     encoder, tokenizer = load_encoder(model_dir, device)
     special = SpecialIds.from_tokenizer(tokenizer)
     pairs = sentence_pairs(heldout, task, examples, seed=0)  # the same pairs for every model
@@ -223,8 +200,8 @@ def pair_features(model_dir: Path, heldout: Any, task: str, *, examples: int, ma
         a, b = [int(t) for t in a[:half]], [int(t) for t in b[:half]]
         ids = [special.cls, *a, special.sep, *b, special.sep]
         seqs.append((ids, [0] * (len(a) + 2) + [1] * (len(b) + 1)))
-    cls = torch.stack([s[0] for s in encode_batches(encoder, seqs)])
+    states = encode_batches(encoder, seqs)
     y = torch.tensor([label for _, _, label in pairs])
     cut = len(pairs) // 2
-    predicted = linear_probe(cls[:cut], y[:cut], cls[cut:], 2, seed)
+    predicted = classify_sequences(readout, states[:cut], y[:cut], states[cut:], 2, seed, "first")
     return {"accuracy": 100.0 * float((predicted == y[cut:]).float().mean()), "pairs": len(pairs)}

@@ -44,7 +44,7 @@ def table_json(result: TableResult) -> dict[str, Any]:
         "runs_trained": result.trained, "runs_reused": result.reused, "failed": result.failed,
         "probes": {p: {"label": PROBES[p].label, "paper_column": t.columns.get(p)} for p in t.probes},
         "rows": [
-            {"name": r.name, "run": r.run.to_dict(), "paper": dict(r.paper),
+            {"name": r.name, "run": r.run.to_dict(), "readout": r.readout, "paper": dict(r.paper),
              "measured": {p: result.summaries[r.name, p].to_dict() for p in t.probes}}
             for r in t.rows
         ],

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from attnlab.ablation.classifiers import READOUTS
+
 RUN_KINDS = ("pretrain", "distill", "translate")
 
 
@@ -101,14 +103,20 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class Row:
-    """One line of a table: its name as the paper prints it, its run, and the paper's numbers by column."""
+    """One line of a table: its name as the paper prints it, its run, the paper's numbers by column, and
+    the classifier its frozen-feature probes train on the features (`attnlab.ablation.classifiers`:
+    "linear", or "bilstm" for BERT Table 5's BiLSTM on top of the left-to-right model)."""
 
     name: str
     run: RunConfig
     paper: Mapping[str, float] = field(default_factory=frozen)
+    readout: str = "linear"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "paper", frozen(self.paper))
+        if self.readout not in READOUTS:
+            raise ValueError(f"row {self.name!r}: readout: expected one of {', '.join(READOUTS)}, "
+                             f"got {self.readout!r}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,13 @@ class Table:
         for probe in self.probes:
             if probe not in PROBES:
                 raise ValueError(f"table {self.name}: unknown probe {probe!r}; valid: {', '.join(PROBES)}")
+        for row in self.rows:
+            tuned = [p for p in self.probes if PROBES[p].source == "finetune"]
+            if row.readout != "linear" and tuned:
+                raise ValueError(
+                    f"table {self.name}: row {row.name!r} reads out by {row.readout}, which only the "
+                    f"frozen-feature probes have; fine-tuning probes: {', '.join(tuned)}"
+                )
         for probe, column in self.columns.items():
             if probe not in self.probes:
                 raise ValueError(f"table {self.name}: column {column!r} names probe {probe!r}, not measured")

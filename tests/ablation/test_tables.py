@@ -150,3 +150,27 @@ def test_the_division_is_kept_for_the_same_command(tmp_path):
     other = dataclasses.replace(settings, minutes=20.0)
     fewer = Planner(other, LabData(other, 2048), store).plan(get_table("roberta-table1"))
     assert fewer.run_minutes < first.run_minutes
+
+
+def test_a_readout_is_checked_and_only_frozen_feature_probes_have_one():
+    with pytest.raises(ValueError, match="readout: expected one of linear, bilstm, got 'svm'"):
+        Row("a", RunConfig(), readout="svm")
+    rows = (Row("a", RunConfig(), {"x": 1.0}), Row("b", RunConfig(), {"x": 2.0}, readout="bilstm"))
+    Table("t", "T", "P", "S", rows, ("sst2_features",), {"sst2_features": "x"})
+    with pytest.raises(ValueError, match="row 'b' reads out by bilstm.*conll_finetune"):
+        Table("t", "T", "P", "S", rows, ("conll_finetune",), {"conll_finetune": "x"})
+
+
+def test_the_bilstm_row_probes_the_left_to_right_runs_with_its_own_readout(tmp_path):
+    settings = _settings(tmp_path)
+    plan = Planner(settings, LabData(settings, 2048), RunStore(tmp_path / "runs")).plan(
+        get_table("bert-table5")
+    )
+    for seed in settings.seeds:
+        assert plan.model_runs["+ BiLSTM", seed] == plan.model_runs["LTR & No NSP", seed]
+        for probe in ("sst2_features", "conll_features", "nsp_features"):
+            linear, bilstm = plan.cells["LTR & No NSP", probe, seed], plan.cells["+ BiLSTM", probe, seed]
+            assert (
+                "readout" not in linear.config
+            )  # the linear readout's keys are those it had before readouts
+            assert bilstm.config == {**linear.config, "readout": "bilstm"} and bilstm.key != linear.key
