@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.ablation import execute, probes
+from attnlab.ablation.classifiers import readout_key
 from attnlab.ablation.execute import LabData, Log
 from attnlab.ablation.runs import RunSpec, RunStore
 from attnlab.ablation.settings import LabSettings
@@ -29,6 +30,7 @@ from attnlab.pretraining.recipes import Recipe, get_recipe
 
 # seconds a run spends outside its time budget (data, evaluation, saving; probes: loading and features)
 OVERHEAD_SECONDS = {"pretrain": 25.0, "distill": 30.0, "translate": 45.0, "finetune": 20.0, "features": 12.0}
+READOUT_SECONDS = {"linear": 0.0, "bilstm": 30.0}  # a frozen-feature probe's classifier, beyond the above
 TEACHER = RunConfig(recipe="bert")  # DistilBERT's teacher: BERT's recipe, the baseline row of BERT's tables
 
 
@@ -39,6 +41,10 @@ class PlannedRun:
     spec: RunSpec
     weight: float
     execute: Callable[[Path], dict[str, Any]] = field(repr=False)
+    seconds: float = 0.0  # its fixed allowance outside the time budget (OVERHEAD_SECONDS by default)
+
+    def __post_init__(self) -> None:
+        self.seconds = self.seconds or OVERHEAD_SECONDS[self.spec.kind]
 
 
 @dataclass
@@ -54,7 +60,7 @@ class TablePlan:
     def estimated_minutes(self, store: RunStore) -> float:
         """Minutes the runs not yet done should take on the machine the standard budgets were set for."""
         pending = [r for r in self.runs if not store.done(r.spec)]
-        return sum(r.weight * self.run_minutes + OVERHEAD_SECONDS[r.spec.kind] / 60 for r in pending)
+        return sum(r.weight * self.run_minutes + r.seconds / 60 for r in pending)
 
 
 def pretrain_recipe(run: RunConfig, settings: LabSettings) -> tuple[Recipe, str, dict[str, Any]]:
@@ -118,13 +124,15 @@ class Planner:
         pending = [r for r in self._planned.values() if not self.store.done(r.spec)] or list(
             self._planned.values()
         )
-        fixed = sum(OVERHEAD_SECONDS[r.spec.kind] for r in pending) / 60
+        fixed = sum(r.seconds for r in pending) / 60
         weights = sum(r.weight for r in pending) or 1.0
         return max(0.05, (self.settings.minutes - fixed) / weights)
 
-    def _add(self, spec: RunSpec, weight: float, execute: Callable[[Path], dict[str, Any]]) -> PlannedRun:
+    def _add(
+        self, spec: RunSpec, weight: float, execute: Callable[[Path], dict[str, Any]], seconds: float = 0.0
+    ) -> PlannedRun:
         if spec.key not in self._planned:
-            self._planned[spec.key] = PlannedRun(spec, weight, execute)
+            self._planned[spec.key] = PlannedRun(spec, weight, execute, seconds)
         return self._planned[spec.key]
 
     def _common(self) -> dict[str, Any]:
@@ -174,11 +182,11 @@ class Planner:
         if probe.source == "features":
             config = {**base, "examples": size.feature_examples, "max_length": length}
             if readout != "linear":  # the linear readout's runs keep the keys they had before readouts
-                config["readout"] = readout
+                config["readout"] = readout_key(readout)
             spec = RunSpec("features", config, seed, needs=(model.spec,))
-            return self._add(
-                spec, 0.0, lambda folder: self._features(name, model.spec, length, seed, readout)
-            )
+            seconds = OVERHEAD_SECONDS["features"] + READOUT_SECONDS[readout]
+            work = lambda folder: self._features(name, model.spec, length, seed, readout)  # noqa: E731
+            return self._add(spec, 0.0, work, seconds)
         minutes = round(self.unit * probe.weight, 4)
         config = {**base, "minutes": minutes, "lr": size.finetune_lr, "examples": size.finetune_examples}
         spec = RunSpec("finetune", config, seed, needs=(model.spec,))

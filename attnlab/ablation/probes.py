@@ -113,7 +113,9 @@ def sst2_features(model_dir: Path, data_dir: Path, *, examples: int, max_length:
 
     labels = sorted({r.label for r in train})
     y = torch.tensor([labels.index(r.label) for r in train])
-    predicted = classify_sequences(readout, features(train), y, features(dev), len(labels), seed, "mean")
+    predicted = classify_sequences(
+        readout, features(train), y, features(dev), len(labels), seed, "mean", device
+    )
     gold = torch.tensor([labels.index(r.label) for r in dev])
     return {
         "accuracy": 100.0 * float((predicted == gold).float().mean()),
@@ -152,7 +154,7 @@ def conll_features(model_dir: Path, data_dir: Path, *, examples: int, max_length
     y = [torch.tensor([tags.index(r.tags[w]) for w in f], dtype=torch.long)
          for r, f in zip(train, train_firsts)]  # fmt: skip
     dev_states, dev_firsts = word_features(dev)
-    predicted = classify_tokens(readout, train_states, y, dev_states, len(tags), seed)
+    predicted = classify_tokens(readout, train_states, y, dev_states, len(tags), seed, device)
     y_pred = []
     for row, first, classes in zip(dev, dev_firsts, predicted):
         words = ["O"] * len(row.words)
@@ -203,5 +205,5 @@ def pair_features(model_dir: Path, heldout: Any, task: str, *, examples: int, ma
     states = encode_batches(encoder, seqs)
     y = torch.tensor([label for _, _, label in pairs])
     cut = len(pairs) // 2
-    predicted = classify_sequences(readout, states[:cut], y[:cut], states[cut:], 2, seed, "first")
+    predicted = classify_sequences(readout, states[:cut], y[:cut], states[cut:], 2, seed, "first", device)
     return {"accuracy": 100.0 * float((predicted == y[cut:]).float().mean()), "pairs": len(pairs)}

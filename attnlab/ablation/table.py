@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from attnlab.ablation.classifiers import READOUTS
-
 RUN_KINDS = ("pretrain", "distill", "translate")
+READOUTS = ("linear", "bilstm")  # what a row's frozen-feature probes train (attnlab.ablation.classifiers)
 
 
 def frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -155,12 +154,16 @@ class Table:
         for probe in self.probes:
             if probe not in PROBES:
                 raise ValueError(f"table {self.name}: unknown probe {probe!r}; valid: {', '.join(PROBES)}")
+        # a readout other than linear changes only the frozen-feature probes: any other cell of its row
+        # would be the same run as its linear twin's (a fine-tuning run, the model run's own figure)
+        others = [p for p in self.probes if PROBES[p].source == "finetune"]
+        others += [p for p in self.columns if PROBES[p].source != "features"]
         for row in self.rows:
-            tuned = [p for p in self.probes if PROBES[p].source == "finetune"]
-            if row.readout != "linear" and tuned:
+            if row.readout != "linear" and others:
                 raise ValueError(
                     f"table {self.name}: row {row.name!r} reads out by {row.readout}, which only the "
-                    f"frozen-feature probes have; fine-tuning probes: {', '.join(tuned)}"
+                    f"frozen-feature probes have; judged or fine-tuning probes without one: "
+                    f"{', '.join(dict.fromkeys(others))}"
                 )
         for probe, column in self.columns.items():
             if probe not in self.probes:

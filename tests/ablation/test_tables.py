@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from attnlab.ablation.classifiers import BILSTM, readout_key
 from attnlab.ablation.execute import LabData
 from attnlab.ablation.plan import TEACHER, Planner, pretrain_recipe
 from attnlab.ablation.runs import RunStore
@@ -158,7 +159,9 @@ def test_a_readout_is_checked_and_only_frozen_feature_probes_have_one():
     rows = (Row("a", RunConfig(), {"x": 1.0}), Row("b", RunConfig(), {"x": 2.0}, readout="bilstm"))
     Table("t", "T", "P", "S", rows, ("sst2_features",), {"sst2_features": "x"})
     with pytest.raises(ValueError, match="row 'b' reads out by bilstm.*conll_finetune"):
-        Table("t", "T", "P", "S", rows, ("conll_finetune",), {"conll_finetune": "x"})
+        Table("t", "T", "P", "S", rows, ("sst2_features", "conll_finetune"), {"sst2_features": "x"})
+    with pytest.raises(ValueError, match="row 'b' reads out by bilstm.*without one: mlm_accuracy"):
+        Table("t", "T", "P", "S", rows, ("mlm_accuracy",), {"mlm_accuracy": "x"})
 
 
 def test_the_bilstm_row_probes_the_left_to_right_runs_with_its_own_readout(tmp_path):
@@ -170,7 +173,7 @@ def test_the_bilstm_row_probes_the_left_to_right_runs_with_its_own_readout(tmp_p
         assert plan.model_runs["+ BiLSTM", seed] == plan.model_runs["LTR & No NSP", seed]
         for probe in ("sst2_features", "conll_features", "nsp_features"):
             linear, bilstm = plan.cells["LTR & No NSP", probe, seed], plan.cells["+ BiLSTM", probe, seed]
-            assert (
-                "readout" not in linear.config
-            )  # the linear readout's keys are those it had before readouts
-            assert bilstm.config == {**linear.config, "readout": "bilstm"} and bilstm.key != linear.key
+            # the linear readout's keys are those it had before readouts; the BiLSTM's hold its settings
+            assert "readout" not in linear.config
+            assert bilstm.config == {**linear.config, "readout": readout_key("bilstm")}
+            assert bilstm.config["readout"]["epochs"] == BILSTM["epochs"] and bilstm.key != linear.key

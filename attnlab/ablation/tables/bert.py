@@ -59,8 +59,8 @@ def _masking(mask: float, random: float) -> RunConfig:
     return RunConfig(recipe="bert", recipe_overrides={"masking": {"mask_prob": mask, "random_prob": random}})
 
 
-# Table 8 (the deck): dev MNLI (fine-tuned), NER fine-tuned and feature-based (the last four layers
-# concatenated in the paper; here the last layer's states under a linear classifier).
+# Table 8 (the deck): dev MNLI (fine-tuned), NER fine-tuned and feature-based (the paper: the last four
+# layers concatenated under section 5.3's BiLSTM; here the last layer's states under the linear readout).
 TABLE8 = Table(
     name="bert-table8",
     title="BERT Table 8: masking strategies (MASK / SAME / RND)",
