@@ -47,6 +47,12 @@ TINY = {
         "20000", "--pretrain-minutes", "0.1", "--epochs", "1", "--max-train", "32", "--max-dev", "16",
         "--output", "runs/elmo_conll",
     ],
+    "experiments/finetune_glue.py": [
+        "--preset", "bert-tiny", "--vocab-size", "300", "--max-train-examples", "16",
+        "--max-eval-examples", "8", "--epochs", "1", "--minutes", "0.05", "--qa-max-length", "128",
+        "--qa-stride", "16",
+        "--output-dir", "runs/finetune_glue",
+    ],
     "experiments/int8_sst2.py": ["--threads", "1"],
     "experiments/sharded_resume_trials.py": ["--trials", "1"],
     "experiments/kbert.py": [
@@ -92,6 +98,7 @@ TINY = {
 # The file a script writes: the value of its option (the doc's or TINY's), or a file in that folder.
 WRITES = {
     "experiments/distillation.py": ("--output", "results.json"),
+    "experiments/finetune_glue.py": ("--output-dir", "results.json"),
     "experiments/kbert.py": ("--output", "results.json"),
     "experiments/learning_curve.py": ("--output", "learning_curve.json"),
     "experiments/universal_act.py": ("--output", ""),
