@@ -157,7 +157,7 @@ class Table:
         # a readout other than linear changes only the frozen-feature probes: any other cell of its row
         # would be the same run as its linear twin's (a fine-tuning run, the model run's own figure)
         others = [p for p in self.probes if PROBES[p].source == "finetune"]
-        others += [p for p in self.columns if PROBES[p].source != "features"]
+        others += [p for p in self.columns if p in PROBES and PROBES[p].source != "features"]
         for row in self.rows:
             if row.readout != "linear" and others:
                 raise ValueError(

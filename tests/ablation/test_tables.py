@@ -88,6 +88,8 @@ def test_a_table_is_checked_when_defined():
         Table("t", "T", "P", "S", (row, row), ("mlm_accuracy",))
     with pytest.raises(ValueError, match="unknown probe"):
         Table("t", "T", "P", "S", (row, Row("b", RunConfig())), ("no_such_probe",))
+    with pytest.raises(ValueError, match="column 'x' names probe 'no_such_probe', not measured"):
+        Table("t", "T", "P", "S", (row, Row("b", RunConfig())), ("mlm_accuracy",), {"no_such_probe": "x"})
     with pytest.raises(ValueError, match="kind"):
         RunConfig(kind="train")
 
