@@ -4,6 +4,7 @@ attnlab ablate --list                                   # the tables, their rows
 attnlab ablate bert-table8                              # one table in its default budget (about an hour)
 attnlab ablate roberta-table1 --minutes 15 --seeds 0 1 2 --output runs/ablations
 attnlab ablate all --output runs/ablations --docs docs/ablations   # every table, resumable
+attnlab ablate --compare docs/ablations docs/ablations/books       # two runs' verdicts side by side
 
 Every run is cached under OUTPUT/runs by its configuration and seed: a second invocation trains nothing
 it has, a killed one continues, and a row two tables share is trained once. Outputs: OUTPUT/TABLE.md,
@@ -35,6 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("table", nargs="?", help="a table name (see --list), or 'all'")
     p.add_argument("--list", action="store_true", help="list the tables and exit")
+    p.add_argument(
+        "--compare", nargs=2, metavar=("A", "B"), default=None,
+        help="print, for every table written to both folders A and B, each run's separated and agreeing "
+        "orderings and how many verdicts are the same, and exit",
+    )  # fmt: skip
     p.add_argument(
         "--minutes", type=positive_float, default=None,
         help="the whole table's budget, divided over the runs it still needs (default: the standard budget "
@@ -83,12 +89,17 @@ def list_tables() -> str:
 
 def run_ablate(args: argparse.Namespace) -> int:
     from attnlab.ablation import report
+    from attnlab.ablation.compare import compare_folders, comparison_markdown
     from attnlab.ablation.lab import run_table
     from attnlab.ablation.settings import LabSettings, size_for
     from attnlab.ablation.tables import TABLES, get_table
 
     if args.list:
         print(list_tables())
+        return 0
+    if args.compare:
+        a, b = args.compare
+        print(comparison_markdown(compare_folders(Path(a), Path(b)), a, b))
         return 0
     if not args.table:
         raise ValueError("name a table (attnlab ablate --list shows them) or 'all'")
