@@ -98,6 +98,8 @@ def run_ablate(args: argparse.Namespace) -> int:
         print(list_tables())
         return 0
     if args.compare:
+        if args.table:
+            raise ValueError(f"--compare reads two output folders and runs no table: drop {args.table!r}")
         a, b = args.compare
         print(comparison_markdown(compare_folders(Path(a), Path(b)), a, b))
         return 0

@@ -21,6 +21,7 @@ def test_list_names_every_table_with_rows_and_probes(capsys):
         (["ablate"], "name a table"),
         (["ablate", "bert-table99"], "unknown table 'bert-table99'"),
         (["ablate", "bert-table8", "--data-dir", "/no/such/folder"], "--data-dir /no/such/folder"),
+        (["ablate", "bert-table8", "--compare", "a", "b"], "--compare reads two output folders"),
     ],
 )
 def test_errors_name_what_was_expected(argv, message, capsys, tmp_path):
