@@ -11,7 +11,7 @@ from typing import Any
 from attnlab.ablation.execute import LabData, Log
 from attnlab.ablation.plan import Planner, TablePlan
 from attnlab.ablation.runs import RunStore
-from attnlab.ablation.settings import LabSettings
+from attnlab.ablation.settings import LabSettings, hardware
 from attnlab.ablation.stats import Agreement, Ordering, Summary, agreement, order
 from attnlab.ablation.table import PROBES, Table
 from attnlab.pretraining.budget import budget_for
@@ -32,6 +32,8 @@ class TableResult:
     seconds: float = 0.0  # this invocation's
     command: str = ""
     run_seconds: float = 0.0  # the table's runs' own wall time, whichever invocation did them
+    size: str = "cpu"  # the LabSize the runs trained at (settings.SIZES)
+    hardware: str = ""  # the machine this invocation ran on, in words
 
 
 def lab_data(settings: LabSettings, log: Log = print) -> LabData:
@@ -81,6 +83,7 @@ def run_table(table: Table, settings: LabSettings, log: Log = print, command: st
     return TableResult(
         table, summaries, orderings, agreement(orderings), plan.run_minutes, trained, reused,
         failed | _errors(plan, store), time.monotonic() - started, command, _run_seconds(plan, store),
+        settings.size.name, hardware(settings.device),
     )  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.ablation.lab import TableResult
+from attnlab.ablation.settings import SIZES
 from attnlab.ablation.stats import AGREES, DISAGREES, NOT_MEASURED, NOT_SEPARATED
 from attnlab.ablation.table import PROBES
 from attnlab.atomic import atomic_path, atomic_write, write_json_atomic
@@ -51,7 +52,7 @@ def table_json(result: TableResult) -> dict[str, Any]:
         "orderings": [o.to_dict() for o in result.orderings],
         "agreement": result.agreement.to_dict(),
         "unmoved_probes": unmoved_probes(result),
-        "gpu": None,  # left for a run on a machine with a GPU (attnlab ablate TABLE --device cuda)
+        "size": result.size, "sizes": SIZES[result.size].describe(), "hardware": result.hardware,
     }  # fmt: skip
 
 
@@ -66,6 +67,8 @@ def table_markdown(result: TableResult, png_name: str | None = None) -> str:
         f"The table's runs took {result.run_seconds / 60:.1f} min here ({result.run_minutes:.2f} min "
         f"a pre-training run); this invocation {result.seconds / 60:.1f} min ({result.trained} runs trained, "
         f"{result.reused} reused).", "",
+        f"Sizes: the lab's {result.size} sizes ({SIZES[result.size].describe()})"
+        + (f", on {result.hardware}." if result.hardware else "."), "",
         "Probes (fixed before any result): " + "; ".join(
             PROBES[p].label + (f" for the paper's {t.columns[p]}" if p in t.columns else " (printed only)")
             for p in t.probes) + ".", "",
@@ -99,10 +102,22 @@ def table_markdown(result: TableResult, png_name: str | None = None) -> str:
     if t.note:
         lines += ["", f"Where the miniature may disagree: {t.note}"]
     if result.failed:
-        lines += ["", "Runs that failed (their cells are not measured):", ""]
+        lines += ["", "Runs that failed (left out of their cells; a cell with no seed left is not measured):"]
+        lines += [""]
         lines += [f"- `{key}`: {error}" for key, error in sorted(result.failed.items())]
-    lines += ["", "GPU column: not yet run (`attnlab ablate " + t.name + " --device cuda`).", ""]
+    lines += ["", _gpu_column(result), ""]
     return "\n".join(lines)
+
+
+def _gpu_column(result: TableResult) -> str:
+    """Where the table's GPU column is: a run at the GPU sizes into a folder of its own, set beside this
+    one by ``attnlab ablate --compare``."""
+    if result.size == "cuda":
+        return ("This is the table's GPU column: `attnlab ablate --compare CPU_DOCS GPU_DOCS` sets its "
+                "verdicts beside a CPU run's.")  # fmt: skip
+    return (f"GPU column: not yet run (`attnlab ablate {result.table.name} --device cuda --output "
+            f"runs/ablations-cuda --docs docs/ablations/cuda`, then `attnlab ablate --compare docs/ablations "
+            f"docs/ablations/cuda`).")  # fmt: skip
 
 
 def table_png(result: TableResult, path: Path) -> None:

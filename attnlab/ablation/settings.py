@@ -14,6 +14,8 @@ left its start in a run's minutes (docs/ablations.md says how and with which fig
 
 from __future__ import annotations
 
+import os
+import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,7 @@ from typing import Any
 import torch
 
 from attnlab.ablation.table import frozen
+from attnlab.pretraining.budget import budget_for
 
 DEFAULT_SEEDS = (0, 1, 2)
 
@@ -55,6 +58,14 @@ class LabSize:
                 "feature_examples": self.feature_examples, "finetune_examples": self.finetune_examples,
                 "finetune_lr": self.finetune_lr, "bleu_sentences": self.bleu_sentences}  # fmt: skip
 
+    def describe(self) -> str:
+        """The sizes in words, for the tables' outputs."""
+        b = budget_for(self.budget_minutes, "mlm")
+        changes = ", ".join(f"{k}={v}" for k, v in self.translate_overrides.items())
+        return (f"{b.preset}, {b.max_length} tokens, a WordPiece of {b.vocab_size:,} tokens; translation "
+                f"{self.translate_preset}{f' ({changes})' if changes else ''} on "
+                f"{self.translate_max_tokens:,}-token batches")  # fmt: skip
+
     def encoder_fields(self) -> dict[str, Any]:
         """What decides an encoder's runs (pre-training, distillation, probes): all but the translation's,
         so that a change to the translation sizes leaves those runs' keys as they were."""
@@ -82,6 +93,17 @@ def size_for(device: str) -> LabSize:
     if kind not in SIZES:
         raise ValueError(f"--device: expected cpu, cuda, cuda:N or auto, got {device!r}")
     return SIZES[kind]
+
+
+def hardware(device: str) -> str:
+    """The machine that ``device`` names, in words: the GPU's name, or the CPU's model and cores."""
+    if size_for(device).name == "cuda":
+        index = int(device.split(":")[1]) if ":" in device else 0
+        return torch.cuda.get_device_name(index)
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
+    model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
+    return f"{model or platform.processor() or 'CPU'} ({os.cpu_count()} cores)"
 
 
 @dataclass(frozen=True)

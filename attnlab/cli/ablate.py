@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--device",
         default="cpu",
-        help="cpu, cuda or auto; on a GPU the lab trains at larger sizes (attnlab.ablation.settings)",
+        help="cpu, cuda, cuda:N or auto; on a GPU the lab trains at larger sizes (attnlab.ablation.settings)",
     )
     p.add_argument("--output", default="runs/ablations", help="runs, data and the tables' outputs")
     p.add_argument("--docs", default=None, help="also write the docs-ready tables into this folder")

@@ -171,6 +171,21 @@ def test_a_probe_that_never_moves_is_said_to_measure_nothing(fakes, monkeypatch,
     }
 
 
+def test_the_outputs_name_their_sizes_and_machine_and_where_the_gpu_column_is(fakes, tmp_path):
+    result = run_table(get_table("roberta-table1"), _settings(tmp_path), log=lambda m: None)
+    assert result.size == "cpu" and result.hardware.endswith("cores)")
+    cpu = report.table_markdown(result)
+    assert "the lab's cpu sizes (bert-tiny, 32 tokens, a WordPiece of 2,048 tokens" in cpu
+    assert "GPU column: not yet run (`attnlab ablate roberta-table1 --device cuda" in cpu
+    gpu = dataclasses.replace(result, size="cuda", hardware="NVIDIA H100 80GB HBM3")
+    markdown = report.table_markdown(gpu)
+    assert "the lab's cuda sizes (bert-mini, 128 tokens, a WordPiece of 8,192 tokens" in markdown
+    assert "on NVIDIA H100 80GB HBM3." in markdown and "not yet run" not in markdown
+    assert "This is the table's GPU column" in markdown
+    data = json.loads(report.write_table(gpu, tmp_path / "gpu")[1].read_text())
+    assert (data["size"], data["hardware"]) == ("cuda", "NVIDIA H100 80GB HBM3")
+
+
 def test_cuda_trains_larger_sizes_without_other_changes(tmp_path):
     cpu = _settings(tmp_path)
     gpu = dataclasses.replace(cpu, device="cuda", size=SIZES["cuda"])
