@@ -1,16 +1,17 @@
-"""What the CPU is, read once from Linux's ``/proc/cpuinfo``: the vendor and the feature flags.
+"""What the CPU is, read once from Linux's ``/proc/cpuinfo``: its model name, vendor and feature flags.
 
 Kernel and layout choices that depend on the machine read these (`attnlab.accel.onednn_linear`: MKL or oneDNN;
 `attnlab.accel.linear`: the few-row decoding layouts; `attnlab.inference.quantize`: the int8 engine and
-activation range). Where the file cannot be read (not Linux) both are empty and the callers fall back to
-their portable choice.
+activation range); outputs that name the machine they measured on read `cpu_model`. Where the file cannot be
+read (not Linux) the vendor and flags are empty and the callers fall back to their portable choice.
 """
 
 from __future__ import annotations
 
+import platform
 from functools import cache
 
-__all__ = ["cpu_flags", "cpu_vendor"]
+__all__ = ["cpu_flags", "cpu_model", "cpu_vendor"]
 
 
 @cache
@@ -40,3 +41,9 @@ def cpu_vendor() -> str:
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (``avx512f``, ``amx_int8``, ...); empty where they cannot be read."""
     return frozenset(_first_processor().get("flags", "").split())
+
+
+def cpu_model() -> str:
+    """The CPU's model in words (``model name``, e.g. ``AMD EPYC 9R14``); else what `platform.processor`
+    says, else ``"CPU"``."""
+    return _first_processor().get("model name") or platform.processor() or "CPU"

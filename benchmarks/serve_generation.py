@@ -34,7 +34,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import sys
 import tempfile
@@ -42,6 +41,8 @@ import time
 from pathlib import Path
 
 import serve  # the server helpers of benchmarks/serve.py (this file's directory is on the path)
+
+from attnlab.cpu import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("ATTNLAB_DATA", ROOT.parent / "shared" / "data"))  # as the tests find it
@@ -245,10 +246,8 @@ def main(argv: list[str]) -> int:
                 serve.stop(proc)
 
     wrong = [t for run in (alone, busy) for t, tokens in run["answers"] if tokens != expected[t]]
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())  # fmt: skip
     what = args.model or "gpt-bpe-small (random weights, 8,192-token BPE)"
-    print(f"model: {what}; {cpu}, {os.cpu_count()} CPUs; torch threads of the server: {args.threads} "
+    print(f"model: {what}; {cpu_model()}, {os.cpu_count()} CPUs; torch threads of the server: {args.threads} "
           f"({peer_threads} for the one answering one at a time)")  # fmt: skip
     print(f"requests: /v1/generate streamed, greedy, {NEW_TOKENS} new tokens, prompts of 8 to 100 tokens; "
           f"the {args.clients} clients start {args.stagger_ms:g} ms apart")  # fmt: skip

@@ -1,4 +1,4 @@
-"""attnlab.cpu: the vendor and flags read from /proc/cpuinfo (faked here), empty where it is unreadable."""
+"""attnlab.cpu: the model, vendor and flags read from /proc/cpuinfo (faked here), empty where unreadable."""
 
 from __future__ import annotations
 
@@ -17,18 +17,20 @@ def cpuinfo(tmp_path, monkeypatch):
     cpu._first_processor.cache_clear()
 
 
-def test_vendor_and_flags_of_the_first_processor(cpuinfo):
+def test_model_vendor_and_flags_of_the_first_processor(cpuinfo):
     cpuinfo.write_text(
-        "processor\t: 0\nvendor_id\t: AuthenticAMD\nflags\t\t: fpu avx2 avx512f\n\n"
-        "processor\t: 1\nvendor_id\t: GenuineIntel\nflags\t\t: amx_int8\n"
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14\n"
+        "flags\t\t: fpu avx2 avx512f\n\n"
+        "processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: Intel Xeon\nflags\t\t: amx_int8\n"
     )
-    assert cpu.cpu_vendor() == "AuthenticAMD"
+    assert cpu.cpu_vendor() == "AuthenticAMD" and cpu.cpu_model() == "AMD EPYC 9R14"
     assert cpu.cpu_flags() == frozenset({"fpu", "avx2", "avx512f"})
 
 
 def test_missing_fields_and_unreadable_file_are_empty(cpuinfo, monkeypatch):
     cpuinfo.write_text("processor\t: 0\n")
-    assert cpu.cpu_vendor() == "" and cpu.cpu_flags() == frozenset()
+    monkeypatch.setattr(cpu.platform, "processor", lambda: "")
+    assert cpu.cpu_vendor() == "" and cpu.cpu_flags() == frozenset() and cpu.cpu_model() == "CPU"
 
     def missing(*_a, **_k):
         raise FileNotFoundError("/proc/cpuinfo")

@@ -15,7 +15,6 @@ left its start in a run's minutes (docs/ablations.md says how and with which fig
 from __future__ import annotations
 
 import os
-import platform
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import torch
 
 from attnlab.ablation.table import frozen
+from attnlab.cpu import cpu_model
 from attnlab.pretraining.budget import budget_for
 
 DEFAULT_SEEDS = (0, 1, 2)
@@ -100,10 +100,7 @@ def hardware(device: str) -> str:
     if size_for(device).name == "cuda":
         index = int(device.split(":")[1]) if ":" in device else 0
         return torch.cuda.get_device_name(index)
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []
-    model = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
-    return f"{model or platform.processor() or 'CPU'} ({os.cpu_count()} cores)"
+    return f"{cpu_model()} ({os.cpu_count()} cores)"
 
 
 @dataclass(frozen=True)
