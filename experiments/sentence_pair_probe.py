@@ -8,10 +8,14 @@ when the block is a single sentence, inside it; the longer segment cut at either
 head reads the pooled [CLS]. For the pre-training runs an ``attnlab ablate`` output holds (ALBERT Table 5's
 rows: no sentence objective, NSP, SOP), this prints, on held-out text only:
 
-1. the share of held-out NSP and SOP instances whose block is a single sentence;
-2. the NSP and SOP models' own heads on held-out instances of their task, and on the probe's scored pairs;
+1. the share of held-out NSP and SOP blocks that are a single sentence (one layout: the same for both);
+2. the NSP and SOP models' own heads on held-out instances of their task (unmasked), and on the probe's
+   pairs;
 3. the linear [CLS] probe on those held-out instances, on the probe's pairs cut at their junction (A's last
-   tokens, B's first), and as the lab computes it.
+   tokens, B's first), and as the lab computes it, checked against the lab's own results for those models.
+
+Every classifier is trained on the first half of its examples and every score is on the second half, as
+the lab's probe scores. The length and the number of pairs are the runs' own (their ``spec.json``).
 
     python experiments/sentence_pair_probe.py --runs runs/ablations-books --minutes 6.8
 
@@ -21,6 +25,7 @@ The docs page is docs/ablations.md ("What the SOP probe asks of a model").
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 
@@ -30,7 +35,7 @@ import torch
 from attnlab.ablation.classifiers import linear_probe
 from attnlab.ablation.execute import END_OF_TEXT
 from attnlab.ablation.probes import encode_batches, sentence_pairs
-from attnlab.ablation.settings import SIZES
+from attnlab.ablation.runs import canonical_json
 from attnlab.data.instances import PretrainingInstances
 from attnlab.data.protocol import SpecialIds
 from attnlab.data.sharded_corpus import ShardedCorpus
@@ -43,11 +48,11 @@ INSTANCE_SEED = 7  # held-out instances' draws (any seed: the text is held out f
 Sequences = list[tuple[list[int], list[int]]]  # (ids, token types) of each input
 
 
-def albert_runs(runs: Path, minutes: float) -> list[tuple[str, int, Path]]:
-    """(instance format, seed, run folder) of ALBERT Table 5's finished pre-training runs of ``minutes``:
-    the ALBERT runs whose configurations differ in their instance format alone, with one set of each row's
-    (ALBERT Tables 3 and 4 add runs of other embedding sizes and sharing, in the SOP format)."""
-    groups: dict[str, list[tuple[str, int, Path]]] = {}
+def albert_runs(runs: Path, minutes: float) -> list[tuple[str, int, Path, dict]]:
+    """(instance format, seed, run folder, configuration) of ALBERT Table 5's finished pre-training runs of
+    ``minutes``: the ALBERT runs whose configurations differ in their instance format alone, with one set of
+    each row's (ALBERT Tables 3 and 4 add runs of other embedding sizes and sharing, in the SOP format)."""
+    groups: dict[str, list[tuple[str, int, Path, dict]]] = {}
     for spec_file in sorted(runs.glob("runs/*/spec.json")):
         spec = json.loads(spec_file.read_text())
         config, folder = spec["config"], spec_file.parent
@@ -57,13 +62,23 @@ def albert_runs(runs: Path, minutes: float) -> list[tuple[str, int, Path]]:
             continue
         recipe = dict(config["recipe"])
         fmt = recipe.pop("instance_format")
-        same = json.dumps({**config, "recipe": recipe}, sort_keys=True)
-        groups.setdefault(same, []).append((fmt, int(spec["seed"]), folder))
-    tables = [g for g in groups.values() if {fmt for fmt, _, _ in g} == set(ROWS)]
+        same = canonical_json({**config, "recipe": recipe})
+        groups.setdefault(same, []).append((fmt, int(spec["seed"]), folder, config))
+    tables = [g for g in groups.values() if {fmt for fmt, *_ in g} == set(ROWS)]
     if len(tables) != 1:
         raise SystemExit(f"{runs}/runs: expected one set of ALBERT Table 5 runs of {minutes} minutes, "
                          f"found {len(tables)}")  # fmt: skip
     return sorted(tables[0], key=lambda r: (list(ROWS).index(r[0]), r[1]))
+
+
+def heldout_corpus(runs: Path, config: dict) -> tuple[ShardedCorpus, SpecialIds]:
+    """The held-out shards the runs' corpus key names (`attnlab.ablation.execute.LabData.folder`)."""
+    folder = runs / "data" / hashlib.sha256(canonical_json(config["data"]).encode()).hexdigest()[:12]
+    if not (folder / "shards" / "heldout").is_dir():
+        raise SystemExit(f"{folder}/shards/heldout: the runs' prepared corpus is missing")
+    tokenizer = load_tokenizer(folder / "tokenizer")
+    tokenizer.add_special_tokens([END_OF_TEXT])  # as the lab loads it
+    return ShardedCorpus(folder / "shards" / "heldout", tokenizer), SpecialIds.from_tokenizer(tokenizer)
 
 
 def heldout_instances(corpus: ShardedCorpus, special: SpecialIds, fmt: str, max_length: int, n: int):
@@ -76,7 +91,7 @@ def heldout_instances(corpus: ShardedCorpus, special: SpecialIds, fmt: str, max_
         item = data[i]
         seqs.append((item["input_ids"].tolist(), item["token_type_ids"].tolist()))
         labels.append(int(item["pair_labels"]))
-        first, end = data.blocks[i % len(data.blocks)][1:3]
+        first, end = data.blocks[i % len(data.blocks)][1:3]  # (shard, first sentence, end, target, doc)
         single.append(bool(end - first == 1))
     share = data.stats.single_sentence_blocks / max(1, data.stats.blocks)
     return seqs, torch.tensor(labels), torch.tensor(single), share
@@ -84,7 +99,7 @@ def heldout_instances(corpus: ShardedCorpus, special: SpecialIds, fmt: str, max_
 
 def probe_pairs(
     corpus: ShardedCorpus, special: SpecialIds, task: str, max_length: int, n: int, junction: bool
-):
+) -> tuple[Sequences, torch.Tensor]:
     """The lab's probe pairs and labels (1 = as written), each sentence cut to ``(L - 3) // 2`` tokens: its
     first ones as the lab's probe cuts them, or A's last ones (``junction``: where the two sentences meet)."""
     half = (max_length - 3) // 2
@@ -102,52 +117,66 @@ def percent(predicted: torch.Tensor, labels: torch.Tensor) -> float:
     return 100.0 * float((predicted == labels).float().mean()) if len(labels) else float("nan")
 
 
-def linear_cls(cls: torch.Tensor, labels: torch.Tensor, seed: int) -> float:
-    """The lab's linear probe on [CLS] states (N, H): trained on the first half, accuracy on the second."""
-    cut = len(cls) // 2
-    return percent(linear_probe(cls[:cut], labels[:cut], cls[cut:], 2, seed), labels[cut:])
+def cls_states(model: torch.nn.Module, seqs: Sequences) -> torch.Tensor:
+    """The final [CLS] state (N, H) of each sequence: what the lab's pair probes read."""
+    return torch.stack([s[0] for s in encode_batches(model.encoder, seqs)])
 
 
 @torch.no_grad()
+def head_predictions(model: torch.nn.Module, cls: torch.Tensor) -> torch.Tensor:
+    """The model's pair head on its pooled [CLS] states (N, H): 1 = NotNext / swapped."""
+    return model.pair_head(model.encoder.pooler(cls[:, None])).argmax(-1)
+
+
 def measure(fmt: str, seed: int, folder: Path, data: dict) -> dict[str, float]:
-    """One model's measurements: the linear probe on both tasks, and its own head on the task it learned."""
+    """One model's scores: the linear probe on both tasks, its own head on the task it learned."""
     model = load(folder / "model")  # EncoderForPreTraining; its encoder is the one the lab's probes read
-
-    def cls_states(seqs: Sequences) -> torch.Tensor:  # (N, H)
-        return torch.stack([s[0] for s in encode_batches(model.encoder, seqs)])
-
-    def head(cls: torch.Tensor) -> torch.Tensor:  # the pair head on the pooled [CLS]: 1 = NotNext / swapped
-        return model.pair_head(model.encoder.pooler(cls[:, None])).argmax(-1)
-
     row: dict[str, float] = {}
     for task in ("nsp", "sop"):
+        own = TASK.get(fmt) == task
         seqs, labels, single, _ = data["instances"][task]
-        cls = cls_states(seqs)
-        row[f"{task} linear, held-out instances"] = linear_cls(cls, labels, seed)
-        if TASK.get(fmt) == task:
-            predicted = head(cls)
-            row[f"{task} head, held-out instances"] = percent(predicted, labels)
-            row[f"{task} head, single-sentence blocks"] = percent(predicted[single], labels[single])
-            row[f"{task} head, multi-sentence blocks"] = percent(predicted[~single], labels[~single])
-        for cut in ("lab", "junction"):
-            seqs, labels = data["pairs"][task, cut]
-            cls = cls_states(seqs)
-            row[f"{task} linear, probe pairs ({cut} cut)"] = linear_cls(cls, labels, seed)
-            if TASK.get(fmt) == task:  # the half the lab scores; the head's 1 is the probe's 0
-                half = len(cls) // 2
-                row[f"{task} head, probe pairs ({cut} cut)"] = percent(head(cls[half:]), 1 - labels[half:])
+        cls, cut = cls_states(model, seqs), len(seqs) // 2
+        row[f"{task} linear, held-out instances"] = percent(
+            linear_probe(cls[:cut], labels[:cut], cls[cut:], 2, seed), labels[cut:]
+        )
+        if own:
+            predicted, y, one = head_predictions(model, cls[cut:]), labels[cut:], single[cut:]
+            row[f"{task} head, held-out instances"] = percent(predicted, y)
+            row[f"{task} head, single-sentence blocks"] = percent(predicted[one], y[one])
+            row[f"{task} head, multi-sentence blocks"] = percent(predicted[~one], y[~one])
+        for cut_name in ("lab", "junction"):
+            seqs, labels = data["pairs"][task, cut_name]
+            cls, cut = cls_states(model, seqs), len(seqs) // 2
+            predicted = linear_probe(cls[:cut], labels[:cut], cls[cut:], 2, seed)
+            row[f"{task} linear, probe pairs ({cut_name} cut)"] = percent(predicted, labels[cut:])
+            if own:  # the head's 1 (NotNext / swapped) is the probe's 0
+                head = head_predictions(model, cls[cut:])
+                row[f"{task} head, probe pairs ({cut_name} cut)"] = percent(head, 1 - labels[cut:])
     return row
 
 
-def measure_runs(runs: Path, minutes: float, max_length: int, n: int, log=print) -> dict:
-    """{measurement: {row: [each seed's value]}} over ALBERT Table 5's runs of ``minutes`` in ``runs``."""
-    heldout = sorted(runs.glob("data/*/shards/heldout"))
-    if len(heldout) != 1:
-        raise SystemExit(f"{runs}/data: expected one prepared corpus, found {len(heldout)}")
+def lab_results(runs: Path, folder: Path, seed: int) -> dict[str, float]:
+    """The lab's own linear NSP and SOP probe results for the model in ``folder``, where it has them."""
+    found = {}
+    for spec_file in runs.glob("runs/*/spec.json"):
+        spec = json.loads(spec_file.read_text())
+        config = spec["config"]
+        if spec["kind"] != "features" or config.get("model") != folder.name or spec["seed"] != seed:
+            continue
+        if config["probe"] in ("nsp_features", "sop_features") and "readout" not in config:
+            metrics = json.loads((spec_file.parent / "result.json").read_text())["result"]["metrics"]
+            found[f"{config['probe'][:3]} linear, probe pairs (lab cut)"] = metrics["accuracy"]
+    return found
+
+
+def measure_runs(runs: Path, minutes: float, log=print) -> dict:
+    """{measurement: {row: [each seed's value]}} over ALBERT Table 5's runs of ``minutes`` in ``runs``;
+    stops where the lab's probe recomputed differs from the lab's result for the same model."""
     found = albert_runs(runs, minutes)
-    tokenizer = load_tokenizer(heldout[0].parents[1] / "tokenizer")
-    tokenizer.add_special_tokens([END_OF_TEXT])  # as the lab loads it (`attnlab.ablation.execute.LabData`)
-    corpus, special = ShardedCorpus(heldout[0], tokenizer), SpecialIds.from_tokenizer(tokenizer)
+    config = found[0][3]
+    max_length = max(stage["max_length"] for stage in config["recipe"]["stages"])
+    n = config["size"]["feature_examples"]
+    corpus, special = heldout_corpus(runs, config)
     data: dict = {"instances": {}, "pairs": {}}
     for task, fmt in (("nsp", "segment_pair"), ("sop", "sop")):
         data["instances"][task] = heldout_instances(corpus, special, fmt, max_length, n)
@@ -156,10 +185,17 @@ def measure_runs(runs: Path, minutes: float, max_length: int, n: int, log=print)
         for cut in ("lab", "junction"):
             data["pairs"][task, cut] = probe_pairs(corpus, special, task, max_length, n, cut == "junction")
     table: dict[str, dict[str, list[float]]] = {}
-    for fmt, seed, folder in found:
-        for name, value in measure(fmt, seed, folder, data).items():
+    checked = 0
+    for fmt, seed, folder, _ in found:
+        row = measure(fmt, seed, folder, data)
+        for name, lab in lab_results(runs, folder, seed).items():
+            if abs(row[name] - lab) > 1e-6:
+                raise SystemExit(f"{folder.name}: {name} recomputed {row[name]:.6f}, the lab's {lab:.6f}")
+            checked += 1
+        for name, value in row.items():
             table.setdefault(name, {}).setdefault(ROWS[fmt], []).append(value)
         log(f"measured {ROWS[fmt]} seed {seed} ({folder.name})")
+    log(f"the lab's probe recomputed equals the lab's result in all {checked} the output holds")
     return table
 
 
@@ -167,16 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, required=True, help="an `attnlab ablate --output` folder")
     parser.add_argument("--minutes", type=float, required=True, help="the pre-training runs' minutes")
-    parser.add_argument("--max-length", type=int, default=32, help="the runs' pre-training length")
-    parser.add_argument("--pairs", type=int, default=SIZES["cpu"].feature_examples,
-                        help="pairs and held-out instances a task (the lab's feature examples)")  # fmt: skip
     args = parser.parse_args(argv)
-    table = measure_runs(args.runs, args.minutes, args.max_length, args.pairs, lambda m: print(m, flush=True))
+    table = measure_runs(args.runs, args.minutes, lambda m: print(m, flush=True))
     print(f"\n| measurement (% accuracy, mean ± sd over seeds) | {' | '.join(ROWS.values())} |")
     print("|---|" + "---|" * len(ROWS))
     for name, cells in table.items():
-        shown = [f"{np.mean(v):.1f} ± {np.std(v, ddof=1):.1f}" if len(v := cells.get(r, [])) > 1 else ""
-                 for r in ROWS.values()]  # fmt: skip
+        shown = [f"{np.mean(v):.1f} ± {np.std(v, ddof=1):.1f}" if len(v := cells.get(r, [])) > 1
+                 else (f"{v[0]:.1f}" if v else "") for r in ROWS.values()]  # fmt: skip
         print(f"| {name} | {' | '.join(shown)} |")
     return 0
 

@@ -102,9 +102,9 @@ TABLE5 = Table(
         "sst2_features": "SST-2",
         "conll_features": "SQuAD1.1 F1",
     },  # fmt: skip
-    note="at 32 tokens many NSP and SOP blocks are one sentence (most of the books'), which pre-training "
-    "pairs as its two halves, where the probes pair two whole held-out sentences and the paper's 512-token "
-    "blocks hold several (docs/ablations.md: 'What the SOP probe asks of a model').",
+    note="the lab's short pre-training blocks are often a single sentence, which NSP and SOP then pair as "
+    "its two halves, while the probes pair two whole held-out sentences and the paper's 512-token blocks "
+    "hold several (docs/ablations.md: 'What the SOP probe asks of a model').",
 )
 
 TABLES = (TABLE3, TABLE4, TABLE5)
