@@ -114,8 +114,11 @@ EARLIER = {
         "runs/teacher-45/pretrain/model": "runs/distill-exp/teacher/model",
     },
 }
-# script -> why it cannot run here (a GPU, a download); none today
-NOT_RUN: dict[str, str] = {}
+# script -> why it cannot run here (a GPU, a download, another command's output)
+NOT_RUN: dict[str, str] = {
+    "experiments/sentence_pair_probe.py": "reads the runs of an `attnlab ablate` output; "
+    "tests/experiments/test_sentence_pair_probe.py runs it on a tiny table's",
+}
 TIMEOUT = 300  # seconds a tiny line may take
 
 
