@@ -163,9 +163,11 @@ def lab_results(runs: Path, folder: Path, seed: int) -> dict[str, float]:
         config = spec["config"]
         if spec["kind"] != "features" or config.get("model") != folder.name or spec["seed"] != seed:
             continue
-        if config["probe"] in ("nsp_features", "sop_features") and "readout" not in config:
-            metrics = json.loads((spec_file.parent / "result.json").read_text())["result"]["metrics"]
-            found[f"{config['probe'][:3]} linear, probe pairs (lab cut)"] = metrics["accuracy"]
+        done = spec_file.parent / "result.json"
+        if config["probe"] in ("nsp_features", "sop_features") and "readout" not in config and done.is_file():
+            metrics = json.loads(done.read_text())["result"].get("metrics", {})
+            if isinstance(metrics.get("accuracy"), (int, float)):  # a failed run records its error
+                found[f"{config['probe'][:3]} linear, probe pairs (lab cut)"] = metrics["accuracy"]
     return found
 
 
