@@ -25,7 +25,6 @@ The docs page is docs/ablations.md ("What the SOP probe asks of a model").
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 from pathlib import Path
 
@@ -33,8 +32,8 @@ import numpy as np
 import torch
 
 from attnlab.ablation.classifiers import linear_probe
-from attnlab.ablation.execute import END_OF_TEXT
-from attnlab.ablation.probes import encode_batches, sentence_pairs
+from attnlab.ablation.execute import END_OF_TEXT, data_folder
+from attnlab.ablation.probes import encode_batches, pair_sequences, sentence_pairs
 from attnlab.ablation.runs import canonical_json
 from attnlab.data.instances import PretrainingInstances
 from attnlab.data.protocol import SpecialIds
@@ -73,7 +72,7 @@ def albert_runs(runs: Path, minutes: float) -> list[tuple[str, int, Path, dict]]
 
 def heldout_corpus(runs: Path, config: dict) -> tuple[ShardedCorpus, SpecialIds]:
     """The held-out shards the runs' corpus key names (`attnlab.ablation.execute.LabData.folder`)."""
-    folder = runs / "data" / hashlib.sha256(canonical_json(config["data"]).encode()).hexdigest()[:12]
+    folder = data_folder(runs, config["data"])
     if not (folder / "shards" / "heldout").is_dir():
         raise SystemExit(f"{folder}/shards/heldout: the runs' prepared corpus is missing")
     tokenizer = load_tokenizer(folder / "tokenizer")
@@ -99,18 +98,10 @@ def heldout_instances(corpus: ShardedCorpus, special: SpecialIds, fmt: str, max_
 
 def probe_pairs(
     corpus: ShardedCorpus, special: SpecialIds, task: str, max_length: int, n: int, junction: bool
-) -> tuple[Sequences, torch.Tensor]:
-    """The lab's probe pairs and labels (1 = as written), each sentence cut to ``(L - 3) // 2`` tokens: its
-    first ones as the lab's probe cuts them, or A's last ones (``junction``: where the two sentences meet)."""
-    half = (max_length - 3) // 2
-    seqs, labels = [], []
-    for a, b, label in sentence_pairs(corpus, task, n, seed=0):
-        a = [int(t) for t in (a[-half:] if junction else a[:half])]
-        b = [int(t) for t in b[:half]]
-        types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
-        seqs.append(([special.cls, *a, special.sep, *b, special.sep], types))
-        labels.append(label)
-    return seqs, torch.tensor(labels)
+):
+    """The lab's probe pairs (`attnlab.ablation.probes.pair_sequences`) and labels (1 = as written)."""
+    pairs = sentence_pairs(corpus, task, n, seed=0)
+    return pair_sequences(pairs, special, max_length, junction), torch.tensor([label for *_, label in pairs])
 
 
 def percent(predicted: torch.Tensor, labels: torch.Tensor) -> float:

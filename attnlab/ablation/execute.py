@@ -43,6 +43,12 @@ HELDOUT_EVERY = 20  # every 20th document held out, as `attnlab pretrain`
 END_OF_TEXT = "</s>"
 
 
+def data_folder(output: Path, key: Any) -> Path:
+    """OUTPUT/data/DIGEST: where the corpus and tokenizer that ``key`` (`LabData.key`, kept in every run's
+    configuration as ``data``) are prepared."""
+    return output / "data" / hashlib.sha256(canonical_json(key).encode()).hexdigest()[:12]
+
+
 class LabData:
     """The corpus's shards and the lab's WordPiece tokenizer, prepared once under OUTPUT/data/KEY."""
 
@@ -68,8 +74,7 @@ class LabData:
 
     @property
     def folder(self) -> Path:
-        digest = hashlib.sha256(canonical_json(self.key).encode()).hexdigest()[:12]
-        return self.settings.output / "data" / digest
+        return data_folder(self.settings.output, self.key)
 
     def load(self) -> tuple[Any, Any, Any]:
         """(tokenizer, training shards, held-out shards), prepared on first use."""

@@ -189,20 +189,32 @@ def sentence_pairs(heldout: Any, task: str, n: int, seed: int) -> list[tuple[np.
     return pairs
 
 
+def pair_sequences(
+    pairs: Sequence[tuple[np.ndarray, np.ndarray, int]],
+    special: SpecialIds,
+    max_length: int,
+    junction: bool = False,
+) -> list[tuple[list[int], list[int]]]:
+    """``[CLS] A [SEP] B [SEP]`` (ids, token types) of each pair, each sentence cut to ``(L - 3) // 2``
+    tokens: its first ones, or A's last ones (``junction``: keeps where the two sentences meet)."""
+    half = (max_length - 3) // 2
+    seqs = []
+    for a, b, _ in pairs:
+        a = [int(t) for t in (a[-half:] if junction else a[:half])]
+        b = [int(t) for t in b[:half]]
+        seqs.append(
+            ([special.cls, *a, special.sep, *b, special.sep], [0] * (len(a) + 2) + [1] * (len(b) + 1))
+        )
+    return seqs
+
+
 def pair_features(model_dir: Path, heldout: Any, task: str, *, examples: int, max_length: int, seed: int,
                   device: str = "cpu", readout: str = "linear") -> dict[str, Any]:  # fmt: skip
     """NSP or SOP accuracy of a classifier on [CLS]'s final state (the BiLSTM's output there), trained on
     half the pairs and scored on the other half."""
     encoder, tokenizer = load_encoder(model_dir, device)
-    special = SpecialIds.from_tokenizer(tokenizer)
     pairs = sentence_pairs(heldout, task, examples, seed=0)  # the same pairs for every model
-    half = (max_length - 3) // 2
-    seqs = []
-    for a, b, _ in pairs:
-        a, b = [int(t) for t in a[:half]], [int(t) for t in b[:half]]
-        ids = [special.cls, *a, special.sep, *b, special.sep]
-        seqs.append((ids, [0] * (len(a) + 2) + [1] * (len(b) + 1)))
-    states = encode_batches(encoder, seqs)
+    states = encode_batches(encoder, pair_sequences(pairs, SpecialIds.from_tokenizer(tokenizer), max_length))
     y = torch.tensor([label for _, _, label in pairs])
     cut = len(pairs) // 2
     predicted = classify_sequences(readout, states[:cut], y[:cut], states[cut:], 2, seed, "first", device)
