@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from attnlab.ablation.execute import LabData, Log
 from attnlab.ablation.plan import Planner, TablePlan
-from attnlab.ablation.runs import RunStore
+from attnlab.ablation.runs import RunSpec, RunStore
 from attnlab.ablation.settings import LabSettings, hardware
 from attnlab.ablation.stats import Agreement, Ordering, Summary, agreement, order
 from attnlab.ablation.table import PROBES, Table
@@ -44,6 +46,47 @@ def lab_data(settings: LabSettings, log: Log = print) -> LabData:
 def plan_table(table: Table, settings: LabSettings, log: Log = print) -> tuple[TablePlan, RunStore]:
     store = RunStore(settings.output / "runs")
     return Planner(settings, lab_data(settings, log), store, log).plan(table), store
+
+
+@dataclass
+class TableEstimate:
+    """A table's runs before it runs: how many it plans, how many are done, and what the rest should take."""
+
+    table: str
+    runs: int
+    done: int  # found done under OUTPUT/runs
+    shared: int  # done by an earlier table of the same invocation (a row two tables share)
+    pending: dict[str, int]  # kind -> runs to do
+    minutes: float  # of the runs to do, on the machine the standard budgets were set for
+    run_minutes: float  # a weight-1 pre-training run's
+
+
+class _ExpectingStore(RunStore):
+    """OUTPUT/runs, with the runs that earlier tables of the same invocation will do counted as done."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.expected: set[str] = set()
+
+    def done(self, spec: RunSpec) -> bool:
+        return spec.key in self.expected or super().done(spec)
+
+
+def estimate_tables(tables: list[Table], settings: LabSettings, log: Log = print) -> list[TableEstimate]:
+    """Plan ``tables`` in the order `attnlab ablate` runs them, training and writing nothing."""
+    store = _ExpectingStore(settings.output / "runs")
+    planner = Planner(settings, lab_data(settings, log), store, log, keep=False)
+    out = []
+    for table in tables:
+        plan = planner.plan(table)
+        on_disk = [r for r in plan.runs if RunStore.done(store, r.spec)]
+        pending = [r for r in plan.runs if not store.done(r.spec)]
+        out.append(TableEstimate(
+            table.name, len(plan.runs), len(on_disk), len(plan.runs) - len(on_disk) - len(pending),
+            dict(Counter(r.spec.kind for r in pending)), plan.estimated_minutes(store), plan.run_minutes,
+        ))  # fmt: skip
+        store.expected.update(r.spec.key for r in pending)
+    return out
 
 
 def run_table(table: Table, settings: LabSettings, log: Log = print, command: str = "") -> TableResult:

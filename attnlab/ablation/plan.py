@@ -76,8 +76,11 @@ def pretrain_recipe(run: RunConfig, settings: LabSettings) -> tuple[Recipe, str,
 class Planner:
     """Builds a table's `TablePlan`; runs shared between rows (a teacher, a row repeated) are planned once."""
 
-    def __init__(self, settings: LabSettings, data: LabData, store: RunStore, log: Log = print) -> None:
-        self.settings, self.data, self.store, self.log = settings, data, store, log
+    def __init__(
+        self, settings: LabSettings, data: LabData, store: RunStore, log: Log = print, *, keep: bool = True
+    ) -> None:
+        """``keep=False``: plan without writing OUTPUT/plans (`attnlab ablate --plan`)."""
+        self.settings, self.data, self.store, self.log, self.keep = settings, data, store, log, keep
         self.unit = settings.size.pretrain_minutes * settings.scale
         self._planned: dict[str, PlannedRun] = {}
 
@@ -107,6 +110,8 @@ class Planner:
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass  # none yet, or damaged: divide again
         unit = self._divided_unit(table)
+        if not self.keep:
+            return unit
         record.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic({"key": key, "unit": unit}, record, indent=1)
         return unit

@@ -1,6 +1,7 @@
 """``attnlab ablate``: re-run a paper's ablation table as configurations of the library's recipes.
 
 attnlab ablate --list                                   # the tables, their rows and probes
+attnlab ablate all --plan                               # the runs still to do, and their minutes
 attnlab ablate bert-table8                              # one table in its default budget (about an hour)
 attnlab ablate roberta-table1 --minutes 15 --seeds 0 1 2 --output runs/ablations
 attnlab ablate all --output runs/ablations --docs docs/ablations   # every table, resumable
@@ -18,8 +19,13 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attnlab.cli.args import non_negative_int, positive_float
+
+if TYPE_CHECKING:
+    from attnlab.ablation.lab import TableEstimate
+    from attnlab.ablation.settings import LabSettings
 
 DEFAULT_DATA = os.environ.get("ATTNLAB_DATA", "../shared/data")
 
@@ -36,6 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("table", nargs="?", help="a table name (see --list), or 'all'")
     p.add_argument("--list", action="store_true", help="list the tables and exit")
+    p.add_argument(
+        "--plan", action="store_true",
+        help="print the runs each table needs, those already done and the minutes the rest should take, "
+        "and exit (trains and writes nothing)",
+    )  # fmt: skip
     p.add_argument(
         "--compare", nargs=2, metavar=("A", "B"), default=None,
         help="print, for every table written to both folders A and B, each run's separated and agreeing "
@@ -90,7 +101,7 @@ def list_tables() -> str:
 def run_ablate(args: argparse.Namespace) -> int:
     from attnlab.ablation import report
     from attnlab.ablation.compare import compare_folders, comparison_markdown
-    from attnlab.ablation.lab import run_table
+    from attnlab.ablation.lab import estimate_tables, run_table
     from attnlab.ablation.settings import LabSettings, size_for
     from attnlab.ablation.tables import TABLES, get_table
 
@@ -114,6 +125,9 @@ def run_ablate(args: argparse.Namespace) -> int:
         corpus_format=args.format, seeds=tuple(dict.fromkeys(args.seeds)), device=args.device,
         minutes=args.minutes, size=size_for(args.device),
     )  # fmt: skip
+    if args.plan:
+        print(plan_text(estimate_tables(tables, settings), settings))
+        return 0
     for table in tables:
         command = "attnlab ablate " + " ".join(shlex.quote(a) for a in [table.name, *_options(args)])
         result = run_table(table, settings, command=command)
@@ -128,6 +142,29 @@ def run_ablate(args: argparse.Namespace) -> int:
         report.update_summary(docs.parent / f"{docs.name}.md", docs)
     sys.stdout.flush()
     return 0
+
+
+def plan_text(estimates: list[TableEstimate], settings: LabSettings) -> str:
+    """`--plan`'s lines: the sizes, a table a line, then the sum where there are several."""
+    units = {f"{e.run_minutes:.2f}" for e in estimates}
+    unit = f"; {units.pop()} min a pre-training run" if len(units) == 1 else ""
+    lines = [f"sizes ({settings.size.name}): {settings.size.describe()}{unit}; output {settings.output}"]
+    for e in estimates:
+        todo = ", ".join(f"{n} {kind}" for kind, n in e.pending.items()) or "nothing"
+        shared = f", {e.shared} trained by an earlier table" if e.shared else ""
+        own = "" if unit else f" ({e.run_minutes:.2f} min a pre-training run)"
+        over = settings.minutes is not None and e.minutes > settings.minutes + 0.5
+        note = " (over --minutes: the runs' fixed allowance alone exceeds it)" if over else ""
+        lines.append(f"{e.table:20s} {e.runs} runs: {e.done} done{shared}; to run: {todo}; "
+                     f"about {_duration(e.minutes)}{own}{note}")  # fmt: skip
+    if len(estimates) > 1:
+        runs = sum(sum(e.pending.values()) for e in estimates)
+        lines.append(f"{'all':20s} {runs} runs to run, about {_duration(sum(e.minutes for e in estimates))}")
+    return "\n".join(lines)
+
+
+def _duration(minutes: float) -> str:
+    return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
 
 
 def _options(args: argparse.Namespace) -> list[str]:

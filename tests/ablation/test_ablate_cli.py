@@ -1,7 +1,11 @@
-"""``attnlab ablate``: the table list, and its errors before any work."""
+"""``attnlab ablate``: the table list, the plan, and its errors before any work."""
 
 import pytest
 
+from attnlab.ablation.lab import estimate_tables, plan_table
+from attnlab.ablation.plan import OVERHEAD_SECONDS
+from attnlab.ablation.settings import LabSettings
+from attnlab.ablation.tables import get_table
 from attnlab.cli import main
 from attnlab.cli.ablate import list_tables
 
@@ -27,3 +31,40 @@ def test_list_names_every_table_with_rows_and_probes(capsys):
 def test_errors_name_what_was_expected(argv, message, capsys, tmp_path):
     assert main([*argv, "--output", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_plan_prints_every_tables_runs_and_writes_nothing(capsys, tmp_path):
+    output = tmp_path / "out"
+    assert main(["ablate", "all", "--plan", "--data-dir", str(tmp_path), "--output", str(output)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("sizes (cpu): bert-tiny, 32 tokens")
+    assert "1.70 min a pre-training run" in lines[0]
+    table5 = next(line for line in lines if line.startswith("bert-table5 "))
+    assert "45 runs: 0 done; to run: 9 pretrain, 36 features; about 31 min" in table5
+    # BERT Table 8's baseline row (3 models, their SST-2 and CoNLL feature probes) is BERT Table 5's
+    table8 = next(line for line in lines if line.startswith("bert-table8 "))
+    assert "0 done, 9 trained by an earlier table" in table8
+    assert lines[-1].startswith("all ") and "369 runs to run" in lines[-1]
+    assert not output.exists()  # no plans, no corpus, no runs
+
+
+def test_plan_counts_the_runs_already_done(tmp_path):
+    settings = LabSettings(output=tmp_path, data_dir=tmp_path)
+    table = get_table("roberta-table1")
+    before = estimate_tables([table], settings)[0]
+    plan, store = plan_table(table, settings)
+    assert before.minutes == plan.estimated_minutes(store)
+    done = plan.runs[0].spec  # a pre-training run
+    store.begin(done)
+    store.finish(done, {"model_dir": "model"})
+    after = estimate_tables([table], settings)[0]
+    assert (after.runs, after.done, after.pending["pretrain"]) == (18, 1, before.pending["pretrain"] - 1)
+    one_run = plan.run_minutes + OVERHEAD_SECONDS["pretrain"] / 60
+    assert after.minutes == pytest.approx(before.minutes - one_run)
+
+
+def test_plan_says_when_minutes_cannot_hold_the_runs_allowance(capsys, tmp_path):
+    argv = ["ablate", "bert-table8", "--plan", "--minutes", "5", "--data-dir", str(tmp_path)]
+    assert main([*argv, "--output", str(tmp_path / "out")]) == 0
+    assert "over --minutes: the runs' fixed allowance alone exceeds it" in capsys.readouterr().out
+    assert not (tmp_path / "out").exists()  # the division is not kept either
