@@ -25,8 +25,12 @@ from attnlab.ablation.runs import RunSpec, RunStore
 from attnlab.ablation.settings import LabSettings
 from attnlab.ablation.table import PROBES, Row, RunConfig, Table
 from attnlab.atomic import write_json_atomic
+from attnlab.models import EncoderConfig, get_preset
 from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
+from attnlab.pretraining.distillation import DistillationConfig
 from attnlab.pretraining.recipes import Recipe, get_recipe
+from attnlab.translation.config import Seq2SeqConfig
+from attnlab.translation.config import preset as translation_preset
 
 # seconds a run spends outside its time budget (data, evaluation, saving; probes: loading and features)
 OVERHEAD_SECONDS = {"pretrain": 25.0, "distill": 30.0, "translate": 45.0, "finetune": 20.0, "features": 12.0}
@@ -71,6 +75,32 @@ def pretrain_recipe(run: RunConfig, settings: LabSettings) -> tuple[Recipe, str,
     recipe = for_budget(recipe, budget, max_steps=1000).override(**dict(run.recipe_overrides))
     changes = {} if recipe.objective == "clm" else dict(MODEL_CHANGES)
     return recipe, budget.preset, {**changes, **run.model_overrides}
+
+
+def check_run(run: RunConfig, settings: LabSettings) -> None:
+    """Build, without training, what ``run`` configures at the lab's sizes: an unknown recipe, field or
+    value raises ValueError naming it (a table read from a file is checked so before anything trains)."""
+    if run.kind == "translate":
+        overrides = {**settings.size.translate_overrides, **run.model_overrides}
+        _known_fields("model_overrides", Seq2SeqConfig, overrides)
+        translation_preset(settings.size.translate_preset, **overrides)
+        return
+    if run.kind == "distill":
+        loss = {k: v for k, v in run.distill.items() if k != "random_init"}
+        _known_fields("distill", DistillationConfig, loss, also=("random_init",))
+        DistillationConfig(**loss)
+        run = TEACHER
+    recipe, preset, overrides = pretrain_recipe(run, settings)
+    if recipe.objective != "clm":  # an encoder: the overrides are EncoderConfig fields
+        _known_fields("model_overrides", EncoderConfig, overrides)
+        dataclasses.replace(get_preset(preset), **overrides)
+
+
+def _known_fields(name: str, cls: type, values: dict[str, Any], also: tuple[str, ...] = ()) -> None:
+    valid = sorted({f.name for f in dataclasses.fields(cls)} | set(also))
+    unknown = sorted(set(values) - set(valid))
+    if unknown:
+        raise ValueError(f"{name}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
 
 
 class Planner:

@@ -14,6 +14,7 @@ from attnlab.ablation.lab import TableResult
 from attnlab.ablation.settings import SIZES
 from attnlab.ablation.stats import AGREES, DISAGREES, NOT_MEASURED, NOT_SEPARATED
 from attnlab.ablation.table import PROBES
+from attnlab.ablation.tables import TABLES
 from attnlab.atomic import atomic_path, atomic_write, write_json_atomic
 
 
@@ -60,7 +61,9 @@ def table_markdown(result: TableResult, png_name: str | None = None) -> str:
     t, a = result.table, result.agreement
     judged = set(t.columns.values())
     columns = sorted(dict.fromkeys(c for r in t.rows for c in r.paper), key=lambda c: c not in judged)
-    lines = [f"# {t.title}", "", f"{t.paper}, {t.source}; the lab's table `{t.name}`.", ""]
+    whose = "the lab's table" if t.name in TABLES else "the table"  # or one of its own (table_file)
+    origin = ", ".join(part for part in (t.paper, t.source) if part)
+    lines = [f"# {t.title}", "", f"{origin}; {whose} `{t.name}`.", ""]
     if result.command:
         lines += ["Command:", "", f"    {result.command}", ""]
     lines += [
@@ -145,7 +148,8 @@ def table_png(result: TableResult, path: Path) -> None:
         ax.set_xticks(x)
         ax.set_xticklabels([r.name for r in t.rows], rotation=30, ha="right", fontsize=8)
         ax.set_title(PROBES[probe].label, fontsize=9)
-    fig.suptitle(f"{t.paper.split(',')[0]} {t.source}: paper (grey) and measured (blue, ± std)", fontsize=10)
+    origin = " ".join(part for part in (t.paper.split(",")[0], t.source) if part)
+    fig.suptitle(f"{origin}: paper (grey) and measured (blue, ± std)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:

@@ -6,6 +6,7 @@ attnlab ablate bert-table8                              # one table in its defau
 attnlab ablate roberta-table1 --minutes 15 --seeds 0 1 2 --output runs/ablations
 attnlab ablate all --output runs/ablations --docs docs/ablations   # every table, resumable
 attnlab ablate --compare docs/ablations docs/ablations/books       # two runs' verdicts side by side
+attnlab ablate my-table.yaml                                       # a table of one's own (table_file)
 
 Every run is cached under OUTPUT/runs by its configuration and seed: a second invocation trains nothing
 it has, a killed one continues, and a row two tables share is trained once. Outputs: OUTPUT/TABLE.md,
@@ -40,7 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "measured means and spreads, and each of the paper's pairwise orderings judged agrees, disagrees "
         "or not separated (a measured difference within twice its standard error).",
     )
-    p.add_argument("table", nargs="?", help="a table name (see --list), or 'all'")
+    p.add_argument(
+        "table", nargs="?",
+        help="a table name (see --list), 'all', or a table of one's own in a .yaml or .json file "
+        "(attnlab.ablation.table_file)",
+    )  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the tables and exit")
     p.add_argument(
         "--plan", action="store_true",
@@ -103,6 +108,7 @@ def run_ablate(args: argparse.Namespace) -> int:
     from attnlab.ablation.compare import compare_folders, comparison_markdown
     from attnlab.ablation.lab import estimate_tables, run_table
     from attnlab.ablation.settings import LabSettings, size_for
+    from attnlab.ablation.table_file import is_table_file, load_table
     from attnlab.ablation.tables import TABLES, get_table
 
     if args.list:
@@ -116,7 +122,8 @@ def run_ablate(args: argparse.Namespace) -> int:
         return 0
     if not args.table:
         raise ValueError("name a table (attnlab ablate --list shows them) or 'all'")
-    tables = list(TABLES.values()) if args.table == "all" else [get_table(args.table)]
+    own = is_table_file(args.table)  # a table of one's own, read below at the lab's sizes
+    tables = list(TABLES.values()) if args.table == "all" else [] if own else [get_table(args.table)]
     data_dir = Path(args.data_dir)
     if not data_dir.is_dir():
         raise NotADirectoryError(f"--data-dir {data_dir}: not a directory (glue/SST-2, conll2003, multi30k)")
@@ -125,11 +132,14 @@ def run_ablate(args: argparse.Namespace) -> int:
         corpus_format=args.format, seeds=tuple(dict.fromkeys(args.seeds)), device=args.device,
         minutes=args.minutes, size=size_for(args.device),
     )  # fmt: skip
+    if own:
+        tables = [load_table(args.table, settings)]
     if args.plan:
         print(plan_text(estimate_tables(tables, settings), settings))
         return 0
     for table in tables:
-        command = "attnlab ablate " + " ".join(shlex.quote(a) for a in [table.name, *_options(args)])
+        name = args.table if own else table.name
+        command = "attnlab ablate " + " ".join(shlex.quote(a) for a in [name, *_options(args)])
         result = run_table(table, settings, command=command)
         written = report.write_table(result, settings.output)
         if args.docs:

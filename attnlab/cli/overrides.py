@@ -4,32 +4,19 @@ configs they name before anything is written."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
+
+import yaml
+
+from attnlab.yaml_files import parse_yaml, read_yaml
 
 SECTIONS = ("masking", "model", "trainer")
 
 
-_NUMBER = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
-
-
-def _numbers(value: Any) -> Any:
-    """YAML 1.1 reads ``1e-3`` (no dot) as a string; take such strings as the numbers they spell."""
-    if isinstance(value, str) and _NUMBER.match(value.strip()):
-        return float(value)
-    if isinstance(value, list):
-        return [_numbers(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _numbers(v) for k, v in value.items()}
-    return value
-
-
 def _parse_value(text: str) -> Any:
-    import yaml
-
     try:
-        return _numbers(yaml.safe_load(text))
+        return parse_yaml(text)
     except yaml.YAMLError:
         return text
 
@@ -37,17 +24,12 @@ def _parse_value(text: str) -> Any:
 def collect_overrides(config_file: str | None, sets: list[str]) -> dict[str, dict[str, Any]]:
     """``{"recipe": {...}, "masking": {...}, "model": {...}, "trainer": {...}}`` from a YAML file then
     ``KEY=VALUE`` strings (later wins)."""
-    import yaml
-
     out: dict[str, dict[str, Any]] = {"recipe": {}, "masking": {}, "model": {}, "trainer": {}}
     if config_file:
         path = Path(config_file)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such config file")
-        try:
-            data = _numbers(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-        except yaml.YAMLError as e:
-            raise ValueError(f"{path}: invalid YAML: {e}") from e
+        data = read_yaml(path) or {}
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
         for key, value in data.items():

@@ -12,6 +12,7 @@ import pytest
 from attnlab.ablation import report
 from attnlab.ablation.lab import run_table
 from attnlab.ablation.settings import SIZES, LabSettings
+from attnlab.ablation.table_file import load_table
 from attnlab.ablation.tables import TABLES, get_table
 
 WORDS = "the cat dog sat on a mat ran to house tree river bank went home good bad film plot".split()
@@ -89,3 +90,20 @@ def test_every_table_runs_at_its_smallest(name, tmp_path):
     # every judged probe is measured (a causal LM has no held-out MLM accuracy, which no table judges for it)
     assert all(result.summaries[r.name, p].n == 1 for r in table.rows for p in table.columns)
     assert all(p.is_file() for p in report.write_table(result, tmp_path / "out"))
+
+
+@pytest.mark.slow
+def test_a_table_of_ones_own_end_to_end_at_a_tiny_budget(tmp_path):
+    """A file with only what it must hold (no paper, columns or note): trained, measured and written."""
+    settings = _tiny(tmp_path, (0, 1))
+    path = tmp_path / "rate.yaml"
+    path.write_text(
+        "name: rate\nprobes: [mlm_accuracy, sst2_features]\nrows:\n"
+        "  - {name: 40%, run: {recipe: bert}}\n"
+        "  - {name: 15%, run: {recipe: bert, recipe_overrides: {masking: {rate: 0.15}}}}\n"
+    )
+    result = run_table(load_table(path, settings), settings, log=lambda m: None)
+    assert not result.failed and result.trained == 8 and result.orderings == []
+    md, js, png = report.write_table(result, tmp_path / "out")
+    assert md.read_text().splitlines()[2] == "rate.yaml; the table `rate`."
+    assert json.loads(js.read_text())["rows"][1]["measured"]["sst2_features"]["n"] == 2 and png.is_file()

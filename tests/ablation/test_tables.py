@@ -9,14 +9,11 @@ import pytest
 
 from attnlab.ablation.classifiers import BILSTM, readout_key
 from attnlab.ablation.execute import LabData
-from attnlab.ablation.plan import TEACHER, Planner, pretrain_recipe
+from attnlab.ablation.plan import Planner, check_run, pretrain_recipe
 from attnlab.ablation.runs import RunStore
 from attnlab.ablation.settings import SIZES, LabSettings
 from attnlab.ablation.table import PROBES, Row, RunConfig, Table
 from attnlab.ablation.tables import TABLES, get_table
-from attnlab.models import get_preset
-from attnlab.pretraining.distillation import DistillationConfig
-from attnlab.translation.config import preset as translation_preset
 
 REQUIRED = {
     "bert-table5", "bert-table8", "bert-figure5", "roberta-table1", "roberta-table2", "albert-table3",
@@ -37,19 +34,25 @@ def test_the_required_tables_are_defined():
 def test_every_row_builds_a_valid_configuration(name, device, tmp_path):
     table, settings = get_table(name), _settings(tmp_path, device)
     for row in table.rows:
-        run = row.run
-        if run.kind == "translate":
-            overrides = {**settings.size.translate_overrides, **run.model_overrides}
-            config = translation_preset(settings.size.translate_preset, **overrides)
-            assert config.d_model % config.num_heads == 0
-            continue
-        if run.kind == "distill":
-            DistillationConfig(**{k: v for k, v in run.distill.items() if k != "random_init"})
-            run = TEACHER
-        recipe, preset, overrides = pretrain_recipe(run, settings)
-        if recipe.objective != "clm":  # an encoder: the overrides are EncoderConfig fields
-            dataclasses.replace(get_preset(preset), **overrides)
-        assert recipe.max_steps >= 1
+        check_run(row.run, settings)  # recipes, model, distillation and translation configs built
+        if row.run.kind == "pretrain":
+            recipe, _, _ = pretrain_recipe(row.run, settings)
+            assert recipe.max_steps >= 1
+
+
+def test_a_run_that_cannot_be_built_is_named(tmp_path):
+    settings = _settings(tmp_path)
+    with pytest.raises(ValueError, match="model_overrides: unknown field.s. hidden; valid: .*hidden_size"):
+        check_run(RunConfig(model_overrides={"hidden": 64}), settings)
+    with pytest.raises(ValueError, match="distill: unknown field.s. alpha; valid: .*random_init"):
+        check_run(RunConfig(kind="distill", distill={"alpha": 1.0}), settings)
+    with pytest.raises(ValueError, match="model_overrides: unknown field.s. heads"):
+        check_run(RunConfig(kind="translate", model_overrides={"heads": 4}), settings)
+    with pytest.raises(ValueError, match="DistillationConfig: alpha_ce, alpha_mlm and alpha_cos are all 0"):
+        check_run(
+            RunConfig(kind="distill", distill=dict.fromkeys(("alpha_ce", "alpha_mlm", "alpha_cos"), 0)),
+            settings,
+        )
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))
