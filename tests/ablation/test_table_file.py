@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from attnlab.ablation.lab import plan_table
+from attnlab.ablation.plan import pretrain_recipe
 from attnlab.ablation.settings import LabSettings
 from attnlab.ablation.table_file import TableFileError, load_table
 from attnlab.ablation.tables import get_table
@@ -121,3 +122,17 @@ def test_the_command_plans_a_table_file_and_reports_its_mistakes(tmp_path, capsy
     bad = _write(tmp_path, MINIMAL.replace("recipe: bert}", "recipe: bort}", 1), "bad.yaml")
     assert main(["ablate", str(bad), "--plan", "--data-dir", str(tmp_path)]) == 2
     assert "bad.yaml: rows[0] (a).run: unknown recipe 'bort'" in capsys.readouterr().err
+
+
+def test_the_128_token_albert_table_is_the_labs_with_one_longer_stage(tmp_path):
+    settings = _settings(tmp_path)
+    longer = load_table(EXAMPLE.with_name("albert-table5-128.yaml"), settings)
+    lab = get_table("albert-table5")
+    assert [r.name for r in longer.rows] == [r.name for r in lab.rows] and longer.probes == lab.probes
+    assert dict(longer.columns) == dict(lab.columns)
+    for ours, theirs in zip(longer.rows, lab.rows):
+        assert ours.paper == theirs.paper
+        a, _, a_model = pretrain_recipe(ours.run, settings)
+        b, _, b_model = pretrain_recipe(theirs.run, settings)
+        assert [s.max_length for s in a.stages] == [128] and [s.max_length for s in b.stages] == [32]
+        assert dataclasses.replace(a, stages=b.stages) == b and a_model == b_model
