@@ -36,6 +36,7 @@ class TableResult:
     run_seconds: float = 0.0  # the table's runs' own wall time, whichever invocation did them
     size: str = "cpu"  # the LabSize the runs trained at (settings.SIZES)
     hardware: str = ""  # the machine this invocation ran on, in words
+    table_file: str = ""  # the file a table of one's own was read from (attnlab.ablation.table_file)
 
 
 def lab_data(settings: LabSettings, log: Log = print) -> LabData:
@@ -55,9 +56,11 @@ class TableEstimate:
     table: str
     runs: int
     done: int  # found done under OUTPUT/runs
-    shared: int  # done by an earlier table of the same invocation (a row two tables share)
+    shared: int  # to be done by an earlier table of the same invocation (a row two tables share)
     pending: dict[str, int]  # kind -> runs to do
+    blocked: int  # runs whose needed run failed: `run_table` skips them
     minutes: float  # of the runs to do, on the machine the standard budgets were set for
+    allowance: float  # the part of ``minutes`` outside the runs' time budgets (their fixed allowance)
     run_minutes: float  # a weight-1 pre-training run's
 
 
@@ -74,22 +77,34 @@ class _ExpectingStore(RunStore):
 
 def estimate_tables(tables: list[Table], settings: LabSettings, log: Log = print) -> list[TableEstimate]:
     """Plan ``tables`` in the order `attnlab ablate` runs them, training and writing nothing."""
-    store = _ExpectingStore(settings.output / "runs")
+    on_disk = RunStore(settings.output / "runs")
+    store = _ExpectingStore(on_disk.root)
     planner = Planner(settings, lab_data(settings, log), store, log, keep=False)
     out = []
     for table in tables:
         plan = planner.plan(table)
-        on_disk = [r for r in plan.runs if RunStore.done(store, r.spec)]
+        done = sum(on_disk.done(r.spec) for r in plan.runs)
         pending = [r for r in plan.runs if not store.done(r.spec)]
+        blocked = [r for r in pending if any(_failed(on_disk, need) for need in r.spec.needs)]
+        pending = [r for r in pending if r not in blocked]
         out.append(TableEstimate(
-            table.name, len(plan.runs), len(on_disk), len(plan.runs) - len(on_disk) - len(pending),
-            dict(Counter(r.spec.kind for r in pending)), plan.estimated_minutes(store), plan.run_minutes,
+            table=table.name, runs=len(plan.runs), done=done, shared=len(plan.runs) - done - len(pending)
+            - len(blocked), pending=dict(Counter(r.spec.kind for r in pending)), blocked=len(blocked),
+            minutes=sum(r.weight * plan.run_minutes + r.seconds / 60 for r in pending),
+            allowance=sum(r.seconds / 60 for r in pending), run_minutes=plan.run_minutes,
         ))  # fmt: skip
         store.expected.update(r.spec.key for r in pending)
     return out
 
 
-def run_table(table: Table, settings: LabSettings, log: Log = print, command: str = "") -> TableResult:
+def _failed(store: RunStore, spec: RunSpec) -> bool:
+    result = store.result(spec)
+    return result is not None and "model_dir" not in result
+
+
+def run_table(
+    table: Table, settings: LabSettings, log: Log = print, command: str = "", table_file: str = ""
+) -> TableResult:
     """Do the table's runs not yet done (a failed run is recorded with its error and not retried), then
     measure and judge the table."""
     started = time.monotonic()
@@ -126,7 +141,7 @@ def run_table(table: Table, settings: LabSettings, log: Log = print, command: st
     return TableResult(
         table, summaries, orderings, agreement(orderings), plan.run_minutes, trained, reused,
         failed | _errors(plan, store), time.monotonic() - started, command, _run_seconds(plan, store),
-        settings.size.name, hardware(settings.device),
+        settings.size.name, hardware(settings.device), table_file,
     )  # fmt: skip
 
 

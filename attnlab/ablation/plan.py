@@ -3,10 +3,10 @@ such as a distillation's teacher) and one run per probe, each a `RunSpec` with t
 
 Budgets: every run's minutes are part of its configuration. Without ``--minutes`` each run takes the
 lab's standard budget (`LabSize`), the same in every table, so that a row two tables share is one run.
-With ``--minutes M`` the table's M minutes are divided over the runs it still needs in proportion to their
-weights (pre-training 1 x the row's budget share, fine-tuning probes their `Probe.weight`), after a fixed
-allowance for each run's preparation and evaluation; frozen-feature probes take no share. The division is
-kept (OUTPUT/plans/TABLE.json), so that the same command after a kill continues the same runs.
+With ``--minutes M`` the table's M minutes are divided over its runs in proportion to their weights
+(pre-training 1 x the row's budget share, fine-tuning probes their `Probe.weight`), after a fixed allowance
+for each run's preparation and evaluation; frozen-feature probes take no share. The division is kept
+(OUTPUT/plans/TABLE.json), so that the same command after a kill continues the same runs.
 """
 
 from __future__ import annotations
@@ -21,11 +21,14 @@ from typing import Any
 from attnlab.ablation import execute, probes
 from attnlab.ablation.classifiers import readout_key
 from attnlab.ablation.execute import LabData, Log
-from attnlab.ablation.runs import RunSpec, RunStore
+from attnlab.ablation.runs import RunSpec, RunStore, canonical_json
 from attnlab.ablation.settings import LabSettings
 from attnlab.ablation.table import PROBES, Row, RunConfig, Table
+from attnlab.ablation.tables import TABLES
 from attnlab.atomic import write_json_atomic
 from attnlab.models import EncoderConfig, get_preset
+from attnlab.models.gpt import GPTConfig
+from attnlab.models.transfo_xl import TransfoXLConfig
 from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
 from attnlab.pretraining.distillation import DistillationConfig
 from attnlab.pretraining.recipes import Recipe, get_recipe
@@ -35,6 +38,7 @@ from attnlab.translation.config import preset as translation_preset
 # seconds a run spends outside its time budget (data, evaluation, saving; probes: loading and features)
 OVERHEAD_SECONDS = {"pretrain": 25.0, "distill": 30.0, "translate": 45.0, "finetune": 20.0, "features": 12.0}
 READOUT_SECONDS = {"linear": 0.0, "bilstm": 30.0}  # a frozen-feature probe's classifier, beyond the above
+MIN_RUN_MINUTES = 0.05  # a weight-1 run's minutes when --minutes cannot hold the runs' fixed allowance
 TEACHER = RunConfig(recipe="bert")  # DistilBERT's teacher: BERT's recipe, the baseline row of BERT's tables
 
 
@@ -80,6 +84,7 @@ def pretrain_recipe(run: RunConfig, settings: LabSettings) -> tuple[Recipe, str,
 def check_run(run: RunConfig, settings: LabSettings) -> None:
     """Build, without training, what ``run`` configures at the lab's sizes: an unknown recipe, field or
     value raises ValueError naming it (a table read from a file is checked so before anything trains)."""
+    canonical_json(run.to_dict())  # a run's key: finite numbers only
     if run.kind == "translate":
         overrides = {**settings.size.translate_overrides, **run.model_overrides}
         _known_fields("model_overrides", Seq2SeqConfig, overrides)
@@ -91,7 +96,11 @@ def check_run(run: RunConfig, settings: LabSettings) -> None:
         DistillationConfig(**loss)
         run = TEACHER
     recipe, preset, overrides = pretrain_recipe(run, settings)
-    if recipe.objective != "clm":  # an encoder: the overrides are EncoderConfig fields
+    if recipe.segment_recurrence:
+        _known_fields("model_overrides", TransfoXLConfig, overrides)
+    elif recipe.objective == "clm":
+        _known_fields("model_overrides", GPTConfig, overrides)
+    else:  # an encoder
         _known_fields("model_overrides", EncoderConfig, overrides)
         dataclasses.replace(get_preset(preset), **overrides)
 
@@ -133,6 +142,8 @@ class Planner:
         record = self.settings.output / "plans" / f"{table.name}.json"
         key = {"minutes": self.settings.minutes, "seeds": list(self.settings.seeds),
                "size": self.settings.size.to_dict(), "scale": self.settings.scale}  # fmt: skip
+        if table.name not in TABLES:  # a table of one's own: its file may change between invocations
+            key["table"] = [[row.run.to_dict(), row.readout] for row in table.rows] + [list(table.probes)]
         try:
             saved = json.loads(record.read_text(encoding="utf-8"))
             if saved.get("key") == key:
@@ -147,8 +158,8 @@ class Planner:
         return unit
 
     def _divided_unit(self, table: Table) -> float:
-        """--minutes over the runs not yet done (at the standard budgets: those other tables trained are
-        shared), after each one's fixed allowance, in proportion to the weights."""
+        """--minutes over the table's runs, after each one's fixed allowance, in proportion to the weights.
+        Every run counts: at minutes of its own none of them is a run another table trained."""
         self.unit = self.settings.size.pretrain_minutes * self.settings.scale
         self._planned = {}
         for seed in self.settings.seeds:
@@ -156,12 +167,10 @@ class Planner:
                 model = self._model_run(row.run, seed)
                 for probe in table.probes:
                     self._probe_run(probe, row, model, seed)
-        pending = [r for r in self._planned.values() if not self.store.done(r.spec)] or list(
-            self._planned.values()
-        )
-        fixed = sum(r.seconds for r in pending) / 60
-        weights = sum(r.weight for r in pending) or 1.0
-        return max(0.05, (self.settings.minutes - fixed) / weights)
+        runs = list(self._planned.values())
+        fixed = sum(r.seconds for r in runs) / 60
+        weights = sum(r.weight for r in runs) or 1.0
+        return max(MIN_RUN_MINUTES, (self.settings.minutes - fixed) / weights)
 
     def _add(
         self, spec: RunSpec, weight: float, execute: Callable[[Path], dict[str, Any]], seconds: float = 0.0

@@ -14,7 +14,6 @@ from attnlab.ablation.lab import TableResult
 from attnlab.ablation.settings import SIZES
 from attnlab.ablation.stats import AGREES, DISAGREES, NOT_MEASURED, NOT_SEPARATED
 from attnlab.ablation.table import PROBES
-from attnlab.ablation.tables import TABLES
 from attnlab.atomic import atomic_path, atomic_write, write_json_atomic
 
 
@@ -54,6 +53,7 @@ def table_json(result: TableResult) -> dict[str, Any]:
         "agreement": result.agreement.to_dict(),
         "unmoved_probes": unmoved_probes(result),
         "size": result.size, "sizes": SIZES[result.size].describe(), "hardware": result.hardware,
+        "table_file": result.table_file,
     }  # fmt: skip
 
 
@@ -61,9 +61,13 @@ def table_markdown(result: TableResult, png_name: str | None = None) -> str:
     t, a = result.table, result.agreement
     judged = set(t.columns.values())
     columns = sorted(dict.fromkeys(c for r in t.rows for c in r.paper), key=lambda c: c not in judged)
-    whose = "the lab's table" if t.name in TABLES else "the table"  # or one of its own (table_file)
     origin = ", ".join(part for part in (t.paper, t.source) if part)
-    lines = [f"# {t.title}", "", f"{origin}; {whose} `{t.name}`.", ""]
+    whose = (
+        f"the table `{t.name}` of `{result.table_file}`"
+        if result.table_file
+        else f"the lab's table `{t.name}`"
+    )
+    lines = [f"# {t.title}", "", f"{origin}; {whose}.", ""]
     if result.command:
         lines += ["Command:", "", f"    {result.command}", ""]
     lines += [
@@ -118,7 +122,8 @@ def _gpu_column(result: TableResult) -> str:
     if result.size == "cuda":
         return ("This is the table's GPU column: `attnlab ablate --compare CPU_DOCS GPU_DOCS` sets its "
                 "verdicts beside a CPU run's.")  # fmt: skip
-    return (f"GPU column: not yet run (`attnlab ablate {result.table.name} --device cuda --output "
+    table = result.table_file or result.table.name
+    return (f"GPU column: not yet run (`attnlab ablate {table} --device cuda --output "
             f"runs/ablations-cuda --docs docs/ablations/cuda`, then `attnlab ablate --compare docs/ablations "
             f"docs/ablations/cuda`).")  # fmt: skip
 

@@ -151,9 +151,20 @@ class Table:
         names = [r.name for r in self.rows]
         if len(set(names)) != len(names) or len(names) < 2:
             raise ValueError(f"table {self.name}: expected at least 2 rows with distinct names, got {names}")
+        if not self.probes or len(set(self.probes)) != len(self.probes):
+            raise ValueError(
+                f"table {self.name}: expected at least one probe, each once; got {list(self.probes)}"
+            )
         for probe in self.probes:
             if probe not in PROBES:
                 raise ValueError(f"table {self.name}: unknown probe {probe!r}; valid: {', '.join(PROBES)}")
+        for row in self.rows:  # a translation model is scored by BLEU and perplexity, an encoder by the rest
+            wrong = [
+                p for p in self.probes if (PROBES[p].source == "translate") != (row.run.kind == "translate")
+            ]
+            if wrong:
+                raise ValueError(f"table {self.name}: row {row.name!r} ({row.run.kind}) cannot be scored by "
+                                 f"{', '.join(wrong)}")  # fmt: skip
         # a readout other than linear changes only the frozen-feature probes: any other cell of its row
         # would be the same run as its linear twin's (a fine-tuning run, the model run's own figure)
         others = [p for p in self.probes if PROBES[p].source == "finetune"]

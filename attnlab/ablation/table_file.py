@@ -22,6 +22,8 @@ run: the cache under OUTPUT/runs trains it once.
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,18 @@ from attnlab.ablation.tables import TABLES
 from attnlab.yaml_files import read_yaml
 
 SUFFIXES = (".yaml", ".yml", ".json")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # the outputs' file names: OUTPUT/NAME.md, .json, .png
 TABLE_FIELDS = {"name": str, "title": str, "paper": str, "source": str, "note": str, "probes": list,
                 "columns": dict, "rows": list}  # fmt: skip
 ROW_FIELDS = {"name": str, "run": dict, "paper": dict, "readout": str}
 RUN_FIELDS = {"kind": str, "recipe": str, "recipe_overrides": dict, "model_overrides": dict, "distill": dict,
               "budget_share": (int, float)}  # fmt: skip
+# the RunConfig fields each kind of run reads (a distillation's teacher is the lab's, `plan.TEACHER`)
+RUN_FIELDS_OF = {"pretrain": {"kind", "recipe", "recipe_overrides", "model_overrides", "budget_share"},
+                 "distill": {"kind", "distill", "budget_share"},
+                 "translate": {"kind", "model_overrides", "budget_share"}}  # fmt: skip
+KIND_NAMES = {str: "a string", list: "a list", dict: "a mapping of fields", (int, float): "a number"}
+YAML_WORDS = " (YAML reads an unquoted yes, no, on, off, true or false as that; quote it)"
 
 
 class TableFileError(ValueError):
@@ -53,33 +62,49 @@ def load_table(path: str | Path, settings: LabSettings) -> Table:
     path = Path(path)
     data = _parse(path)
     _check_fields(data, TABLE_FIELDS, path, "", required=("name", "probes", "rows"))
-    rows = data["rows"]
-    for i, row in enumerate(rows):
-        _check_fields(row, ROW_FIELDS, path, f"rows[{i}].", required=("name",))
-        _check_fields(row.get("run", {}), RUN_FIELDS, path, f"rows[{i}].run.", required=())
-        for column, value in row.get("paper", {}).items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TableFileError(f"{path}: rows[{i}].paper.{column}: expected a number, got {value!r}")
+    _check_name(data["name"], path)
     for i, probe in enumerate(data["probes"]):
         if not isinstance(probe, str):
-            raise TableFileError(f"{path}: probes[{i}]: expected a probe's name, got {probe!r}")
-    if data["name"] in TABLES:
-        raise TableFileError(f"{path}: name: {data['name']!r} is one of the lab's tables; choose another, "
-                             "so that its outputs do not replace that table's")  # fmt: skip
+            raise TableFileError(f"{path}: probes[{i}]: expected a probe's name, got {probe!r}{_hint(probe)}")
+    for probe, column in data.get("columns", {}).items():
+        if not isinstance(column, str):
+            raise TableFileError(f"{path}: columns.{probe}: expected a column's name, got {column!r}"
+                                 f"{_hint(column)}")  # fmt: skip
+    rows = tuple(_row(row, path, i, settings) for i, row in enumerate(data["rows"]))
     try:
-        table = Table(
+        return Table(
             name=data["name"], title=data.get("title", data["name"]), paper=data.get("paper", ""),
-            source=data.get("source", path.name), rows=tuple(_row(r) for r in rows),
-            probes=tuple(data["probes"]), columns=data.get("columns", {}), note=data.get("note", ""),
+            source=data.get("source", path.name), rows=rows, probes=tuple(data["probes"]),
+            columns=data.get("columns", {}), note=data.get("note", ""),
         )  # fmt: skip
     except ValueError as error:
         raise TableFileError(f"{path}: {error}") from None
-    for i, row in enumerate(table.rows):
-        try:
-            check_run(row.run, settings)
-        except (ValueError, TypeError) as error:
-            raise TableFileError(f"{path}: rows[{i}] ({row.name}).run: {error}") from None
-    return table
+
+
+def _row(data: Any, path: Path, i: int, settings: LabSettings) -> Row:
+    """Row ``i``, checked field by field, its run built at the lab's sizes."""
+    where = f"rows[{i}]"
+    _check_fields(data, ROW_FIELDS, path, f"{where}.", required=("name",))
+    run = data.get("run", {})
+    _check_fields(run, RUN_FIELDS, path, f"{where}.run.", required=())
+    kind = run.get("kind", "pretrain")
+    ignored = sorted(set(run) - RUN_FIELDS_OF.get(kind, set(run)))
+    if ignored:
+        raise TableFileError(f"{path}: {where}.run.{ignored[0]}: a {kind} run does not read it; its fields: "
+                             f"{', '.join(sorted(RUN_FIELDS_OF[kind]))}")  # fmt: skip
+    for column, value in data.get("paper", {}).items():
+        if not isinstance(column, str):
+            raise TableFileError(f"{path}: {where}.paper: a column's name must be a string, got "
+                                 f"{column!r}{_hint(column)}")  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise TableFileError(f"{path}: {where}.paper.{column}: expected a finite number, got {value!r}")
+    where = f"{where} ({data['name']})"
+    try:
+        row = Row(data["name"], RunConfig(**run), data.get("paper", {}), data.get("readout", "linear"))
+        check_run(row.run, settings)
+    except (ValueError, TypeError) as error:
+        raise TableFileError(f"{path}: {where}.run: {error}") from None
+    return row
 
 
 def _parse(path: Path) -> dict[str, Any]:
@@ -101,13 +126,22 @@ def _parse(path: Path) -> dict[str, Any]:
     return data
 
 
+def _check_name(name: str, path: Path) -> None:
+    if not NAME.match(name):
+        raise TableFileError(f"{path}: name: {name!r}: expected letters, digits, '.', '_' or '-' (it names "
+                             "the output files), starting with a letter or digit")  # fmt: skip
+    if name in TABLES:
+        raise TableFileError(f"{path}: name: {name!r} is one of the lab's tables; choose another, so that "
+                             "its outputs do not replace that table's")  # fmt: skip
+
+
 def _check_fields(
     data: Any, fields: dict[str, Any], path: Path, where: str, required: tuple[str, ...]
 ) -> None:
     if not isinstance(data, dict):
-        raise TableFileError(f"{path}: {where.rstrip('.') or 'the file'}: expected a table of fields, "
+        raise TableFileError(f"{path}: {where.rstrip('.') or 'the file'}: expected a mapping of fields, "
                              f"got {data!r}")  # fmt: skip
-    unknown = sorted(set(data) - set(fields))
+    unknown = sorted(str(k) for k in set(data) - set(fields))
     if unknown:
         raise TableFileError(f"{path}: {where}{unknown[0]}: unknown field; valid: {', '.join(fields)}")
     for name in required:
@@ -116,13 +150,9 @@ def _check_fields(
     for name, value in data.items():
         kind = fields[name]
         if isinstance(value, bool) or not isinstance(value, kind):
-            expected = "a number" if kind == (int, float) else f"a {_KINDS[kind]}"
-            raise TableFileError(f"{path}: {where}{name}: expected {expected}, got {value!r}")
+            raise TableFileError(f"{path}: {where}{name}: expected {KIND_NAMES[kind]}, got {value!r}"
+                                 f"{_hint(value)}")  # fmt: skip
 
 
-_KINDS = {str: "string", list: "list", dict: "table of fields"}
-
-
-def _row(data: dict[str, Any]) -> Row:
-    return Row(data["name"], RunConfig(**data.get("run", {})), data.get("paper", {}),
-               data.get("readout", "linear"))  # fmt: skip
+def _hint(value: Any) -> str:
+    return YAML_WORDS if isinstance(value, bool) else ""

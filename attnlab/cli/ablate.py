@@ -27,6 +27,7 @@ from attnlab.cli.args import non_negative_int, positive_float
 if TYPE_CHECKING:
     from attnlab.ablation.lab import TableEstimate
     from attnlab.ablation.settings import LabSettings
+    from attnlab.ablation.table import Table
 
 DEFAULT_DATA = os.environ.get("ATTNLAB_DATA", "../shared/data")
 
@@ -59,7 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument(
         "--minutes", type=positive_float, default=None,
-        help="the whole table's budget, divided over the runs it still needs (default: the standard budget "
+        help="the whole table's budget, divided over its runs (default: the standard budget "
         "of every run, the same in every table, so that shared rows are trained once; about an hour a table "
         "on 2 CPU cores)",
     )  # fmt: skip
@@ -108,8 +109,7 @@ def run_ablate(args: argparse.Namespace) -> int:
     from attnlab.ablation.compare import compare_folders, comparison_markdown
     from attnlab.ablation.lab import estimate_tables, run_table
     from attnlab.ablation.settings import LabSettings, size_for
-    from attnlab.ablation.table_file import is_table_file, load_table
-    from attnlab.ablation.tables import TABLES, get_table
+    from attnlab.ablation.table_file import is_table_file
 
     if args.list:
         print(list_tables())
@@ -122,25 +122,25 @@ def run_ablate(args: argparse.Namespace) -> int:
         return 0
     if not args.table:
         raise ValueError("name a table (attnlab ablate --list shows them) or 'all'")
-    own = is_table_file(args.table)  # a table of one's own, read below at the lab's sizes
-    tables = list(TABLES.values()) if args.table == "all" else [] if own else [get_table(args.table)]
-    data_dir = Path(args.data_dir)
-    if not data_dir.is_dir():
-        raise NotADirectoryError(f"--data-dir {data_dir}: not a directory (glue/SST-2, conll2003, multi30k)")
     settings = LabSettings(
-        output=Path(args.output), data_dir=data_dir, corpus=tuple(args.corpus or ()),
+        output=Path(args.output), data_dir=Path(args.data_dir), corpus=tuple(args.corpus or ()),
         corpus_format=args.format, seeds=tuple(dict.fromkeys(args.seeds)), device=args.device,
         minutes=args.minutes, size=size_for(args.device),
     )  # fmt: skip
-    if own:
-        tables = [load_table(args.table, settings)]
+    tables = _tables(args.table, settings)
+    if not args.plan and not settings.data_dir.is_dir():  # planning reads none of it
+        raise NotADirectoryError(
+            f"--data-dir {settings.data_dir}: not a directory (glue/SST-2, conll2003, multi30k)"
+        )
     if args.plan:
         print(plan_text(estimate_tables(tables, settings), settings))
         return 0
+    table_file = args.table if is_table_file(args.table) else ""
     for table in tables:
-        name = args.table if own else table.name
-        command = "attnlab ablate " + " ".join(shlex.quote(a) for a in [name, *_options(args)])
-        result = run_table(table, settings, command=command)
+        command = "attnlab ablate " + " ".join(
+            shlex.quote(a) for a in [table_file or table.name, *_options(args)]
+        )
+        result = run_table(table, settings, command=command, table_file=table_file)
         written = report.write_table(result, settings.output)
         if args.docs:
             report.write_table(result, Path(args.docs))
@@ -154,6 +154,16 @@ def run_ablate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tables(name: str, settings: LabSettings) -> list[Table]:
+    """The tables ``name`` names: one of the lab's, all of them, or a table file's (read at its sizes)."""
+    from attnlab.ablation.table_file import is_table_file, load_table
+    from attnlab.ablation.tables import TABLES, get_table
+
+    if name == "all":
+        return list(TABLES.values())
+    return [load_table(name, settings)] if is_table_file(name) else [get_table(name)]
+
+
 def plan_text(estimates: list[TableEstimate], settings: LabSettings) -> str:
     """`--plan`'s lines: the sizes, a table a line, then the sum where there are several."""
     units = {f"{e.run_minutes:.2f}" for e in estimates}
@@ -162,11 +172,16 @@ def plan_text(estimates: list[TableEstimate], settings: LabSettings) -> str:
     for e in estimates:
         todo = ", ".join(f"{n} {kind}" for kind, n in e.pending.items()) or "nothing"
         shared = f", {e.shared} trained by an earlier table" if e.shared else ""
-        own = "" if unit else f" ({e.run_minutes:.2f} min a pre-training run)"
-        over = settings.minutes is not None and e.minutes > settings.minutes + 0.5
-        note = " (over --minutes: the runs' fixed allowance alone exceeds it)" if over else ""
-        lines.append(f"{e.table:20s} {e.runs} runs: {e.done} done{shared}; to run: {todo}; "
-                     f"about {_duration(e.minutes)}{own}{note}")  # fmt: skip
+        blocked = f"; {e.blocked} left out (a run they need failed)" if e.blocked else ""
+        table_unit = "" if unit else f" ({e.run_minutes:.2f} min a pre-training run)"
+        too_small = settings.minutes is not None and e.allowance > settings.minutes
+        note = (
+            f" (over --minutes: the runs' fixed allowance alone is {e.allowance:.0f} min)"
+            if too_small
+            else ""
+        )
+        lines.append(f"{e.table:20s} {e.runs} runs: {e.done} done{shared}; to run: {todo}{blocked}; "
+                     f"about {_duration(e.minutes)}{table_unit}{note}")  # fmt: skip
     if len(estimates) > 1:
         runs = sum(sum(e.pending.values()) for e in estimates)
         lines.append(f"{'all':20s} {runs} runs to run, about {_duration(sum(e.minutes for e in estimates))}")

@@ -258,6 +258,8 @@ class Recipe:
                 raise ValueError(f"Recipe field {name!r}: expected a number, got {value!r}")
         if isinstance(values.get("masking"), dict):
             values["masking"] = _replace_checked(self.masking, values["masking"], "masking")
+        if "stages" in values and not isinstance(values["stages"], (list, tuple)):
+            raise ValueError(f"Recipe field 'stages': expected a list of lengths, got {values['stages']!r}")
         if "stages" in values and not all(isinstance(s, LengthStage) for s in values["stages"]):
             values["stages"] = tuple(
                 LengthStage(**s) if isinstance(s, dict) else LengthStage(int(s), 1.0 / len(values["stages"]))

@@ -1,5 +1,7 @@
 """``attnlab ablate``: the table list, the plan, and its errors before any work."""
 
+import dataclasses
+
 import pytest
 
 from attnlab.ablation.lab import estimate_tables, plan_table
@@ -66,5 +68,47 @@ def test_plan_counts_the_runs_already_done(tmp_path):
 def test_plan_says_when_minutes_cannot_hold_the_runs_allowance(capsys, tmp_path):
     argv = ["ablate", "bert-table8", "--plan", "--minutes", "5", "--data-dir", str(tmp_path)]
     assert main([*argv, "--output", str(tmp_path / "out")]) == 0
-    assert "over --minutes: the runs' fixed allowance alone exceeds it" in capsys.readouterr().out
+    assert "over --minutes: the runs' fixed allowance alone is 21 min" in capsys.readouterr().out
     assert not (tmp_path / "out").exists()  # the division is not kept either
+
+
+def _finish(store, spec, result):
+    store.begin(spec)
+    store.finish(spec, result)
+
+
+def test_plan_counts_what_the_planner_reuses_and_what_minutes_retrain(tmp_path):
+    settings = LabSettings(output=tmp_path, data_dir=tmp_path)
+    table5, table8 = get_table("bert-table5"), get_table("bert-table8")
+    plan5, store = plan_table(table5, settings)
+    for run in plan5.runs:  # BERT Table 5 done at the standard budget
+        _finish(store, run.spec, {"model_dir": "model"} if run.spec.kind == "pretrain" else {"metrics": {}})
+    first, second = estimate_tables([table5, table8], settings)
+    assert (first.done, sum(first.pending.values()), first.minutes) == (45, 0, 0.0)
+    plan8, store = plan_table(table8, settings)
+    assert second.done == 9 and second.minutes == pytest.approx(plan8.estimated_minutes(store))
+    # at minutes of its own no run is one BERT Table 5 trained: --minutes is divided over all 72
+    minutes = dataclasses.replace(settings, minutes=60.0)
+    (divided,) = estimate_tables([table8], minutes)
+    assert divided.done == 0 and sum(divided.pending.values()) == 72
+    assert divided.minutes == pytest.approx(60.0, abs=0.01)
+
+
+def test_plan_leaves_out_the_runs_a_failed_run_blocks(tmp_path):
+    settings = LabSettings(output=tmp_path, data_dir=tmp_path)
+    table = get_table("roberta-table1")
+    plan, store = plan_table(table, settings)
+    failed = plan.runs[0].spec  # a pre-training run, whose two feature probes need its model
+    _finish(store, failed, {"error": "RuntimeError: boom"})
+    (estimate,) = estimate_tables([table], settings)
+    assert (estimate.done, estimate.blocked, estimate.pending["pretrain"]) == (1, 2, 5)
+    one = plan.run_minutes + OVERHEAD_SECONDS["pretrain"] / 60
+    probes = 2 * OVERHEAD_SECONDS["features"] / 60
+    assert estimate.minutes == pytest.approx(plan.estimated_minutes(store) - probes)
+    assert estimate.minutes == pytest.approx(5 * one + 10 * OVERHEAD_SECONDS["features"] / 60)
+
+
+def test_plan_needs_no_data_folder(capsys, tmp_path):
+    argv = ["ablate", "roberta-table1", "--plan", "--data-dir", str(tmp_path / "none")]
+    assert main([*argv, "--output", str(tmp_path / "out")]) == 0
+    assert "roberta-table1       18 runs: 0 done" in capsys.readouterr().out

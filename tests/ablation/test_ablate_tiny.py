@@ -102,8 +102,11 @@ def test_a_table_of_ones_own_end_to_end_at_a_tiny_budget(tmp_path):
         "  - {name: 40%, run: {recipe: bert}}\n"
         "  - {name: 15%, run: {recipe: bert, recipe_overrides: {masking: {rate: 0.15}}}}\n"
     )
-    result = run_table(load_table(path, settings), settings, log=lambda m: None)
-    assert not result.failed and result.trained == 8 and result.orderings == []
+    result = run_table(load_table(path, settings), settings, log=lambda m: None, table_file=str(path))
+    assert not result.failed and result.trained == 8
     md, js, png = report.write_table(result, tmp_path / "out")
-    assert md.read_text().splitlines()[2] == "rate.yaml; the table `rate`."
-    assert json.loads(js.read_text())["rows"][1]["measured"]["sst2_features"]["n"] == 2 and png.is_file()
+    page = md.read_text()
+    assert page.splitlines()[2] == f"rate.yaml; the table `rate` of `{path}`."
+    assert f"`attnlab ablate {path} --device cuda" in page  # the GPU column's command names the file
+    measured = json.loads(js.read_text())["rows"]
+    assert [row["measured"]["sst2_features"]["n"] for row in measured] == [2, 2] and png.is_file()

@@ -64,6 +64,8 @@ def test_yaml_and_json_read_alike(tmp_path):
     assert from_yaml.rows[1].run.recipe_overrides["masking"] == {"rate": 0.15}
     exponent = MINIMAL.replace("rate: 0.15", "rate: 15e-2")  # YAML 1.1 reads 15e-2 as a string: a number here
     assert load_table(_write(tmp_path, exponent), _settings(tmp_path)) == from_yaml
+    quoted = MINIMAL.replace("name: a", 'name: "1"').replace("name: b", "name: '0.15'")  # quoted: strings
+    assert [r.name for r in load_table(_write(tmp_path, quoted), _settings(tmp_path)).rows] == ["1", "0.15"]
 
 
 @pytest.mark.parametrize(
@@ -75,7 +77,57 @@ def test_yaml_and_json_read_alike(tmp_path):
         (("  - name: a", "  - name: a\n    readouts: bilstm"), "rows[0].readouts: unknown field"),
         (("run: {recipe: bert}", "run: {recipie: bert}"), "rows[0].run.recipie: unknown field"),
         (("run: {recipe: bert}", "run: {recipe: 3}"), "rows[0].run.recipe: expected a string, got 3"),
-        (("paper: {MLM: 2.0}", "paper: {MLM: high}"), "rows[0].paper.MLM: expected a number, got 'high'"),
+        (
+            ("paper: {MLM: 2.0}", "paper: {MLM: high}"),
+            "rows[0].paper.MLM: expected a finite number, got 'high'",
+        ),
+        (("paper: {MLM: 2.0}", "paper: {MLM: .nan}"), "rows[0].paper.MLM: expected a finite number, got nan"),
+        (
+            ("paper: {MLM: 2.0}", "paper: {yes: 2.0}"),
+            "rows[0].paper: a column's name must be a string, got True",
+        ),
+        (
+            ("{mlm_accuracy: MLM}", "{mlm_accuracy: on}"),
+            "columns.mlm_accuracy: expected a column's name, got True",
+        ),
+        (("{mlm_accuracy: MLM}", "{mlm_accuracy: [MLM]}"), "columns.mlm_accuracy: expected a column's name"),
+        (("name: mine", "name: on"), "name: expected a string, got True (YAML reads an unquoted yes, no, on"),
+        (("name: mine", "name: ../mine"), "name: '../mine': expected letters, digits"),
+        (("probes: [mlm_accuracy]", "probes: []"), "expected at least one probe, each once; got []"),
+        (("probes: [mlm_accuracy]", "probes: [mlm_accuracy, mlm_accuracy]"), "each once"),
+        (
+            ("probes: [mlm_accuracy]", "probes: [mlm_accuracy, bleu]"),
+            "row 'a' (pretrain) cannot be scored by bleu",
+        ),
+        (
+            ("run: {recipe: bert}", "run: {kind: translate}"),
+            "row 'a' (translate) cannot be scored by mlm_accuracy",
+        ),
+        (
+            ("run: {recipe: bert}", "run: {kind: distill, recipe: roberta}"),
+            "rows[0].run.recipe: a distill run does not",
+        ),
+        (
+            ("run: {recipe: bert}", "run: {recipe: bert, distill: {}}"),
+            "rows[0].run.distill: a pretrain run does not",
+        ),
+        (
+            ("run: {recipe: bert}", "run: {recipe: bert, recipe_overrides: {lr: .inf}}"),
+            "rows[0] (a).run: Out of range",
+        ),
+        (
+            ("run: {recipe: bert}", "run: {recipe: bert, recipe_overrides: {stages: 3}}"),
+            "expected a list of lengths",
+        ),
+        (
+            ("run: {recipe: bert}", "run: {recipe: gpt, model_overrides: {layerz: 2}}"),
+            "unknown field(s) layerz",
+        ),
+        (
+            ("run: {recipe: bert}", "run: {recipe: bert, budget_share: 0}"),
+            "rows[0] (a).run: RunConfig.budget_share",
+        ),
+        (("name: mine", "name: mine\nname: other"), "line 3: invalid YAML: found the key 'name' twice"),
         (("probes: [mlm_accuracy]", "probes: [mlm_acc]"), "unknown probe 'mlm_acc'"),
         (("probes: [mlm_accuracy]", "probes: [1]"), "probes[0]: expected a probe's name"),
         (("probes: [mlm_accuracy]", "probes: mlm_accuracy"), "probes: expected a list, got 'mlm_accuracy'"),
@@ -85,7 +137,7 @@ def test_yaml_and_json_read_alike(tmp_path):
             ("run: {recipe: bert}", "run: {recipe: bert, model_overrides: {layers: 2}}"),
             "rows[0] (a).run: model_overrides: unknown field(s) layers; valid: ",
         ),
-        (("run: {recipe: bert}", "run: {kind: train}"), "RunConfig.kind: expected one of"),
+        (("run: {recipe: bert}", "run: {kind: train}"), "rows[0] (a).run: RunConfig.kind: expected one of"),
         (("  - name: b", "  - name: a"), "at least 2 rows with distinct names"),
         (("rows:", "rows: ["), "line 6: invalid YAML"),
     ],
