@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 from attnlab.ablation import execute, probes
 from attnlab.ablation.classifiers import readout_key
 from attnlab.ablation.execute import LabData, Log
-from attnlab.ablation.runs import RunSpec, RunStore, canonical_json
+from attnlab.ablation.runs import RunSpec, RunStore
 from attnlab.ablation.settings import LabSettings
 from attnlab.ablation.table import PROBES, Row, RunConfig, Table
 from attnlab.ablation.tables import TABLES
@@ -84,7 +85,9 @@ def pretrain_recipe(run: RunConfig, settings: LabSettings) -> tuple[Recipe, str,
 def check_run(run: RunConfig, settings: LabSettings) -> None:
     """Build, without training, what ``run`` configures at the lab's sizes: an unknown recipe, field or
     value raises ValueError naming it (a table read from a file is checked so before anything trains)."""
-    canonical_json(run.to_dict())  # a run's key: finite numbers only
+    for field_name, value in _numbers_in(run.to_dict()):  # a run's key holds finite numbers only
+        if not math.isfinite(value):
+            raise ValueError(f"{field_name}: expected a finite number, got {value}")
     if run.kind == "translate":
         overrides = {**settings.size.translate_overrides, **run.model_overrides}
         _known_fields("model_overrides", Seq2SeqConfig, overrides)
@@ -103,6 +106,15 @@ def check_run(run: RunConfig, settings: LabSettings) -> None:
     else:  # an encoder
         _known_fields("model_overrides", EncoderConfig, overrides)
         dataclasses.replace(get_preset(preset), **overrides)
+
+
+def _numbers_in(value: Any, where: str = "") -> list[tuple[str, float]]:
+    """(dotted field name, number) of every float in a run's configuration."""
+    if isinstance(value, dict):
+        return [n for k, v in value.items() for n in _numbers_in(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(value, (list, tuple)):
+        return [n for i, v in enumerate(value) for n in _numbers_in(v, f"{where}[{i}]")]
+    return [(where, value)] if isinstance(value, float) else []
 
 
 def _known_fields(name: str, cls: type, values: dict[str, Any], also: tuple[str, ...] = ()) -> None:

@@ -113,7 +113,7 @@ def test_yaml_and_json_read_alike(tmp_path):
         ),
         (
             ("run: {recipe: bert}", "run: {recipe: bert, recipe_overrides: {lr: .inf}}"),
-            "rows[0] (a).run: Out of range",
+            "rows[0] (a).run: recipe_overrides.lr: expected a finite number, got inf",
         ),
         (
             ("run: {recipe: bert}", "run: {recipe: bert, recipe_overrides: {stages: 3}}"),
