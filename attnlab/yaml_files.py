@@ -22,6 +22,8 @@ class DataLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # "<<: *anchor" merges a mapping; keys written beside it override its own
             key = self.construct_object(key_node, deep=deep)
             if not isinstance(key, Hashable):
                 continue  # the safe loader's own error names it
@@ -35,6 +37,21 @@ class DataLoader(yaml.SafeLoader):
 
 
 DataLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+0123456789."))
+
+
+_NUMBER = re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
+
+
+def numbers(value: Any) -> Any:
+    """``value`` with every string that spells a number taken as that number (``--config`` files, where a
+    quoted ``"1e-3"`` has always meant the learning rate); a table file keeps quoted strings."""
+    if isinstance(value, str) and _NUMBER.match(value.strip()):
+        return float(value)
+    if isinstance(value, list):
+        return [numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: numbers(v) for k, v in value.items()}
+    return value
 
 
 def parse_yaml(text: str) -> Any:

@@ -31,6 +31,12 @@ def test_a_key_given_twice_is_refused(tmp_path):
         read_yaml(path)
 
 
+def test_a_merged_mapping_and_the_keys_beside_it_are_not_keys_given_twice(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("base: &base {lr: 1, layers: 2}\nrun:\n  <<: *base\n  lr: 3\n")
+    assert read_yaml(path)["run"] == {"lr": 3, "layers": 2}
+
+
 def test_a_tag_that_would_build_an_object_is_refused(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("x: !!python/object/apply:os.system ['echo ran']\n")

@@ -84,12 +84,13 @@ def estimate_tables(tables: list[Table], settings: LabSettings, log: Log = print
     for table in tables:
         plan = planner.plan(table)
         done = sum(on_disk.done(r.spec) for r in plan.runs)
-        pending = [r for r in plan.runs if not store.done(r.spec)]
-        blocked = [r for r in pending if any(_failed(on_disk, need) for need in r.spec.needs)]
-        pending = [r for r in pending if r not in blocked]
+        skipped = _blocked(plan, on_disk)
+        blocked = [r for r in plan.runs if r.spec.key in skipped and not store.done(r.spec)]
+        pending = [r for r in plan.runs if r.spec.key not in skipped and not store.done(r.spec)]
         out.append(TableEstimate(
-            table=table.name, runs=len(plan.runs), done=done, shared=len(plan.runs) - done - len(pending)
-            - len(blocked), pending=dict(Counter(r.spec.kind for r in pending)), blocked=len(blocked),
+            table=table.name, runs=len(plan.runs), done=done,
+            shared=len(plan.runs) - done - len(pending) - len(blocked),
+            pending=dict(Counter(r.spec.kind for r in pending)), blocked=len(blocked),
             minutes=sum(r.weight * plan.run_minutes + r.seconds / 60 for r in pending),
             allowance=sum(r.seconds / 60 for r in pending), run_minutes=plan.run_minutes,
         ))  # fmt: skip
@@ -97,9 +98,15 @@ def estimate_tables(tables: list[Table], settings: LabSettings, log: Log = print
     return out
 
 
-def _failed(store: RunStore, spec: RunSpec) -> bool:
-    result = store.result(spec)
-    return result is not None and "model_dir" not in result
+def _blocked(plan: TablePlan, store: RunStore) -> set[str]:
+    """The keys of the runs `run_table` will skip: a run they need (or a run that one needs) failed."""
+    blocked: set[str] = set()
+    for run in plan.runs:  # needs come first
+        for need in run.spec.needs:
+            result = store.result(need)
+            if need.key in blocked or (result is not None and "model_dir" not in result):
+                blocked.add(run.spec.key)
+    return blocked
 
 
 def run_table(

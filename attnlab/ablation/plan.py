@@ -27,11 +27,9 @@ from attnlab.ablation.settings import LabSettings
 from attnlab.ablation.table import PROBES, Row, RunConfig, Table
 from attnlab.ablation.tables import TABLES
 from attnlab.atomic import write_json_atomic
-from attnlab.models import EncoderConfig, get_preset
-from attnlab.models.gpt import GPTConfig
-from attnlab.models.transfo_xl import TransfoXLConfig
 from attnlab.pretraining.budget import MODEL_CHANGES, budget_for, for_budget
 from attnlab.pretraining.distillation import DistillationConfig
+from attnlab.pretraining.model import check_model_overrides
 from attnlab.pretraining.recipes import Recipe, get_recipe
 from attnlab.translation.config import Seq2SeqConfig
 from attnlab.translation.config import preset as translation_preset
@@ -76,7 +74,7 @@ def pretrain_recipe(run: RunConfig, settings: LabSettings) -> tuple[Recipe, str,
     """The row's recipe at the lab's sizes (`attnlab.pretraining.budget`, as `attnlab pretrain` without
     --paper), then the row's overrides; the preset and the model overrides (pre-LN, then the row's)."""
     recipe = get_recipe(run.recipe)
-    budget = budget_for(settings.size.budget_minutes, recipe.objective)
+    budget = budget_for(settings.size.budget_minutes, recipe.objective, recurrent=recipe.segment_recurrence)
     recipe = for_budget(recipe, budget, max_steps=1000).override(**dict(run.recipe_overrides))
     changes = {} if recipe.objective == "clm" else dict(MODEL_CHANGES)
     return recipe, budget.preset, {**changes, **run.model_overrides}
@@ -90,22 +88,20 @@ def check_run(run: RunConfig, settings: LabSettings) -> None:
             raise ValueError(f"{field_name}: expected a finite number, got {value}")
     if run.kind == "translate":
         overrides = {**settings.size.translate_overrides, **run.model_overrides}
-        _known_fields("model_overrides", Seq2SeqConfig, overrides)
+        _known_fields("model", Seq2SeqConfig, overrides)
         translation_preset(settings.size.translate_preset, **overrides)
         return
     if run.kind == "distill":
         loss = {k: v for k, v in run.distill.items() if k != "random_init"}
         _known_fields("distill", DistillationConfig, loss, also=("random_init",))
+        if not isinstance(run.distill.get("random_init", False), bool):
+            raise ValueError(
+                f"distill.random_init: expected true or false, got {run.distill['random_init']!r}"
+            )
         DistillationConfig(**loss)
         run = TEACHER
     recipe, preset, overrides = pretrain_recipe(run, settings)
-    if recipe.segment_recurrence:
-        _known_fields("model_overrides", TransfoXLConfig, overrides)
-    elif recipe.objective == "clm":
-        _known_fields("model_overrides", GPTConfig, overrides)
-    else:  # an encoder
-        _known_fields("model_overrides", EncoderConfig, overrides)
-        dataclasses.replace(get_preset(preset), **overrides)
+    check_model_overrides(recipe, preset, overrides)
 
 
 def _numbers_in(value: Any, where: str = "") -> list[tuple[str, float]]:
@@ -121,7 +117,9 @@ def _known_fields(name: str, cls: type, values: dict[str, Any], also: tuple[str,
     valid = sorted({f.name for f in dataclasses.fields(cls)} | set(also))
     unknown = sorted(set(values) - set(valid))
     if unknown:
-        raise ValueError(f"{name}: unknown field(s) {', '.join(unknown)}; valid: {', '.join(valid)}")
+        raise ValueError(
+            f"{name}: unknown {cls.__name__} field(s) {', '.join(unknown)}; valid: {', '.join(valid)}"
+        )
 
 
 class Planner:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -122,7 +123,7 @@ def _gpu_column(result: TableResult) -> str:
     if result.size == "cuda":
         return ("This is the table's GPU column: `attnlab ablate --compare CPU_DOCS GPU_DOCS` sets its "
                 "verdicts beside a CPU run's.")  # fmt: skip
-    table = result.table_file or result.table.name
+    table = shlex.quote(result.table_file) if result.table_file else result.table.name
     return (f"GPU column: not yet run (`attnlab ablate {table} --device cuda --output "
             f"runs/ablations-cuda --docs docs/ablations/cuda`, then `attnlab ablate --compare docs/ablations "
             f"docs/ablations/cuda`).")  # fmt: skip

@@ -97,14 +97,18 @@ def _row(data: Any, path: Path, i: int, settings: LabSettings) -> Row:
             raise TableFileError(f"{path}: {where}.paper: a column's name must be a string, got "
                                  f"{column!r}{_hint(column)}")  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise TableFileError(f"{path}: {where}.paper.{column}: expected a finite number, got {value!r}")
+            raise TableFileError(f"{path}: {where}.paper.{column}: expected a finite number, got {value!r}"
+                                 f"{_hint(value)}")  # fmt: skip
     where = f"{where} ({data['name']})"
     try:
-        row = Row(data["name"], RunConfig(**run), data.get("paper", {}), data.get("readout", "linear"))
-        check_run(row.run, settings)
+        config = RunConfig(**run)
+        check_run(config, settings)
     except (ValueError, TypeError) as error:
         raise TableFileError(f"{path}: {where}.run: {error}") from None
-    return row
+    try:
+        return Row(data["name"], config, data.get("paper", {}), data.get("readout", "linear"))
+    except ValueError as error:
+        raise TableFileError(f"{path}: {where}: {error}") from None
 
 
 def _parse(path: Path) -> dict[str, Any]:
@@ -116,7 +120,7 @@ def _parse(path: Path) -> dict[str, Any]:
         if path.suffix.lower() != ".json":
             data = read_yaml(path)
         else:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_once_each)
     except json.JSONDecodeError as error:
         raise TableFileError(f"{path}: line {error.lineno}: not valid JSON: {error.msg}") from None
     except (ValueError, OSError) as error:  # read_yaml names the file and line
@@ -124,6 +128,16 @@ def _parse(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise TableFileError(f"{path}: expected a table (a mapping of fields), got {type(data).__name__}")
     return data
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys stand once each (json keeps the last of a key given twice, silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is given twice in one object")
+        out[key] = value
+    return out
 
 
 def _check_name(name: str, path: Path) -> None:

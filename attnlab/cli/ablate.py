@@ -166,6 +166,8 @@ def _tables(name: str, settings: LabSettings) -> list[Table]:
 
 def plan_text(estimates: list[TableEstimate], settings: LabSettings) -> str:
     """`--plan`'s lines: the sizes, a table a line, then the sum where there are several."""
+    from attnlab.ablation.plan import MIN_RUN_MINUTES
+
     units = {f"{e.run_minutes:.2f}" for e in estimates}
     unit = f"; {units.pop()} min a pre-training run" if len(units) == 1 else ""
     lines = [f"sizes ({settings.size.name}): {settings.size.describe()}{unit}; output {settings.output}"]
@@ -174,12 +176,8 @@ def plan_text(estimates: list[TableEstimate], settings: LabSettings) -> str:
         shared = f", {e.shared} trained by an earlier table" if e.shared else ""
         blocked = f"; {e.blocked} left out (a run they need failed)" if e.blocked else ""
         table_unit = "" if unit else f" ({e.run_minutes:.2f} min a pre-training run)"
-        too_small = settings.minutes is not None and e.allowance > settings.minutes
-        note = (
-            f" (over --minutes: the runs' fixed allowance alone is {e.allowance:.0f} min)"
-            if too_small
-            else ""
-        )
+        floored = settings.minutes is not None and e.run_minutes <= MIN_RUN_MINUTES
+        note = f" (over --minutes: the runs' fixed allowance is {e.allowance:.0f} min)" if floored else ""
         lines.append(f"{e.table:20s} {e.runs} runs: {e.done} done{shared}; to run: {todo}{blocked}; "
                      f"about {_duration(e.minutes)}{table_unit}{note}")  # fmt: skip
     if len(estimates) > 1:

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from attnlab.yaml_files import parse_yaml, read_yaml
+from attnlab.yaml_files import numbers, parse_yaml, read_yaml
 
 SECTIONS = ("masking", "model", "trainer")
 
@@ -29,7 +29,7 @@ def collect_overrides(config_file: str | None, sets: list[str]) -> dict[str, dic
         path = Path(config_file)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such config file")
-        data = read_yaml(path) or {}
+        data = numbers(read_yaml(path) or {})  # lr: "1e-3", quoted to pass YAML 1.1, is a number too
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
         for key, value in data.items():
@@ -56,56 +56,18 @@ def collect_overrides(config_file: str | None, sets: list[str]) -> dict[str, dic
 def check_overrides(recipe: Any, preset: str, overrides: dict[str, dict[str, Any]]) -> None:
     """``model.*`` and ``trainer.*`` overrides name fields that exist and hold valid values (the configs'
     own checks), before a tokenizer or shards are written."""
-    import dataclasses
+    from attnlab.models.gpt_presets import GPT_PRESETS
+    from attnlab.models.transfo_xl import TRANSFO_XL_PRESETS
+    from attnlab.pretraining.model import check_model_overrides
 
-    from attnlab.models import EncoderConfig, get_preset
-    from attnlab.models.gpt import GPTConfig
-    from attnlab.models.gpt_presets import GPT_PRESETS, get_gpt_preset
-    from attnlab.models.transfo_xl import TRANSFO_XL_PRESETS, TransfoXLConfig
-
-    if recipe.segment_recurrence:
-        if preset not in TRANSFO_XL_PRESETS:
-            raise ValueError(
-                f"--preset {preset!r} is not a Transformer-XL preset; valid: {', '.join(TRANSFO_XL_PRESETS)}"
-            )
-        known = {f.name for f in dataclasses.fields(TransfoXLConfig)}
-        unknown = sorted(set(overrides["model"]) - known)
-        if unknown:
-            raise ValueError(
-                f"model: unknown TransfoXLConfig field(s) {', '.join(unknown)}; "
-                f"valid: {', '.join(sorted(known))}"
-            )
-        try:
-            dataclasses.replace(TRANSFO_XL_PRESETS[preset](), **overrides["model"])
-        except TypeError as e:
-            raise ValueError(f"model: {e}") from None
-        recipe.trainer_config(output_dir=".", **overrides["trainer"])
-        return
-    if recipe.objective == "clm":
-        if preset not in GPT_PRESETS:
-            raise ValueError(f"--preset {preset!r} is not a GPT preset; valid: {', '.join(GPT_PRESETS)}")
-        known = {f.name for f in dataclasses.fields(GPTConfig)}
-        unknown = sorted(set(overrides["model"]) - known)
-        if unknown:
-            raise ValueError(
-                f"model: unknown GPTConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-            )
-        try:
-            get_gpt_preset(preset, **overrides["model"])
-        except TypeError as e:
-            raise ValueError(f"model: {e}") from None
-        recipe.trainer_config(output_dir=".", **overrides["trainer"])
-        return
-    known = {f.name for f in dataclasses.fields(EncoderConfig)}
-    unknown = sorted(set(overrides["model"]) - known)
-    if unknown:
+    # an encoder's preset is checked where it is read
+    if recipe.segment_recurrence and preset not in TRANSFO_XL_PRESETS:
         raise ValueError(
-            f"model: unknown EncoderConfig field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+            f"--preset {preset!r} is not a Transformer-XL preset; valid: {', '.join(TRANSFO_XL_PRESETS)}"
         )
-    try:
-        dataclasses.replace(get_preset(preset), **overrides["model"])
-    except TypeError as e:  # a comparison with a value of the wrong type
-        raise ValueError(f"model: {e}") from None
+    if recipe.objective == "clm" and not recipe.segment_recurrence and preset not in GPT_PRESETS:
+        raise ValueError(f"--preset {preset!r} is not a GPT preset; valid: {', '.join(GPT_PRESETS)}")
+    check_model_overrides(recipe, preset, overrides["model"])
     try:
         recipe.trainer_config(output_dir=".", **overrides["trainer"])
     except TypeError as e:

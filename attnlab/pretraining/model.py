@@ -10,6 +10,7 @@ distill`: `DistillationPreTrainer`, the student around a frozen teacher).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
@@ -18,7 +19,8 @@ from attnlab.data import SpecialIds
 from attnlab.data.protocol import vocab_size_of
 from attnlab.models import EncoderConfig, EncoderForPreTraining, ReplacedTokenDetection, get_preset
 from attnlab.models.gpt import GPTConfig, build_gpt
-from attnlab.models.transfo_xl import TransfoXLConfig, build_transfo_xl
+from attnlab.models.gpt_presets import get_gpt_preset
+from attnlab.models.transfo_xl import TRANSFO_XL_PRESETS, TransfoXLConfig, build_transfo_xl
 from attnlab.pretraining.causal_lm import gpt_config
 from attnlab.pretraining.distillation import DistillationPreTrainer
 from attnlab.pretraining.electra import ElectraPreTrainer, generator_config
@@ -28,6 +30,28 @@ from attnlab.pretraining.span_boundary import SpanBertForPreTraining
 from attnlab.pretraining.transfo_xl import SegmentRecurrence, transfo_xl_config
 
 ModelConfig = EncoderConfig | GPTConfig | TransfoXLConfig
+
+
+def check_model_overrides(recipe: Recipe, preset: str, overrides: Mapping[str, Any]) -> None:
+    """``overrides`` name fields of the config ``recipe`` builds from ``preset`` (an encoder's, a GPT's or a
+    Transformer-XL's) and hold values it accepts (the config's own checks); ValueError naming them, before
+    any data is read. ``preset`` is one of the recipe's family."""
+    if recipe.segment_recurrence:
+        cls, build = TransfoXLConfig, lambda: dataclasses.replace(TRANSFO_XL_PRESETS[preset](), **overrides)
+    elif recipe.objective == "clm":
+        cls, build = GPTConfig, lambda: get_gpt_preset(preset, **overrides)
+    else:
+        cls, build = EncoderConfig, lambda: dataclasses.replace(get_preset(preset), **overrides)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(
+            f"model: unknown {cls.__name__} field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+        )
+    try:
+        build()
+    except TypeError as e:  # a comparison with a value of the wrong type
+        raise ValueError(f"model: {e}") from None
 
 
 def model_config(recipe: Recipe, preset: str | ModelConfig, tokenizer: Any, **overrides: Any) -> ModelConfig:

@@ -68,7 +68,7 @@ def test_plan_counts_the_runs_already_done(tmp_path):
 def test_plan_says_when_minutes_cannot_hold_the_runs_allowance(capsys, tmp_path):
     argv = ["ablate", "bert-table8", "--plan", "--minutes", "5", "--data-dir", str(tmp_path)]
     assert main([*argv, "--output", str(tmp_path / "out")]) == 0
-    assert "over --minutes: the runs' fixed allowance alone is 21 min" in capsys.readouterr().out
+    assert "about 22 min (over --minutes: the runs' fixed allowance is 21 min)" in capsys.readouterr().out
     assert not (tmp_path / "out").exists()  # the division is not kept either
 
 
@@ -112,3 +112,15 @@ def test_plan_needs_no_data_folder(capsys, tmp_path):
     argv = ["ablate", "roberta-table1", "--plan", "--data-dir", str(tmp_path / "none")]
     assert main([*argv, "--output", str(tmp_path / "out")]) == 0
     assert "roberta-table1       18 runs: 0 done" in capsys.readouterr().out
+
+
+def test_plan_leaves_out_what_a_failed_teacher_blocks_down_the_chain(tmp_path):
+    settings = LabSettings(output=tmp_path, data_dir=tmp_path, seeds=(0,))
+    table = get_table("distilbert-table4")
+    plan, store = plan_table(table, settings)
+    teacher = next(r.spec for r in plan.runs if r.spec.kind == "pretrain")
+    _finish(store, teacher, {"error": "RuntimeError: boom"})
+    (estimate,) = estimate_tables([table], settings)
+    # the 5 students it teaches, and their 10 feature probes, which need the students: 15 left out
+    assert (estimate.runs, estimate.blocked, estimate.done) == (16, 15, 1)
+    assert estimate.pending == {} and estimate.minutes == 0.0

@@ -121,13 +121,19 @@ def test_yaml_and_json_read_alike(tmp_path):
         ),
         (
             ("run: {recipe: bert}", "run: {recipe: gpt, model_overrides: {layerz: 2}}"),
-            "unknown field(s) layerz",
+            "rows[0] (a).run: model: unknown GPTConfig field(s) layerz",
         ),
         (
             ("run: {recipe: bert}", "run: {recipe: bert, budget_share: 0}"),
             "rows[0] (a).run: RunConfig.budget_share",
         ),
         (("name: mine", "name: mine\nname: other"), "line 3: invalid YAML: found the key 'name' twice"),
+        (("paper: {MLM: 2.0}", "paper: {MLM: yes}"), "got True (YAML reads an unquoted yes"),
+        (("  - name: a", "  - name: a\n    readout: svm"), "rows[0] (a): row 'a': readout: expected one of"),
+        (
+            ("run: {recipe: bert}", "run: {kind: distill, distill: {random_init: 'no'}}"),
+            "rows[0] (a).run: distill.random_init: expected true or false, got 'no'",
+        ),
         (("probes: [mlm_accuracy]", "probes: [mlm_acc]"), "unknown probe 'mlm_acc'"),
         (("probes: [mlm_accuracy]", "probes: [1]"), "probes[0]: expected a probe's name"),
         (("probes: [mlm_accuracy]", "probes: mlm_accuracy"), "probes: expected a list, got 'mlm_accuracy'"),
@@ -135,7 +141,7 @@ def test_yaml_and_json_read_alike(tmp_path):
         (("rate: 0.15", "rat: 0.15"), "rows[1] (b).run: masking: unknown field(s) rat"),
         (
             ("run: {recipe: bert}", "run: {recipe: bert, model_overrides: {layers: 2}}"),
-            "rows[0] (a).run: model_overrides: unknown field(s) layers; valid: ",
+            "rows[0] (a).run: model: unknown EncoderConfig field(s) layers; valid: ",
         ),
         (("run: {recipe: bert}", "run: {kind: train}"), "rows[0] (a).run: RunConfig.kind: expected one of"),
         (("  - name: b", "  - name: a"), "at least 2 rows with distinct names"),
@@ -152,6 +158,8 @@ def test_a_mistake_names_the_file_and_the_field(tmp_path, change, message):
 
 
 def test_a_json_mistake_names_its_line_and_other_files_are_refused(tmp_path):
+    with pytest.raises(TableFileError, match=r"mine\.json: the key 'name' is given twice in one object"):
+        load_table(_write(tmp_path, '{"name": "mine", "name": "yours"}', "mine.json"), _settings(tmp_path))
     with pytest.raises(TableFileError, match=r"mine\.json: line 2: not valid JSON"):
         load_table(_write(tmp_path, '{"name": "mine",\n "rows": [,]}', "mine.json"), _settings(tmp_path))
     with pytest.raises(TableFileError, match=r"mine\.toml: expected a \.yaml, \.yml or \.json table file"):

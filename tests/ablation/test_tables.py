@@ -42,11 +42,22 @@ def test_every_row_builds_a_valid_configuration(name, device, tmp_path):
 
 def test_a_run_that_cannot_be_built_is_named(tmp_path):
     settings = _settings(tmp_path)
-    with pytest.raises(ValueError, match="model_overrides: unknown field.s. hidden; valid: .*hidden_size"):
+    with pytest.raises(
+        ValueError, match="model: unknown EncoderConfig field.s. hidden; valid: .*hidden_size"
+    ):
         check_run(RunConfig(model_overrides={"hidden": 64}), settings)
-    with pytest.raises(ValueError, match="distill: unknown field.s. alpha; valid: .*random_init"):
+    with pytest.raises(
+        ValueError, match="distill: unknown DistillationConfig field.s. alpha; valid: .*random_init"
+    ):
         check_run(RunConfig(kind="distill", distill={"alpha": 1.0}), settings)
-    with pytest.raises(ValueError, match="model_overrides: unknown field.s. heads"):
+    with pytest.raises(ValueError, match="GPTConfig.num_layers: expected a positive int, got 0"):
+        check_run(RunConfig(recipe="gpt", model_overrides={"num_layers": 0}), settings)
+    with pytest.raises(ValueError, match="model: unknown TransfoXLConfig field.s. layerz"):
+        check_run(RunConfig(recipe="transfo-xl", model_overrides={"layerz": 2}), settings)
+    check_run(RunConfig(recipe="transfo-xl"), settings)  # at the lab's sizes: a Transformer-XL preset
+    with pytest.raises(ValueError, match="distill.random_init: expected true or false, got 'false'"):
+        check_run(RunConfig(kind="distill", distill={"random_init": "false"}), settings)
+    with pytest.raises(ValueError, match="model: unknown Seq2SeqConfig field.s. heads"):
         check_run(RunConfig(kind="translate", model_overrides={"heads": 4}), settings)
     with pytest.raises(ValueError, match="DistillationConfig: alpha_ce, alpha_mlm and alpha_cos are all 0"):
         check_run(
