@@ -75,8 +75,8 @@ def table_markdown(result: TableResult, png_name: str | None = None) -> str:
         f"The table's runs took {result.run_seconds / 60:.1f} min here ({result.run_minutes:.2f} min "
         f"a pre-training run); this invocation {result.seconds / 60:.1f} min ({result.trained} runs trained, "
         f"{result.reused} reused).", "",
-        f"Sizes: the lab's {result.size} sizes ({SIZES[result.size].describe()})"
-        + (f", on {result.hardware}." if result.hardware else "."), "",
+        f"Sizes: the lab's {result.size} sizes ({SIZES[result.size].describe()}), before each row's "
+        f"own changes" + (f", on {result.hardware}." if result.hardware else "."), "",
         "Probes (fixed before any result): " + "; ".join(
             PROBES[p].label + (f" for the paper's {t.columns[p]}" if p in t.columns else " (printed only)")
             for p in t.probes) + ".", "",

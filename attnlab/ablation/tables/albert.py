@@ -102,9 +102,9 @@ TABLE5 = Table(
         "sst2_features": "SST-2",
         "conll_features": "SQuAD1.1 F1",
     },  # fmt: skip
-    note="the lab's short pre-training blocks are often a single sentence, which NSP and SOP then pair as "
-    "its two halves, while the probes pair two whole held-out sentences and the paper's 512-token blocks "
-    "hold several (docs/ablations.md: 'What the SOP probe asks of a model').",
+    note="what the miniature's SOP head learns, the order of a block's two halves, does not carry to the "
+    "probe's pairs of two whole held-out sentences, with 32-token blocks or 128 (docs/ablations.md: 'ALBERT "
+    "Table 5 at 128-token blocks'); the paper's models train 125,000 steps on 512-token blocks.",
 )
 
 TABLES = (TABLE3, TABLE4, TABLE5)
