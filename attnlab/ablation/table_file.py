@@ -2,17 +2,17 @@
 checked when the file is read, so that a mistake names the file and the field before anything trains.
 Reading parses data (`attnlab.yaml_files`, json); nothing in the file runs.
 
-    name: masking-rate                    # the outputs' names: OUTPUT/masking-rate.md, .json, .png
-    title: "Masking rate: 15% against 40%"  # optional, as are paper, source and note
-    probes: [mlm_accuracy, sst2_features]   # attnlab.ablation.table.PROBES
-    columns: {sst2_features: SST-2}         # optional: a probe judged against a column of the rows' numbers
+    name: mask-only                        # the outputs' names: OUTPUT/mask-only.md, .json, .png
+    title: "BERT Table 8: 80/10/10 against MASK only"  # optional, as are paper, source and note
+    probes: [mlm_accuracy, conll_finetune]  # attnlab.ablation.table.PROBES
+    columns: {conll_finetune: NER}          # optional: a probe judged against a column of the rows' numbers
     rows:
-      - name: 15%
-        run: {recipe: bert, recipe_overrides: {masking: {rate: 0.15}}}
-        paper: {SST-2: 92.4}                # optional: the number a row is expected to reach
-      - name: 40%
+      - name: 80/10/10
         run: {recipe: bert}
-        paper: {SST-2: 92.9}
+        paper: {NER: 95.4}                  # optional: the number the row reaches in the paper
+      - name: 100/0/0
+        run: {recipe: bert, recipe_overrides: {masking: {mask_prob: 1.0, random_prob: 0.0}}}
+        paper: {NER: 94.9}
 
 ``run`` holds `RunConfig`'s fields (kind, recipe, recipe_overrides, model_overrides, distill,
 budget_share); a row may add ``readout: bilstm``. A row whose run equals another table's row is the same

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from attnlab.ablation import table_file
 from attnlab.ablation.lab import plan_table
 from attnlab.ablation.plan import pretrain_recipe
 from attnlab.ablation.settings import LabSettings
@@ -196,3 +197,12 @@ def test_the_128_token_albert_table_is_the_labs_with_one_longer_stage(tmp_path):
         b, _, b_model = pretrain_recipe(theirs.run, settings)
         assert [s.max_length for s in a.stages] == [128] and [s.max_length for s in b.stages] == [32]
         assert dataclasses.replace(a, stages=b.stages) == b and a_model == b_model
+
+
+def test_the_modules_example_is_a_table_whose_rows_are_bert_table_8s(tmp_path):
+    example = "\n".join(line[4:] for line in table_file.__doc__.splitlines() if line.startswith("    "))
+    settings = _settings(tmp_path)
+    own, _ = plan_table(load_table(_write(tmp_path, example), settings), settings)
+    lab, _ = plan_table(get_table("bert-table8"), settings)
+    for row in ("80/10/10", "100/0/0"):
+        assert own.model_runs[row, 0] == lab.model_runs[row, 0]
